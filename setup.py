@@ -1,0 +1,34 @@
+"""beam-spark-runner: run Apache Beam pipelines on Apache Spark through PySpark."""
+from setuptools import find_packages, setup
+
+INSTALL_REQUIRES = [
+    "apache-beam==2.77.0",
+    "pyspark==4.3.0",
+    "pandas<3",
+    "pyarrow",
+    "grpcio",
+    "pytest",
+]
+
+TEST_REQUIRES = [
+    # Beam's own test modules (our conformance suite) import pyhamcrest,
+    # parameterized, mock, ... through this extra.
+    "apache-beam[test]==2.77.0",
+    "hypothesis",
+    "pytest-timeout",
+]
+
+setup(
+    name="beam-spark-runner",
+    version="0.1.0",
+    description="Run Apache Beam pipelines (batch and streaming) on Apache Spark via PySpark.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["beam_spark_runner*", "windowing*", "triggers*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": TEST_REQUIRES},
+    entry_points={
+        "console_scripts": [
+            "beam-spark-plan=beam_spark_runner.cli:plan_main",
+        ],
+    },
+)

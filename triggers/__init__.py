@@ -1,0 +1,1 @@
+"""Engine-agnostic trigger state machines, panes, accumulation and the per-key reduce driver (no Spark, no gRPC)."""

@@ -1,0 +1,1 @@
+"""Engine-agnostic window assignment, merging and window GC rules (no Spark, no gRPC)."""
