@@ -1,0 +1,2 @@
+"""Spark glue: turns an ExecutionPlan into Spark operations. The only
+package besides `session` that imports pyspark."""

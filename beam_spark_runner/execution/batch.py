@@ -1,0 +1,200 @@
+"""Bounded pipelines on Spark core.
+
+Every buffer of the plan becomes an RDD of blocks (bytes holding runs of
+encoded elements). A stage is a `mapPartitions` running the SDK harness; a
+GroupByKey is a Spark shuffle keyed by the encoded key; Flatten is `union`;
+side inputs are collected and broadcast. RDDs read more than once are
+persisted so user code never runs twice for one element on a healthy run.
+"""
+import functools
+import zlib
+
+from pyspark import StorageLevel
+
+from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution.naming import spark_call_site
+from beam_spark_runner.translation import plan as plan_lib
+from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
+from beam_spark_runner.worker.side_inputs import state_entries
+from beam_spark_runner.worker.stage_runner import StageRunner
+
+def key_partition(key: bytes) -> int:
+    """Deterministic across processes (unlike hash() of bytes)."""
+    return zlib.crc32(key)
+
+
+class BatchExecution:
+    """Builds and runs the Spark job(s) of one ExecutionPlan."""
+
+    def __init__(self, spark, plan, parallelism=0, bundle_bytes=32 << 20):
+        self.sc = spark.sparkContext
+        self.plan = plan
+        self.parallelism = parallelism or self.sc.defaultParallelism
+        self.bundle_bytes = bundle_bytes
+        self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
+        self._written = {}      # BufferRef -> [RDD of blocks]
+        self._grouped = {}      # BufferRef -> RDD of blocks after the shuffle
+        self._persisted = []
+        self._broadcasts = []
+        self._uses = plan.consumers()
+
+    # -- building ---------------------------------------------------------
+    def run(self):
+        try:
+            leaves = []
+            for stage in self.plan.stages:
+                stage_rdd = self._stage_rdd(stage)
+                if not self._register_outputs(stage, stage_rdd):
+                    leaves.append((stage, stage_rdd))
+            for stage, rdd in leaves:
+                self.sc.setJobDescription("Beam: %s" % stage.display_name)
+                rdd.count()
+        finally:
+            self.sc.setJobDescription(None)
+            self._release()
+        return spark_metrics.by_stage(self.metrics.value)
+
+    def metrics_so_far(self):
+        return spark_metrics.by_stage(self.metrics.value)
+
+    def _stage_rdd(self, stage):
+        with spark_call_site(self.sc, stage.display_name):
+            side_entries = self._side_input_entries(stage)
+            inputs = self._input_rdd(stage)
+            run = functools.partial(
+                _run_stage_partition, stage, side_entries, self.bundle_bytes, self.metrics)
+            rdd = inputs.mapPartitions(run, preservesPartitioning=True)
+            rdd.setName(stage.display_name)
+            return rdd
+
+    def _register_outputs(self, stage, stage_rdd):
+        """Records each output buffer's RDD; False if nothing reads them."""
+        uses = sum(self._uses.get(port.buffer, 0) for port in stage.outputs)
+        if uses == 0:
+            return False
+        if uses > 1 or len(stage.outputs) > 1:
+            stage_rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted.append(stage_rdd)
+        for index, port in enumerate(stage.outputs):
+            if len(stage.outputs) == 1:
+                out = stage_rdd.map(_second)
+            else:
+                out = stage_rdd.filter(functools.partial(_is_output, index)).map(_second)
+            self._written.setdefault(port.buffer, []).append(out)
+        return True
+
+    def _input_rdd(self, stage):
+        tagged = []
+        for index, port in enumerate(stage.inputs):
+            rdd = self._buffer_rdd(port)
+            if stage.keyed:
+                rdd = self._partition_by_key(rdd, port.coder_id)
+            elif stage.rebalance and port.buffer.kind == plan_lib.MATERIALIZE:
+                rdd = self._spread(rdd, port.coder_id)
+            tagged.append(rdd.map(functools.partial(_tag, index)))
+        if len(tagged) == 1:
+            return tagged[0]
+        return self.sc.union(tagged)
+
+    def _buffer_rdd(self, port):
+        ref = port.buffer
+        if ref.kind == plan_lib.IMPULSE:
+            return self.sc.parallelize([ENCODED_IMPULSE_VALUE], 1)
+        if ref.kind == plan_lib.GROUP:
+            return self._group_rdd(ref)
+        return self._union(self._written.get(ref, []))
+
+    def _union(self, rdds):
+        if not rdds:
+            return self.sc.emptyRDD()
+        return rdds[0] if len(rdds) == 1 else self.sc.union(rdds)
+
+    def _group_rdd(self, ref):
+        if ref not in self._grouped:
+            group = self.plan.groups[ref.name]
+            components = self.plan.components
+            with spark_call_site(self.sc, "GroupByKey %s" % ref.name):
+                records = self._union(self._written.get(ref, [])).flatMap(
+                    functools.partial(_shuffle_records, components, group))
+                grouped = records.groupByKey(self.parallelism, key_partition)
+                self._grouped[ref] = grouped.mapPartitions(
+                    functools.partial(_grouped_blocks, components, group))
+        return self._grouped[ref]
+
+    def _partition_by_key(self, rdd, coder_id):
+        components = self.plan.components
+        keyed = rdd.flatMap(functools.partial(_keyed_elements, components, coder_id))
+        return keyed.partitionBy(self.parallelism, key_partition).map(_second)
+
+    def _spread(self, rdd, coder_id):
+        """Bounded SDF restrictions: one element each, spread over partitions."""
+        components = self.plan.components
+        return rdd.flatMap(functools.partial(_split_elements, components, coder_id)) \
+            .repartition(self.parallelism)
+
+    def _side_input_entries(self, stage):
+        if not stage.side_inputs:
+            return None
+        entries = []
+        for si in stage.side_inputs:
+            blocks = self._union(self._written.get(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
+            entries.extend(state_entries(si, blocks, self.plan.components))
+        broadcast = self.sc.broadcast(entries)
+        self._broadcasts.append(broadcast)
+        return broadcast
+
+    def _release(self):
+        for rdd in self._persisted:
+            rdd.unpersist()
+        for b in self._broadcasts:
+            b.unpersist()
+
+
+# -- functions shipped to executors (module level so they pickle by name) --
+
+def _run_stage_partition(stage, side_entries, bundle_bytes, metrics, iterator):
+    runner = StageRunner(stage, side_entries.value if side_entries is not None else ())
+    try:
+        yield from runner.run(iterator, bundle_bytes)
+    finally:
+        if runner.monitoring_infos:
+            metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
+        runner.close()
+
+
+def _shuffle_records(components, group, block):
+    return _group_codec(components, group).shuffle_records(block)
+
+
+def _grouped_blocks(components, group, grouped):
+    return _group_codec(components, group).grouped_blocks(grouped)
+
+
+@functools.lru_cache(maxsize=64)
+def _group_codec(components, group):
+    return grouping.GroupCodec(components, group)
+
+
+def _keyed_elements(components, coder_id, block):
+    impl = context.coder_impl(components, coder_id)
+    key_impl = context.components_context(components).coders[coder_id].wrapped_value_coder.key_coder().get_impl()
+    for element in grouping.split_elements(block, impl):
+        wv = impl.decode_nested(element)
+        yield key_impl.encode_nested(wv.value[0]), element
+
+
+def _split_elements(components, coder_id, block):
+    return grouping.split_elements(block, context.coder_impl(components, coder_id))
+
+
+def _tag(index, block):
+    return index, block
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _is_output(index, pair):
+    return pair[0] == index

@@ -1,0 +1,48 @@
+"""Pipeline options of the Spark runner."""
+from apache_beam.options.pipeline_options import PipelineOptions
+
+
+class SparkRunnerOptions(PipelineOptions):
+    """Options for `--runner=beam_spark_runner.SparkRunner`.
+
+    `--parallelism` (partitions of shuffles and rebalanced inputs) is Beam's
+    own option, declared by FlinkRunnerOptions and shared by every portable
+    runner; read it with `parallelism(options)`.
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument(
+            "--spark_master", default="local[*]",
+            help="Spark master URL (local[N], spark://host:port, ...). Ignored when a "
+                 "SparkSession is already active in this process: that session is reused.")
+        parser.add_argument(
+            "--spark_conf", action="append", default=[], metavar="KEY=VALUE",
+            help="A Spark configuration entry; repeatable.")
+        parser.add_argument(
+            "--spark_app_name", default="beam-spark-runner",
+            help="Spark application name of a newly created SparkSession.")
+        parser.add_argument(
+            "--bundle_size_bytes", type=int, default=32 << 20,
+            help="Input bytes per Beam bundle within a Spark partition.")
+        parser.add_argument(
+            "--print_plan", action="store_true", default=False,
+            help="Print the Spark execution plan before running.")
+
+
+def parse_spark_conf(entries):
+    """['k=v', ...] -> {k: v}; a malformed entry is an error naming it."""
+    conf = {}
+    for entry in entries or ():
+        key, sep, value = entry.partition("=")
+        if not sep or not key.strip():
+            raise ValueError("--spark_conf expects KEY=VALUE, got %r" % entry)
+        conf[key.strip()] = value
+    return conf
+
+
+def parallelism(options):
+    """--parallelism if set (> 0), else 0 meaning Spark's default parallelism."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions
+    value = options.view_as(FlinkRunnerOptions).parallelism
+    return value if value and value > 0 else 0

@@ -1,0 +1,89 @@
+"""SparkRunner: a Beam PipelineRunner that executes on Apache Spark."""
+import logging
+import re
+
+from apache_beam.options import pipeline_options
+from apache_beam.options.value_provider import RuntimeValueProvider
+from apache_beam.runners import runner as beam_runner
+from apache_beam.runners.pipeline_utils import (
+    group_by_key_input_visitor, merge_common_environments, validate_pipeline_graph)
+from apache_beam.transforms import environments
+
+from beam_spark_runner.options import SparkRunnerOptions, parallelism
+from beam_spark_runner.result import PipelineExecutionError, PipelineState, SparkPipelineResult
+from beam_spark_runner.translation import phases, plan as plan_lib, requirements
+
+_LOG = logging.getLogger(__name__)
+
+
+def plan_pipeline(pipeline_proto):
+    """Checks a pipeline proto and plans it; raises UnsupportedPipelineError.
+
+    Pure planning: no Spark needed, so `beam-spark-plan` and tests can call it.
+    """
+    validate_pipeline_graph(pipeline_proto)
+    requirements.check_pipeline(pipeline_proto, supports_retracting=_batch_supports_retracting())
+    context, stages = phases.create_stages(pipeline_proto)
+    return plan_lib.build_plan(context, stages)
+
+
+def _batch_supports_retracting():
+    from triggers import batch
+    return getattr(batch, "SUPPORTS_RETRACTING", False)
+
+
+class SparkRunner(beam_runner.PipelineRunner):
+    """Runs Beam pipelines on Spark: `--runner=beam_spark_runner.SparkRunner`."""
+
+    def run_pipeline(self, pipeline, options):
+        RuntimeValueProvider.set_runtime_options({})
+        debug = options.view_as(pipeline_options.DebugOptions)
+        experiments = debug.experiments or []
+        if "beam_fn_api" not in experiments:
+            experiments.append("beam_fn_api")
+        debug.experiments = experiments
+        pipeline.visit(group_by_key_input_visitor(
+            not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders))
+        proto = pipeline.to_runner_api(
+            default_environment=environments.EmbeddedPythonEnvironment.default())
+        return self.run_portable_pipeline(proto, options)
+
+    def run_portable_pipeline(self, pipeline_proto, options):
+        pipeline_proto = merge_common_environments(pipeline_proto)
+        execution_plan = plan_pipeline(pipeline_proto)
+        spark_options = options.view_as(SparkRunnerOptions)
+        if spark_options.print_plan:
+            print(execution_plan.describe())
+        if options.view_as(pipeline_options.StandardOptions).streaming:
+            raise requirements.UnsupportedPipelineError(
+                "--streaming pipelines need the streaming runner: %s" % requirements.STREAMING_ISSUE)
+        return self._execute(execution_plan, spark_options, parallelism(options))
+
+    def _execute(self, execution_plan, spark_options, parallelism):
+        from beam_spark_runner.execution.batch import BatchExecution
+        from beam_spark_runner.session import get_or_create_session
+
+        spark = get_or_create_session(spark_options)
+        execution = BatchExecution(spark, execution_plan, parallelism,
+                                   spark_options.bundle_size_bytes)
+        try:
+            infos = execution.run()
+        except Exception as e:  # a Spark job failed: surface the user's error
+            error = PipelineExecutionError(_user_error(e))
+            error.__cause__ = e
+            _LOG.error("Pipeline failed: %s", error)
+            # Like Beam's portable runners: the result says FAILED and
+            # wait_until_finish() raises the error.
+            return SparkPipelineResult(PipelineState.FAILED, execution.metrics_so_far(), error=error)
+        return SparkPipelineResult(PipelineState.DONE, infos)
+
+
+_STAGE_FAILED = re.compile(
+    r"(beam_spark_runner\.worker\.stage_runner\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
+
+
+def _user_error(exc):
+    """The Beam stage failure inside a Spark/Py4J error, else the error."""
+    text = str(exc)
+    match = _STAGE_FAILED.search(text)
+    return match.group(2).strip() if match else text

@@ -1,0 +1,34 @@
+"""Getting a SparkSession: reuse an active one (a notebook's, a test's),
+otherwise create one from the options. The only place that starts Spark."""
+import os
+import sys
+
+from beam_spark_runner.options import parse_spark_conf
+
+
+def ensure_python_workers_match_driver():
+    """Spark's Python workers must run this interpreter (same Beam, same
+    pickles); set before the JVM starts so executors inherit it."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # PySpark hashes strings in workers; a fixed seed keeps that deterministic.
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+def get_or_create_session(spark_options):
+    ensure_python_workers_match_driver()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)
+    conf = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.executorEnv.PYTHONHASHSEED": "0",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    }
+    conf.update(parse_spark_conf(spark_options.spark_conf))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,1 @@
+"""Pipeline proto -> execution plan. Pure planning: no SparkSession needed."""

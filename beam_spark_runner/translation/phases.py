@@ -1,0 +1,51 @@
+"""The ordered list of graph phases that turn a pipeline proto into stages.
+
+Each phase is a `(stages, context) -> stages` function. We use Beam's own
+phases (combiner lifting, SDF expansion, GBK expansion, fusion, ...) from
+`fn_api_runner.translations` and add our own only where Spark needs a
+different shape; every phase is testable on its own.
+"""
+import copy
+
+from apache_beam.portability import common_urns
+from apache_beam.runners.portability.fn_api_runner import translations
+
+# Transforms the runner (Spark) executes itself rather than the SDK harness.
+RUNNER_URNS = frozenset([
+    common_urns.primitives.FLATTEN.urn,
+    common_urns.primitives.GROUP_BY_KEY.urn,
+])
+
+BATCH_PHASES = (
+    translations.annotate_downstream_side_inputs,
+    # A stateful DoFn must start a stage: its input is re-partitioned by key
+    # so that all of a key's elements (and its state) live in one partition.
+    translations.annotate_stateful_dofns_as_roots,
+    translations.fix_side_input_pcoll_coders,
+    translations.pack_combiners,
+    translations.lift_combiners,
+    translations.expand_sdf,
+    translations.expand_gbk,
+    translations.sink_flattens,
+    translations.greedily_fuse,
+    translations.read_to_impulse,
+    translations.impulse_to_input,
+    translations.sort_stages,
+    translations.add_impulse_to_dangling_transforms,
+    translations.setup_timer_mapping,
+    translations.populate_data_channel_coders,
+)
+
+
+def create_stages(pipeline_proto, phases=BATCH_PHASES):
+    """Returns (TransformContext, ordered stages) for a pipeline proto.
+
+    The proto is copied: the caller's pipeline is never mutated.
+    """
+    return translations.create_and_optimize_stages(
+        copy.deepcopy(pipeline_proto),
+        phases=list(phases),
+        known_runner_urns=RUNNER_URNS,
+        use_state_iterables=False,
+        is_drain=False,
+    )

@@ -1,0 +1,147 @@
+"""Submission-time checks: anything the runner cannot run correctly is
+rejected here with a message naming the transform and the URN, before any
+Spark job starts. A table maps each supported leaf URN to nothing; each
+check below is a small function of (pipeline proto) -> errors.
+"""
+from apache_beam.portability import common_urns, python_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners.portability.fn_api_runner import translations
+from apache_beam.utils import proto_utils
+
+
+class UnsupportedPipelineError(ValueError):
+    """The pipeline uses something this runner cannot run; nothing was run."""
+
+
+_P = common_urns.primitives
+_C = common_urns.combine_components
+_S = common_urns.sdf_components
+
+# Leaf transform URNs the batch runner executes (via the SDK harness unless
+# the runner executes them itself: GroupByKey and Flatten).
+SUPPORTED_LEAF_URNS = frozenset([
+    _P.IMPULSE.urn, _P.PAR_DO.urn, _P.GROUP_BY_KEY.urn, _P.FLATTEN.urn,
+    _P.ASSIGN_WINDOWS.urn, _P.MAP_WINDOWS.urn, _P.MERGE_WINDOWS.urn, _P.TO_STRING.urn,
+    common_urns.deprecated_primitives.READ.urn,
+    _C.COMBINE_PER_KEY_PRECOMBINE.urn, _C.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn,
+    _C.COMBINE_PER_KEY_EXTRACT_OUTPUTS.urn, _C.COMBINE_GROUPED_VALUES.urn,
+    _C.COMBINE_PER_KEY_CONVERT_TO_ACCUMULATORS.urn,
+    _S.PAIR_WITH_RESTRICTION.urn, _S.SPLIT_AND_SIZE_RESTRICTIONS.urn,
+    _S.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn, _S.TRUNCATE_SIZED_RESTRICTION.urn,
+    python_urns.IMPULSE_READ_TRANSFORM,
+]) | translations.KNOWN_COMPOSITES
+
+# Composites Beam's phases handle whole (combiner lifting, ...).
+_ALWAYS_EXPANDED = translations.KNOWN_COMPOSITES | {_P.GROUP_BY_KEY.urn, _P.FLATTEN.urn}
+
+SUPPORTED_REQUIREMENTS = frozenset([
+    common_urns.requirements.REQUIRES_STATEFUL_PROCESSING.urn,
+    common_urns.requirements.REQUIRES_SPLITTABLE_DOFN.urn,
+    common_urns.requirements.REQUIRES_BUNDLE_FINALIZATION.urn,
+])
+
+# Environments whose code runs in the executor's own Python process.
+IN_PROCESS_ENVIRONMENTS = frozenset([
+    python_urns.EMBEDDED_PYTHON,
+    python_urns.EMBEDDED_PYTHON_GRPC,
+])
+
+RETRACTING = 3  # beam_runner_api_pb2.AccumulationMode value for RETRACTING
+
+STREAMING_ISSUE = "issue #5 (streaming)"
+STATE_TIMERS_ISSUE = "issue #4 (batch state, timers, SDF)"
+
+
+def _leaf_transforms(pipeline):
+    """The transforms the runner executes, by the same rule as Beam's
+    `leaf_transform_stages`: known composites whole, pass-through leaves
+    (outputs a subset of inputs) skipped."""
+    transforms = pipeline.components.transforms
+
+    def visit(tid):
+        t = transforms[tid]
+        if t.spec.urn in _ALWAYS_EXPANDED:
+            yield tid, t
+        elif t.subtransforms:
+            for sub in t.subtransforms:
+                yield from visit(sub)
+        elif set(t.outputs.values()) - set(t.inputs.values()):
+            yield tid, t
+    for root in pipeline.root_transform_ids:
+        yield from visit(root)
+
+
+def check_transforms(pipeline):
+    errors = []
+    for tid, t in _leaf_transforms(pipeline):
+        urn = t.spec.urn
+        name = t.unique_name or tid
+        if urn == _P.TEST_STREAM.urn:
+            errors.append("%s: TestStream (%s) needs the streaming runner, %s" % (name, urn, STREAMING_ISSUE))
+        elif urn not in SUPPORTED_LEAF_URNS:
+            errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
+        elif urn in translations.PAR_DO_URNS:
+            errors.extend(_check_pardo(name, t))
+    return errors
+
+
+def _check_pardo(name, transform):
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+    errors = []
+    if payload.timer_family_specs:
+        errors.append("%s: timers (%s) are not supported in batch yet: %s" % (
+            name, ", ".join(sorted(payload.timer_family_specs)), STATE_TIMERS_ISSUE))
+    if payload.requires_time_sorted_input:
+        errors.append("%s: requires_time_sorted_input (%s) is not supported yet: %s" % (
+            name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn, STATE_TIMERS_ISSUE))
+    return errors
+
+
+def check_requirements(pipeline):
+    return ["pipeline requirement %s is not supported by the Spark runner" % r
+            for r in pipeline.requirements if r not in SUPPORTED_REQUIREMENTS]
+
+
+def check_environments(pipeline):
+    errors = []
+    used = {t.environment_id for _, t in _leaf_transforms(pipeline) if t.environment_id}
+    for env_id in sorted(used):
+        env = pipeline.components.environments[env_id]
+        if env.urn not in IN_PROCESS_ENVIRONMENTS:
+            names = sorted(t.unique_name for _, t in _leaf_transforms(pipeline) if t.environment_id == env_id)
+            errors.append("environment %s (%s) used by %s cannot run in-process; only Python SDK "
+                          "transforms are supported by SparkRunner today" % (env_id, env.urn, ", ".join(names[:3])))
+    return errors
+
+
+def check_boundedness(pipeline):
+    errors = []
+    for pid, pc in pipeline.components.pcollections.items():
+        if pc.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED:
+            errors.append("PCollection %s is unbounded; run it with --streaming, %s" % (
+                pc.unique_name or pid, STREAMING_ISSUE))
+            break
+    return errors
+
+
+def check_windowing(pipeline, supports_retracting):
+    errors = []
+    producers = {}
+    for _, t in _leaf_transforms(pipeline):
+        for out in t.outputs.values():
+            producers[out] = t.unique_name
+    for pid, pc in pipeline.components.pcollections.items():
+        ws = pipeline.components.windowing_strategies[pc.windowing_strategy_id]
+        if ws.accumulation_mode == RETRACTING and not supports_retracting:
+            errors.append("%s: accumulation mode RETRACTING (3) is not supported by this build yet: issue #3"
+                          % producers.get(pid, pid))
+    return errors
+
+
+def check_pipeline(pipeline, supports_retracting=False):
+    """Raises UnsupportedPipelineError listing every problem found."""
+    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline)
+              + check_boundedness(pipeline) + check_windowing(pipeline, supports_retracting))
+    if errors:
+        raise UnsupportedPipelineError(
+            "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))

@@ -1,0 +1,84 @@
+"""The one place that touches Beam's non-public SDK-harness wiring.
+
+Beam has no public API to run a ProcessBundleDescriptor in-process; its own
+FnApiRunner does it with the classes imported here (the embedded worker
+handler). We wrap them so an upgrade of Beam breaks one module, not the
+runner: every other module imports from here.
+"""
+from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.portability.api import endpoints_pb2
+from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
+    FNAPI_RUNNER_CAPABILITIES,
+    SingletonStateHandlerFactory,
+    StateServicer,
+)
+from apache_beam.runners.worker import data_plane, sdk_worker
+from apache_beam.runners.worker.statecache import StateCache
+
+STATE_CACHE_BYTES = 64 << 20
+
+
+class InProcessSdkHarness:
+    """An SDK worker that runs bundles in this process over in-memory planes.
+
+    Guarantees: `run_bundle` returns only after the bundle finished; its data
+    outputs are all returned; user state written by a bundle is visible to
+    the next bundle of the same harness (state lives in `self.state`).
+    """
+
+    def __init__(self, descriptor: beam_fn_api_pb2.ProcessBundleDescriptor):
+        self.descriptor = descriptor
+        self.state = StateServicer()
+        self._data = data_plane.InMemoryDataChannel()
+        self._cache = sdk_worker.BundleProcessorCache(
+            FNAPI_RUNNER_CAPABILITIES,
+            SingletonStateHandlerFactory(
+                sdk_worker.GlobalCachingStateHandler(
+                    StateCache(STATE_CACHE_BYTES), self.state)),
+            data_plane.InMemoryDataChannelFactory(self._data.inverse()),
+            {descriptor.id: descriptor},
+        )
+        self._worker = sdk_worker.SdkWorker(self._cache)
+        self._next_id = 0
+
+    def new_instruction_id(self) -> str:
+        self._next_id += 1
+        return "bundle_%d" % self._next_id
+
+    def write_input(self, instruction_id, transform_id, blocks):
+        out = self._data.output_stream(instruction_id, transform_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def write_timers(self, instruction_id, transform_id, timer_family_id, blocks):
+        out = self._data.output_timer_stream(instruction_id, transform_id, timer_family_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def process(self, instruction_id):
+        """Runs the bundle whose inputs were written; returns the response."""
+        request = beam_fn_api_pb2.InstructionRequest(
+            instruction_id=instruction_id,
+            process_bundle=beam_fn_api_pb2.ProcessBundleRequest(
+                process_bundle_descriptor_id=self.descriptor.id))
+        return self._worker.do_instruction(request)
+
+    def read_outputs(self, instruction_id, expected):
+        """Yields Elements.Data and Elements.Timers the bundle produced."""
+        return self._data.input_elements(instruction_id, expected)
+
+    def finalize(self, instruction_id):
+        request = beam_fn_api_pb2.InstructionRequest(
+            finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(
+                instruction_id=instruction_id))
+        return self._worker.do_instruction(request)
+
+    def close(self):
+        self._cache.shutdown()
+
+
+def fake_timer_endpoint():
+    """Bundle processors only wire timers when a timer endpoint is named."""
+    return endpoints_pb2.ApiServiceDescriptor(url="in-process")

@@ -1,0 +1,23 @@
+"""Per-process cache of decoded pipeline components (coders, windowing).
+
+Spark reuses Python workers across tasks, so decoding the Components proto
+once per process and plan (not once per partition) keeps task start cheap.
+"""
+import functools
+
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners import pipeline_context
+
+
+@functools.lru_cache(maxsize=16)
+def components_context(components: bytes) -> pipeline_context.PipelineContext:
+    proto = beam_runner_api_pb2.Components.FromString(components)
+    return pipeline_context.PipelineContext(proto)
+
+
+def coder_impl(components: bytes, coder_id: str):
+    return components_context(components).coders[coder_id].get_impl()
+
+
+def windowing(components: bytes, windowing_strategy_id: str):
+    return components_context(components).windowing_strategies[windowing_strategy_id]

@@ -1,0 +1,101 @@
+"""The two halves of a runner-side GroupByKey, around a Spark shuffle.
+
+`shuffle_records` turns blocks written by producers (windowed KV<K, V>) into
+`(encoded key, encoded value)` records for Spark to partition by key;
+`grouped_blocks` turns one partition of Spark's grouped records back into
+blocks of windowed KV<K, Iterable<V>> for the consuming stage. Window and
+trigger semantics come from `triggers.batch`; this module only moves bytes.
+
+Keys are compared by their nested encoding: Beam requires deterministic key
+coders for GroupByKey, so equal keys encode to equal bytes.
+"""
+import struct
+
+from apache_beam.coders import coders
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+from apache_beam.transforms import window
+from apache_beam.utils import windowed_value
+
+from beam_spark_runner.worker import context
+from triggers.batch import group_by_window
+
+BLOCK_BYTES = 1 << 20
+
+
+class GroupCodec:
+    """Encodings used on both sides of one GroupByKey's shuffle."""
+
+    def __init__(self, components: bytes, group):
+        ctx = context.components_context(components)
+        pre = ctx.coders[group.input_coder_id]
+        post = ctx.coders[group.output_coder_id]
+        self.windowing = ctx.windowing_strategies[group.windowing_strategy_id]
+        self.trivial_windowing = self.windowing.is_default()
+        kv_coder = pre.wrapped_value_coder
+        self.pre_impl = pre.get_impl()
+        self.post_impl = post.get_impl()
+        self.key_impl = kv_coder.key_coder().get_impl()
+        value_coder = kv_coder.value_coder()
+        self.value_impl = value_coder.get_impl()
+        self.windowed_value_impl = coders.WindowedValueCoder(
+            value_coder, pre.window_coder).get_impl()
+        # With default windowing every output element has the same timestamp,
+        # window and pane: encode that header once.
+        header_coder = coders.WindowedValueCoder(coders.BytesCoder(), post.window_coder)
+        encoded = header_coder.get_impl().encode_nested(_global_on_time(b""))
+        self.global_header = encoded[:-1]  # drop the empty bytes value's length byte
+
+    def shuffle_records(self, block):
+        stream = create_InputStream(block)
+        decode = self.pre_impl.decode_from_stream
+        encode_key = self.key_impl.encode_nested
+        if self.trivial_windowing:
+            encode_value = self.value_impl.encode_nested
+            while stream.size() > 0:
+                key, value = decode(stream, True).value
+                yield encode_key(key), encode_value(value)
+        else:
+            encode_wv = self.windowed_value_impl.encode_nested
+            while stream.size() > 0:
+                wkv = decode(stream, True)
+                key, value = wkv.value
+                yield encode_key(key), encode_wv(wkv.with_value(value))
+
+    def grouped_blocks(self, grouped):
+        """grouped: iterable of (encoded key, iterable of encoded values)."""
+        out = create_OutputStream()
+        if self.trivial_windowing:
+            header, pack = self.global_header, struct.Struct(">i").pack
+            for key, values in grouped:
+                values = list(values)
+                out.write(header + key + pack(len(values)) + b"".join(values))
+                if out.size() >= BLOCK_BYTES:
+                    yield out.get()
+                    out = create_OutputStream()
+        else:
+            decode_key = self.key_impl.decode_nested
+            decode_wv = self.windowed_value_impl.decode_nested
+            encode = self.post_impl.encode_to_stream
+            for key, values in grouped:
+                wvs = [decode_wv(v) for v in values]
+                for grouped_wv in group_by_window(self.windowing, decode_key(key), wvs):
+                    encode(grouped_wv, out, True)
+                if out.size() >= BLOCK_BYTES:
+                    yield out.get()
+                    out = create_OutputStream()
+        if out.size():
+            yield out.get()
+
+
+def _global_on_time(value):
+    return windowed_value.WindowedValue(
+        value, window.GlobalWindow().max_timestamp(), (window.GlobalWindow(),),
+        windowed_value.PaneInfo(True, True, windowed_value.PaneInfoTiming.ON_TIME, 0, 0))
+
+
+def split_elements(block, coder_impl):
+    """Splits a block into the encodings of its single elements."""
+    stream = create_InputStream(block)
+    decode, encode = coder_impl.decode_from_stream, coder_impl.encode_nested
+    while stream.size() > 0:
+        yield encode(decode(stream, True))

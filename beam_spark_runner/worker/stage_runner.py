@@ -1,0 +1,113 @@
+"""Runs one fused stage over the elements of one Spark partition.
+
+Input is an iterator of `(input_index, block)` where a block is a run of
+elements encoded with that input's data-channel coder; output is an iterator
+of `(output_index, block)`. A partition is cut into bundles of bounded size;
+SDF residuals (self-checkpoints) are fed back as further bundles until none
+remain, as a bounded input requires.
+"""
+import collections
+
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.runners.worker import bundle_processor
+
+from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
+
+# Bytes of input per bundle: big enough to amortize per-bundle cost (and to
+# let lifted combiners pre-combine well), small enough to bound memory, since
+# a bundle's output is held until the bundle ends.
+DEFAULT_BUNDLE_BYTES = 32 << 20
+
+_TRUNCATE_URN = common_urns.sdf_components.TRUNCATE_SIZED_RESTRICTION.urn
+
+
+class StageFailed(RuntimeError):
+    """A bundle of a stage failed; the message carries the user's traceback."""
+
+
+class StageRunner:
+    """Executes a StagePlan's bundles with an in-process SDK harness."""
+
+    def __init__(self, stage, side_input_entries=()):
+        self.stage = stage
+        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
+        self._descriptor = descriptor
+        self._harness = InProcessSdkHarness(descriptor)
+        for state_key, data in side_input_entries:
+            self._harness.state.append_raw(
+                beam_fn_api_pb2.StateKey.FromString(state_key), data)
+        self._input_ids = [p.transform_id for p in stage.inputs]
+        self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
+        self._feeding_input = {}
+        self.monitoring_infos = []
+
+    def run(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
+        """Yields (output_index, block) for every bundle of this partition."""
+        pending = collections.defaultdict(list)
+        size = 0
+        for index, block in tagged_blocks:
+            pending[self._input_ids[index]].append(block)
+            size += len(block)
+            if size >= bundle_bytes:
+                yield from self._run_until_no_residuals(pending)
+                pending, size = collections.defaultdict(list), 0
+        if pending:
+            yield from self._run_until_no_residuals(pending)
+
+    def _run_until_no_residuals(self, inputs):
+        while inputs:
+            residuals = collections.defaultdict(list)
+            yield from self._run_bundle(inputs, residuals)
+            inputs = residuals
+
+    def _run_bundle(self, inputs, residuals):
+        harness = self._harness
+        iid = harness.new_instruction_id()
+        # Every data input must be opened and closed, even when empty, or the
+        # bundle waits for it forever.
+        for transform_id in self._input_ids:
+            harness.write_input(iid, transform_id, inputs.get(transform_id, ()))
+        response = harness.process(iid)
+        if response.error:
+            raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, response.error))
+        outputs = []
+        for element in harness.read_outputs(iid, list(self._output_index)):
+            if isinstance(element, beam_fn_api_pb2.Elements.Data) and element.data:
+                outputs.append((self._output_index[element.transform_id], element.data))
+        result = response.process_bundle
+        for delayed in result.residual_roots:
+            app = delayed.application
+            residuals[self._input_feeding(app.transform_id, app.input_id)].append(app.element)
+        self.monitoring_infos.extend(result.monitoring_infos)
+        if result.requires_finalization:
+            # The bundle's output is handed to Spark (returned below) only after
+            # this point; issue #4 moves finalization after Spark's commit.
+            finalized = harness.finalize(iid)
+            if finalized.error:
+                raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (
+                    self.stage.display_name, finalized.error))
+        return outputs
+
+    def _input_feeding(self, transform_id, input_id):
+        """The data input transform whose elements reach `transform_id`."""
+        key = (transform_id, input_id)
+        if key not in self._feeding_input:
+            transforms = self._descriptor.transforms
+            pcoll = transforms[transform_id].inputs[input_id]
+            self._feeding_input[key] = self._find_data_input(pcoll)
+        return self._feeding_input[key]
+
+    def _find_data_input(self, pcoll):
+        transforms = self._descriptor.transforms
+        for tid, t in transforms.items():
+            if pcoll in t.outputs.values():
+                if t.spec.urn == bundle_processor.DATA_INPUT_URN:
+                    return tid
+                if t.spec.urn == _TRUNCATE_URN:
+                    return self._find_data_input(next(iter(t.inputs.values())))
+        raise StageFailed("No data input of stage %r feeds PCollection %s" % (self.stage.name, pcoll))
+
+    def close(self):
+        self._harness.close()
+
