@@ -7,6 +7,7 @@ side inputs are collected and broadcast. RDDs read more than once are
 persisted so user code never runs twice for one element on a healthy run.
 """
 import functools
+import warnings
 import zlib
 
 from pyspark import StorageLevel
@@ -33,6 +34,7 @@ class BatchExecution:
         self.parallelism = parallelism or self.sc.defaultParallelism
         self.bundle_bytes = bundle_bytes
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
+        self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
         self._written = {}      # BufferRef -> [RDD of blocks]
         self._grouped = {}      # BufferRef -> RDD of blocks after the shuffle
         self._persisted = []
@@ -53,6 +55,7 @@ class BatchExecution:
         finally:
             self.sc.setJobDescription(None)
             self._release()
+            spark_metrics.reissue_warnings(self.warnings.value)
         return spark_metrics.by_stage(self.metrics.value)
 
     def metrics_so_far(self):
@@ -63,7 +66,8 @@ class BatchExecution:
             side_entries = self._side_input_entries(stage)
             inputs = self._input_rdd(stage)
             run = functools.partial(
-                _run_stage_partition, stage, side_entries, self.bundle_bytes, self.metrics)
+                _run_stage_partition, stage, side_entries, self.bundle_bytes,
+                self.metrics, self.warnings)
             rdd = inputs.mapPartitions(run, preservesPartitioning=True)
             rdd.setName(stage.display_name)
             return rdd
@@ -153,14 +157,18 @@ class BatchExecution:
 
 # -- functions shipped to executors (module level so they pickle by name) --
 
-def _run_stage_partition(stage, side_entries, bundle_bytes, metrics, iterator):
+def _run_stage_partition(stage, side_entries, bundle_bytes, metrics, warning_acc, iterator):
     runner = StageRunner(stage, side_entries.value if side_entries is not None else ())
-    try:
-        yield from runner.run(iterator, bundle_bytes)
-    finally:
-        if runner.monitoring_infos:
-            metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
-        runner.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            yield from runner.run(iterator, bundle_bytes)
+        finally:
+            if runner.monitoring_infos:
+                metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
+            if caught:
+                warning_acc.add([spark_metrics.describe_warning(w) for w in caught])
+            runner.close()
 
 
 def _shuffle_records(components, group, block):

@@ -35,3 +35,35 @@ def by_stage(accumulated):
         infos = [metrics_pb2.MonitoringInfo.FromString(b) for b in blobs]
         result[stage] = list(monitoring_infos.consolidate(infos))
     return result
+
+
+class WarningsParam(AccumulatorParam):
+    """Accumulates the distinct warnings user code raised in executors, as
+    (module, class name, message), so the driver can re-issue them."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, acc, update):
+        for item in update:
+            if item not in acc:
+                acc.append(item)
+        return acc
+
+
+def describe_warning(w):
+    return (w.category.__module__, w.category.__qualname__, str(w.message))
+
+
+def reissue_warnings(items):
+    """Re-raises executor warnings in the driver with their original class."""
+    import importlib
+    import warnings
+    for module, qualname, message in items:
+        try:
+            category = importlib.import_module(module)
+            for part in qualname.split("."):
+                category = getattr(category, part)
+        except (ImportError, AttributeError):
+            category = UserWarning
+        warnings.warn(message, category, stacklevel=2)

@@ -39,11 +39,12 @@ class GroupCodec:
         self.value_impl = value_coder.get_impl()
         self.windowed_value_impl = coders.WindowedValueCoder(
             value_coder, pre.window_coder).get_impl()
-        # With default windowing every output element has the same timestamp,
-        # window and pane: encode that header once.
-        header_coder = coders.WindowedValueCoder(coders.BytesCoder(), post.window_coder)
-        encoded = header_coder.get_impl().encode_nested(_global_on_time(b""))
-        self.global_header = encoded[:-1]  # drop the empty bytes value's length byte
+        if self.trivial_windowing:
+            # Every output element has the same timestamp, window and pane:
+            # encode that header once.
+            header_coder = coders.WindowedValueCoder(coders.BytesCoder(), post.window_coder)
+            encoded = header_coder.get_impl().encode_nested(_global_on_time(b""))
+            self.global_header = encoded[:-1]  # drop the empty value's length byte
 
     def shuffle_records(self, block):
         stream = create_InputStream(block)

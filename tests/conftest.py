@@ -1,0 +1,37 @@
+"""Test-process setup: one SparkSession for the whole process.
+
+SparkRunner reuses an active SparkSession, so every pipeline a test runs
+shares this one (JVM start-up is paid once per test process).
+"""
+import logging
+import os
+
+import pytest
+
+SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2]")
+
+
+def _start_session():
+    from beam_spark_runner.session import ensure_python_workers_match_driver
+    ensure_python_workers_match_driver()
+    from pyspark.sql import SparkSession
+    return (SparkSession.builder.master(SPARK_MASTER)
+            .appName("beam-spark-runner-tests")
+            .config("spark.ui.enabled", "true")
+            .config("spark.ui.port", "0")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .getOrCreate())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_session():
+    if os.environ.get("BEAM_SPARK_NO_SESSION"):
+        yield None
+        return
+    session = _start_session()
+    session.sparkContext.setLogLevel("ERROR")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    yield session
+    session.stop()
