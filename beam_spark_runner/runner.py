@@ -27,6 +27,17 @@ def plan_pipeline(pipeline_proto):
     return plan_lib.build_plan(context, stages)
 
 
+def pipeline_proto_of(pipeline):
+    """The runner-API proto SparkRunner executes for a `beam.Pipeline`."""
+    return merge_common_environments(pipeline.to_runner_api(
+        default_environment=environments.EmbeddedPythonEnvironment.default()))
+
+
+def describe_plan(pipeline):
+    """The Spark plan of a `beam.Pipeline`, as text, without running it."""
+    return plan_pipeline(pipeline_proto_of(pipeline)).describe()
+
+
 def _batch_supports_retracting():
     from triggers import batch
     return getattr(batch, "SUPPORTS_RETRACTING", False)
@@ -44,9 +55,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         debug.experiments = experiments
         pipeline.visit(group_by_key_input_visitor(
             not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders))
-        proto = pipeline.to_runner_api(
-            default_environment=environments.EmbeddedPythonEnvironment.default())
-        return self.run_portable_pipeline(proto, options)
+        return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)

@@ -13,7 +13,7 @@ import zlib
 from pyspark import StorageLevel
 
 from beam_spark_runner.execution import metrics as spark_metrics
-from beam_spark_runner.execution.naming import spark_call_site
+from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation import plan as plan_lib
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
@@ -51,7 +51,8 @@ class BatchExecution:
                     leaves.append((stage, stage_rdd))
             for stage, rdd in leaves:
                 self.sc.setJobDescription("Beam: %s" % stage.display_name)
-                rdd.count()
+                with spark_call_site(self.sc, stage.display_name):
+                    rdd.count()
         finally:
             self.sc.setJobDescription(None)
             self._release()
@@ -69,8 +70,7 @@ class BatchExecution:
                 _run_stage_partition, stage, side_entries, self.bundle_bytes,
                 self.metrics, self.warnings)
             rdd = inputs.mapPartitions(run, preservesPartitioning=True)
-            rdd.setName(stage.display_name)
-            return rdd
+            return name_rdd(rdd, stage.display_name)
 
     def _register_outputs(self, stage, stage_rdd):
         """Records each output buffer's RDD; False if nothing reads them."""
@@ -118,12 +118,12 @@ class BatchExecution:
         if ref not in self._grouped:
             group = self.plan.groups[ref.name]
             components = self.plan.components
-            with spark_call_site(self.sc, "GroupByKey %s" % ref.name):
+            with spark_call_site(self.sc, group.display_name):
                 records = self._union(self._written.get(ref, [])).flatMap(
                     functools.partial(_shuffle_records, components, group))
                 grouped = records.groupByKey(self.parallelism, key_partition)
-                self._grouped[ref] = grouped.mapPartitions(
-                    functools.partial(_grouped_blocks, components, group))
+                self._grouped[ref] = name_rdd(grouped.mapPartitions(
+                    functools.partial(_grouped_blocks, components, group)), group.display_name)
         return self._grouped[ref]
 
     def _partition_by_key(self, rdd, coder_id):

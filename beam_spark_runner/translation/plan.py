@@ -79,6 +79,7 @@ class StagePlan:
 class GroupPlan:
     """A GroupByKey done by Spark: a shuffle on encoded keys, then windowing."""
     name: str                   # the GroupByKey transform id
+    display_name: str           # its user-facing name
     input_coder_id: str         # windowed KV<K, V> coder written by producers
     output_coder_id: str        # windowed KV<K, Iterable<V>> coder read by consumers
     windowing_strategy_id: str
@@ -100,7 +101,7 @@ class ExecutionPlan:
             for port in stage.inputs:
                 src = port.buffer
                 if src.kind == GROUP:
-                    src = "GroupByKey(%s) as Spark shuffle" % src.name
+                    src = "%s (GroupByKey as a Spark shuffle)" % self.groups[src.name].display_name
                 lines.append("    reads  %s" % src)
             for si in stage.side_inputs:
                 lines.append("    side input %s of %s <- %s (%s, broadcast)" % (
@@ -193,6 +194,7 @@ def _group_plan(context, gbk_id) -> GroupPlan:
     data_coders, safe = context.data_channel_coders, context.safe_coders
     return GroupPlan(
         name=gbk_id,
+        display_name=gbk.unique_name or gbk_id,
         input_coder_id=safe[data_coders[in_pcoll]],
         output_coder_id=safe[data_coders[out_pcoll]],
         windowing_strategy_id=components.pcollections[in_pcoll].windowing_strategy_id,

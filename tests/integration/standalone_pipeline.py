@@ -1,0 +1,84 @@
+"""The pipeline test_standalone_cluster runs against a Spark standalone master.
+
+Run as a script in a fresh Python process (only one SparkContext may exist
+per process, and the test process already has a local one):
+
+    python standalone_pipeline.py --input FILE --output DIR \
+        --runner=beam_spark_runner.SparkRunner --spark_master=spark://HOST:PORT ...
+
+Reads text, and writes two results, each needing a shuffle:
+  DIR/counts-*  `word: count`                   (CombinePerKey)
+  DIR/groups-*  `initial: n word1,word2,...`    (GroupByKey; n = occurrences,
+                                                 words distinct and sorted)
+`expected_counts` / `expected_groups` compute the same lines in plain Python.
+"""
+import argparse
+import collections
+import sys
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+
+def split_words(line):
+    return line.split()
+
+
+def format_count(word, count):
+    return "%s: %d" % (word, count)
+
+
+def format_group(initial, words):
+    words = list(words)
+    return "%s: %d %s" % (initial, len(words), ",".join(sorted(set(words))))
+
+
+def build(p, input_path, output_dir):
+    words = (p
+             | "Read" >> beam.io.ReadFromText(input_path)
+             | "Split" >> beam.FlatMap(split_words))
+    (words
+     | "PairWithOne" >> beam.Map(lambda w: (w, 1))
+     | "Count" >> beam.CombinePerKey(sum)
+     | "FormatCounts" >> beam.MapTuple(format_count)
+     | "WriteCounts" >> beam.io.WriteToText(output_dir + "/counts"))
+    (words
+     | "KeyByInitial" >> beam.Map(lambda w: (w[0], w))
+     | "GroupByInitial" >> beam.GroupByKey()
+     | "FormatGroups" >> beam.MapTuple(format_group)
+     | "WriteGroups" >> beam.io.WriteToText(output_dir + "/groups"))
+
+
+def expected_counts(lines):
+    counts = collections.Counter(w for line in lines for w in split_words(line))
+    return sorted(format_count(w, c) for w, c in counts.items())
+
+
+def expected_groups(lines):
+    groups = collections.defaultdict(list)
+    for line in lines:
+        for w in split_words(line):
+            groups[w[0]].append(w)
+    return sorted(format_group(k, ws) for k, ws in groups.items())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True, help="Output directory.")
+    known, pipeline_args = parser.parse_known_args(argv)
+    options = PipelineOptions(pipeline_args)
+    try:
+        with beam.Pipeline(options=options) as p:
+            build(p, known.input, known.output)
+    finally:
+        # End the Spark application now, so the master lists it as completed.
+        from pyspark.sql import SparkSession
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

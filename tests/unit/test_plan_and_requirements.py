@@ -1,0 +1,109 @@
+"""Planning without a SparkSession: the plan's shape and submission checks."""
+import apache_beam as beam
+import pytest
+from apache_beam.testing import test_stream
+from apache_beam.transforms import userstate, window
+
+from beam_spark_runner import UnsupportedPipelineError, describe_plan, plan_pipeline
+from beam_spark_runner.runner import pipeline_proto_of
+from beam_spark_runner.translation import plan as plan_lib
+
+
+def _plan(build):
+    p = beam.Pipeline()
+    build(p)
+    return plan_pipeline(pipeline_proto_of(p))
+
+
+def test_group_by_key_becomes_a_shuffle_between_two_stages():
+    plan = _plan(lambda p: p | beam.Create([(1, 2)]) | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
+    groups = [g for g in plan.groups.values() if g.display_name == "MyGroup"]
+    assert len(groups) == 1
+    writers = [s for s in plan.stages if any(o.buffer.kind == plan_lib.GROUP and o.buffer.name == groups[0].name
+                                             for o in s.outputs)]
+    readers = [s for s in plan.stages if any(i.buffer.kind == plan_lib.GROUP and i.buffer.name == groups[0].name
+                                             for i in s.inputs)]
+    assert len(writers) == 1 and len(readers) == 1
+    assert plan.stages.index(writers[0]) < plan.stages.index(readers[0])
+
+
+def test_lifted_combiner_precombines_in_the_producing_stage():
+    plan = _plan(lambda p: p | beam.Create([("a", 1)]) | "Sum" >> beam.CombinePerKey(sum))
+    assert any("Sum/Precombine" in s.sdk_transforms for s in plan.stages)
+    assert any("Sum/Merge" in s.sdk_transforms for s in plan.stages)
+
+
+def test_side_input_is_planned_as_broadcast_of_a_materialized_pcollection():
+    def build(p):
+        side = p | "Side" >> beam.Create([1])
+        p | beam.Create([1]) | "UseSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side))
+    plan = _plan(build)
+    consumers = [s for s in plan.stages if s.side_inputs]
+    assert len(consumers) == 1
+    assert consumers[0].side_inputs[0].transform_id == "UseSide"
+
+
+def test_describe_names_transforms_and_shuffles():
+    p = beam.Pipeline()
+    p | beam.Create([(1, 2)]) | "MyGroup" >> beam.GroupByKey() | "After" >> beam.Map(print)
+    text = describe_plan(p)
+    assert "MyGroup (GroupByKey as a Spark shuffle)" in text
+    assert "runs   After" in text
+
+
+class _TimerDoFn(beam.DoFn):
+    TIMER = userstate.TimerSpec("t", userstate.TimeDomain.WATERMARK)
+
+    def process(self, kv, t=beam.DoFn.TimerParam(TIMER)):
+        yield kv
+
+    @userstate.on_timer(TIMER)
+    def fire(self):
+        yield "fired"
+
+
+def test_timers_rejected_at_submission_naming_transform_and_issue():
+    with pytest.raises(UnsupportedPipelineError) as e:
+        _plan(lambda p: p | beam.Create([(1, 1)]) | "WithTimer" >> beam.ParDo(_TimerDoFn()))
+    assert "WithTimer" in str(e.value) and "issue #4" in str(e.value)
+
+
+def test_test_stream_rejected_naming_urn():
+    with pytest.raises(UnsupportedPipelineError) as e:
+        _plan(lambda p: p | "TS" >> test_stream.TestStream().add_elements([1]) | beam.Map(print))
+    assert "beam:transform:teststream:v1" in str(e.value) and "TS" in str(e.value)
+
+
+def test_unknown_urn_rejected_naming_transform_and_urn():
+    p = beam.Pipeline()
+    p | beam.Create([1]) | "Plain" >> beam.Map(print)
+    proto = pipeline_proto_of(p)
+    for t in proto.components.transforms.values():
+        if t.unique_name == "Plain/ParDo(_MapFn)" or (t.unique_name.startswith("Plain") and not t.subtransforms):
+            t.spec.urn = "beam:transform:made_up:v1"
+    with pytest.raises(UnsupportedPipelineError) as e:
+        plan_pipeline(proto)
+    assert "beam:transform:made_up:v1" in str(e.value) and "Plain" in str(e.value)
+
+
+def test_non_python_environment_rejected():
+    p = beam.Pipeline()
+    p | beam.Create([1]) | beam.Map(print)
+    proto = pipeline_proto_of(p)
+    for env in proto.components.environments.values():
+        env.urn = "beam:env:docker:v1"
+    with pytest.raises(UnsupportedPipelineError, match="beam:env:docker:v1"):
+        plan_pipeline(proto)
+
+
+def test_retracting_mode_rejected_until_supported():
+    from apache_beam.transforms import trigger
+    p = beam.Pipeline()
+    (p | beam.Create([1]) | "Win" >> beam.WindowInto(
+        window.FixedWindows(10), trigger=trigger.AfterWatermark(), accumulation_mode=3))
+    from triggers import batch
+    if getattr(batch, "SUPPORTS_RETRACTING", False):
+        plan_pipeline(pipeline_proto_of(p))  # accepted once supported
+    else:
+        with pytest.raises(UnsupportedPipelineError, match="RETRACTING"):
+            plan_pipeline(pipeline_proto_of(p))
