@@ -67,7 +67,7 @@ class BatchExecution:
             side_entries = self._side_input_entries(stage)
             inputs = self._input_rdd(stage)
             run = functools.partial(
-                _run_stage_partition, stage, side_entries, self.bundle_bytes,
+                _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
                 self.metrics, self.warnings)
             rdd = inputs.mapPartitions(run, preservesPartitioning=True)
             return name_rdd(rdd, stage.display_name)
@@ -157,8 +157,8 @@ class BatchExecution:
 
 # -- functions shipped to executors (module level so they pickle by name) --
 
-def _run_stage_partition(stage, side_entries, bundle_bytes, metrics, warning_acc, iterator):
-    runner = StageRunner(stage, side_entries.value if side_entries is not None else ())
+def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc, iterator):
+    runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         try:

@@ -88,9 +88,6 @@ def check_transforms(pipeline):
 def _check_pardo(name, transform):
     payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
     errors = []
-    if payload.timer_family_specs:
-        errors.append("%s: timers (%s) are not supported in batch yet: %s" % (
-            name, ", ".join(sorted(payload.timer_family_specs)), STATE_TIMERS_ISSUE))
     if payload.requires_time_sorted_input:
         errors.append("%s: requires_time_sorted_input (%s) is not supported yet: %s" % (
             name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn, STATE_TIMERS_ISSUE))

@@ -12,7 +12,12 @@ from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import bundle_processor
 
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.utils import proto_utils
+
+from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
+from beam_spark_runner.worker.timers import PendingTimers
 
 # Bytes of input per bundle: big enough to amortize per-bundle cost (and to
 # let lifted combiners pre-combine well), small enough to bound memory, since
@@ -29,7 +34,7 @@ class StageFailed(RuntimeError):
 class StageRunner:
     """Executes a StagePlan's bundles with an in-process SDK harness."""
 
-    def __init__(self, stage, side_input_entries=()):
+    def __init__(self, stage, side_input_entries=(), components=None):
         self.stage = stage
         descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
         self._descriptor = descriptor
@@ -41,6 +46,17 @@ class StageRunner:
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
         self.monitoring_infos = []
+        self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
+
+    def _timer_coders(self, components):
+        impls = {}
+        for transform_id, family in self.stage.timers:
+            payload = proto_utils.parse_Bytes(
+                self._descriptor.transforms[transform_id].spec.payload,
+                beam_runner_api_pb2.ParDoPayload)
+            coder_id = payload.timer_family_specs[family].timer_family_coder_id
+            impls[(transform_id, family)] = context.coder_impl(components, coder_id)
+        return impls
 
     def run(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
         """Yields (output_index, block) for every bundle of this partition."""
@@ -54,27 +70,36 @@ class StageRunner:
                 pending, size = collections.defaultdict(list), 0
         if pending:
             yield from self._run_until_no_residuals(pending)
+        # End of bounded input: the watermark is +infinity, every timer is due.
+        while self._timers:
+            yield from self._run_until_no_residuals({}, self._timers.take_due())
 
-    def _run_until_no_residuals(self, inputs):
-        while inputs:
+    def _run_until_no_residuals(self, inputs, fired_timers=None):
+        while inputs or fired_timers:
             residuals = collections.defaultdict(list)
-            yield from self._run_bundle(inputs, residuals)
-            inputs = residuals
+            yield from self._run_bundle(inputs, residuals, fired_timers or {})
+            inputs, fired_timers = residuals, None
 
-    def _run_bundle(self, inputs, residuals):
+    def _run_bundle(self, inputs, residuals, fired_timers):
         harness = self._harness
         iid = harness.new_instruction_id()
-        # Every data input must be opened and closed, even when empty, or the
-        # bundle waits for it forever.
+        # Every data and timer input must be opened and closed, even when
+        # empty, or the bundle waits for it forever.
+        timer_families = self._timers.families if self._timers is not None else []
+        for transform_id, family in timer_families:
+            harness.write_timers(iid, transform_id, family, fired_timers.get((transform_id, family), ()))
         for transform_id in self._input_ids:
             harness.write_input(iid, transform_id, inputs.get(transform_id, ()))
         response = harness.process(iid)
         if response.error:
             raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, response.error))
         outputs = []
-        for element in harness.read_outputs(iid, list(self._output_index)):
-            if isinstance(element, beam_fn_api_pb2.Elements.Data) and element.data:
-                outputs.append((self._output_index[element.transform_id], element.data))
+        for element in harness.read_outputs(iid, list(self._output_index) + timer_families):
+            if isinstance(element, beam_fn_api_pb2.Elements.Data):
+                if element.data:
+                    outputs.append((self._output_index[element.transform_id], element.data))
+            elif element.timers:
+                self._timers.record(element.transform_id, element.timer_family_id, element.timers)
         result = response.process_bundle
         for delayed in result.residual_roots:
             app = delayed.application
