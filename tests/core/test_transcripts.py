@@ -69,3 +69,25 @@ def test_own_transcript(spec):
       run_transcript(spec)
   else:
     run_transcript(spec)
+
+
+DIVERGENCES = [s for s in OWN if 'beam_transcript' in s]
+
+
+def test_divergences_are_recorded():
+  assert len(DIVERGENCES) >= 2
+  for spec in DIVERGENCES:
+    assert spec.get('reason')
+
+
+@pytest.mark.parametrize('spec', DIVERGENCES, ids=[s['name'] for s in DIVERGENCES])
+def test_beam_really_answers_differently(spec):
+  from tests.core.transcript_harness import run_transcript_on_beam
+  beam_spec = dict(spec, transcript=spec['beam_transcript'])
+  # Beam's driver gives the answer written down as Beam's ...
+  run_transcript_on_beam(beam_spec)
+  # ... which is not ours, and Beam's driver fails the correct transcript.
+  with pytest.raises(TranscriptFailure):
+    run_transcript(beam_spec)
+  with pytest.raises(TranscriptFailure):
+    run_transcript_on_beam(spec)

@@ -181,3 +181,52 @@ def run_transcript(spec):
   if output:
     raise TranscriptFailure('Unexpected output: %s' % output)
   return everything
+
+
+def run_transcript_on_beam(spec):
+  """Runs ``spec`` against Beam's Python GeneralTriggerDriver, exactly as
+  Beam's TriggerDriverTranscriptTest does (used to pin down divergences)."""
+  window_fn, trigger_fn, mode, combiner, lateness = parse_spec(spec)
+
+  class _Clock(object):
+    def time(self):
+      return 0
+
+  from apache_beam.transforms.core import Windowing
+  driver = beam_trigger.GeneralTriggerDriver(
+      Windowing(window_fn, trigger_fn, mode, combiner, lateness), _Clock())
+  state = beam_trigger.InMemoryUnmergedState()
+  watermark = MIN_TIMESTAMP
+  output = []
+
+  def fire():
+    fired = state.get_and_clear_timers(watermark)
+    while fired:
+      for w, (name, dom, ts, _) in fired:
+        output.extend(pane_description(wv)
+                      for wv in driver.process_timer(w, name, dom, ts, state))
+      fired = state.get_and_clear_timers(watermark)
+
+  for line in spec['transcript']:
+    (action, params), = line.items()
+    if action != 'expect' and output:
+      raise TranscriptFailure('Unexpected output: %s' % output)
+    if action == 'input':
+      bundle = [WindowedValue(t, t, window_fn.assign(WindowFn.AssignContext(t, t)))
+                for t in params]
+      output.extend(pane_description(wv) for wv in driver.process_elements(
+          state, bundle, watermark, watermark))
+      fire()
+    elif action == 'watermark':
+      watermark = params
+      fire()
+    elif action == 'expect':
+      for expected in params:
+        for candidate in output:
+          if all(candidate[k] == expected[k] for k in candidate if k in expected):
+            output.remove(candidate)
+            break
+        else:
+          raise TranscriptFailure('Unmatched output %s in %s' % (expected, output))
+  if output:
+    raise TranscriptFailure('Unexpected output: %s' % output)
