@@ -24,8 +24,9 @@ plain inputs and ``Retraction(input)``:
  * all other combiners (``max``, ``min``, ``TopCombineFn``, any user CombineFn)
    keep the multiset of live inputs and recompute the output from it, so a
    retraction of the current maximum correctly exposes the runner-up.
-Retracting an input that was never added raises ``ValueError`` for the
-retaining kind (it is a bug upstream); the invertible kind cannot detect it.
+Retracting an input that was never added raises ``ValueError`` (at
+``extract_output``) for the retaining kind: it is a bug upstream.  The
+invertible kind cannot detect it.
 """
 import collections
 
@@ -146,9 +147,9 @@ class _Retaining(core.CombineFn):
 
   def add_input(self, acc, x):
     if type(x) is Retraction:
+      # Counts may go negative in one partial accumulator: the addition may
+      # sit in another one that is merged later.
       key = _hashable(x.value)
-      if acc[key] <= 0:
-        raise ValueError('Retraction of %r, which was never added' % (x.value,))
       acc[key] -= 1
       if not acc[key]:
         del acc[key]
@@ -159,13 +160,18 @@ class _Retaining(core.CombineFn):
   def merge_accumulators(self, accs):
     out = collections.Counter()
     for a in accs:
-      out.update(a)
+      for k, n in a.items():
+        out[k] += n
+        if not out[k]:
+          del out[k]
     return out
 
   def extract_output(self, acc):
     fn = self.fn
     inner = fn.create_accumulator()
     for x, n in acc.items():
+      if n < 0:
+        raise ValueError('Retraction of %r, which was never added' % (x,))
       for _ in range(n):
         inner = fn.add_input(inner, x)
     return fn.extract_output(inner)
