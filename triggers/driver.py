@@ -41,7 +41,7 @@ from triggers.state import ManualClock
 from triggers.state import WindowState
 from windowing.merging import compute_merges
 from windowing.timestamps import OutputTimePolicy
-from windowing.timestamps import gc_time
+from windowing.timestamps import is_expired
 
 WATERMARK = TimeDomain.WATERMARK
 PROCESSING = TimeDomain.REAL_TIME
@@ -133,7 +133,8 @@ class KeyReducer(object):
       output_watermark = input_watermark
     ks.input_watermark = max(ks.input_watermark, input_watermark)
     ks.output_watermark = max(ks.output_watermark, output_watermark)
-    lateness = self.spec.allowed_lateness
+    lateness_us = self.spec.allowed_lateness.micros
+    wm_us = Timestamp.of(input_watermark).micros
 
     groups = {}
     expired = {}
@@ -145,7 +146,8 @@ class KeyReducer(object):
         if g is None:
           dead = expired.get(w)
           if dead is None:
-            dead = expired[w] = input_watermark > gc_time(w, lateness)
+            # is_expired(w, lateness, input_watermark) on integer micros.
+            dead = expired[w] = wm_us > w.end.micros - 1 + lateness_us
           if dead:
             continue
           g = groups[w] = []
@@ -317,7 +319,8 @@ class KeyReducer(object):
     """Drops state and timers of windows expired at ``input_watermark``."""
     ks = self.state
     lateness = self.spec.allowed_lateness
-    dead = [w for w in ks.windows if input_watermark > gc_time(w, lateness)]
+    wm = Timestamp.of(input_watermark)
+    dead = [w for w in ks.windows if is_expired(w, lateness, wm)]
     for w in dead:
       del ks.windows[w]
       ks.timers.pop(w, None)

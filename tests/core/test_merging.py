@@ -108,3 +108,20 @@ def test_snapshot_restore_round_trip_mid_stream():
   ra = a.process([_wv(5), _wv(31)], 0) + a.advance_watermark(100)
   rb = b.process([_wv(5), _wv(31)], 0) + b.advance_watermark(100)
   assert ra == rb and len(ra) == 3
+
+
+def test_session_fast_path_equals_beams_sessions_merge():
+  import random
+  from windowing.merging import _Collect
+  rnd = random.Random(5)
+  for _ in range(200):
+    ws = list({IntervalWindow(s, s + rnd.randint(1, 9))
+               for s in (rnd.randint(0, 60) for _ in range(rnd.randint(1, 12)))})
+    for gap in (3, 10):
+      fn = W.Sessions(gap)
+      ctx = _Collect(ws)
+      fn.merge(ctx)
+      beam = [(sorted(m.merged, key=lambda w: w.start), m.result) for m in ctx.merges]
+      ours = [(sorted(m.merged, key=lambda w: w.start), m.result)
+              for m in compute_merges(fn, ws)]
+      assert ours == beam
