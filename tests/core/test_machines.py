@@ -32,7 +32,7 @@ class Ctx(object):
 def test_default():
   m, c = compile_trigger(T.DefaultTrigger()), Ctx()
   m.on_element(c)
-  assert list(c.timers.values()) == [W.end]
+  assert c.timers == {('eow', WATERMARK): W.end}
   assert not m.should_fire(c, 9)
   assert m.should_fire(c, 10) and not c.timers  # cleared so it fires once
   assert m.on_fire(c, 10) is False and m.has_ontime_pane
