@@ -117,3 +117,44 @@ def test_same_panes_as_beams_python_driver(window_fn, trigger_fn, mode,
   beam = run_beam(window_fn, trigger_fn, mode, combiner, lateness, script)
   ours = run_ours(window_fn, trigger_fn, mode, combiner, lateness, script)
   assert ours == beam, (window_fn, trigger_fn, mode, combiner, lateness, script)
+
+
+def _run_raw(window_fn, trigger_fn, mode, combiner, lateness, script):
+  reducer = ReduceSpec(window_fn, trigger_fn, mode, combiner,
+                       lateness).new_reducer()
+  wm = MIN_TIMESTAMP
+  out = []
+  for action, arg in script:
+    if action == 'input':
+      out.extend(reducer.process(_bundle(window_fn, arg), wm))
+    else:
+      wm = arg
+    out.extend(reducer.advance_watermark(wm))
+  return out
+
+
+@settings(max_examples=500, derandomize=True, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(window_fns, triggers, combiners, st.sampled_from([0, 3, 10]), events)
+def test_retracting_is_accumulating_plus_exact_retractions(
+    window_fn, trigger_fn, combiner, lateness, evts):
+  from triggers.retractions import unwrap
+  script = _script(evts)
+  acc = _run_raw(window_fn, trigger_fn, 2, combiner, lateness, script)
+  ret = _run_raw(window_fn, trigger_fn, 3, combiner, lateness, script)
+  additions = [wv for wv in ret if not unwrap(wv.value)[1]]
+  # The additions are exactly the ACCUMULATING panes.
+  assert [(wv.value, wv.timestamp, wv.windows, wv.pane_info) for wv in additions] \
+      == [(wv.value, wv.timestamp, wv.windows, wv.pane_info) for wv in acc]
+  # Every retraction undoes an earlier, not yet retracted addition, and what
+  # survives is the last pane of each window that is still live downstream.
+  live = []
+  for wv in ret:
+    values, is_ret = unwrap(wv.value)
+    item = (sorted(values), wv.timestamp, wv.windows, wv.pane_info)
+    if is_ret:
+      assert item in live
+      live.remove(item)
+    else:
+      live.append(item)
+  assert len({w for _, _, w, _ in live}) == len(live)
