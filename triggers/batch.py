@@ -25,14 +25,14 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from triggers import panes
 from triggers.driver import ReduceSpec
-from triggers.machines import _to_proto
+from triggers.machines import to_trigger_proto
 from windowing.timestamps import OutputTimePolicy
 
 _GLOBAL_TUPLE = (GlobalWindow(),)
 
 
 def _trigger_kind(triggerfn):
-  p = _to_proto(triggerfn)
+  p = to_trigger_proto(triggerfn)
   which = p.WhichOneof('trigger')
   if which == 'element_count' and p.element_count.element_count == 1:
     return 'count1'

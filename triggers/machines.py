@@ -427,7 +427,8 @@ class AfterEachMachine(TriggerMachine):
     return self.subs
 
 
-def _to_proto(trigger):
+def to_trigger_proto(trigger):
+  """The runner-API Trigger proto of a proto, its bytes or a Beam TriggerFn."""
   if isinstance(trigger, beam_runner_api_pb2.Trigger):
     return trigger
   if isinstance(trigger, bytes):
@@ -439,7 +440,7 @@ def _to_proto(trigger):
 def compile_trigger(trigger, path=''):
   """Builds the state machine for a runner-API ``Trigger`` proto (or its
   serialized bytes, or a Beam Python ``TriggerFn``)."""
-  p = _to_proto(trigger)
+  p = to_trigger_proto(trigger)
   which = p.WhichOneof('trigger')
   if which == 'default':
     return DefaultMachine(path)
