@@ -7,9 +7,10 @@ committed (see docs/conformance.md for the caveat on task retries).
 """
 import collections
 
-from apache_beam.metrics import monitoring_infos
 from apache_beam.portability.api import metrics_pb2
 from pyspark.accumulators import AccumulatorParam
+
+from beam_spark_runner.metrics import merge
 
 
 class MonitoringInfosParam(AccumulatorParam):
@@ -25,7 +26,7 @@ class MonitoringInfosParam(AccumulatorParam):
 
 
 def serialize(infos):
-    return [mi.SerializeToString() for mi in monitoring_infos.consolidate(infos)]
+    return [info.SerializeToString() for info in merge(infos)]
 
 
 def by_stage(accumulated):
@@ -33,7 +34,7 @@ def by_stage(accumulated):
     result = collections.OrderedDict()
     for stage, blobs in accumulated.items():
         infos = [metrics_pb2.MonitoringInfo.FromString(b) for b in blobs]
-        result[stage] = list(monitoring_infos.consolidate(infos))
+        result[stage] = merge(infos)
     return result
 
 

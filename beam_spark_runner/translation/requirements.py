@@ -130,7 +130,7 @@ def check_windowing(pipeline, supports_retracting):
     for pid, pc in pipeline.components.pcollections.items():
         ws = pipeline.components.windowing_strategies[pc.windowing_strategy_id]
         if ws.accumulation_mode == RETRACTING and not supports_retracting:
-            errors.append("%s: accumulation mode RETRACTING (3) is not supported by this build yet: issue #3"
+            errors.append("%s: accumulation mode RETRACTING (3): the triggers/ driver computes retractions but the Spark runner does not carry them through coders yet: issue #5"
                           % producers.get(pid, pid))
     return errors
 
