@@ -2,7 +2,7 @@
 import apache_beam as beam
 import pytest
 from apache_beam.testing import test_stream
-from apache_beam.transforms import userstate, window
+from apache_beam.transforms import window
 
 from beam_spark_runner import UnsupportedPipelineError, describe_plan, plan_pipeline
 from beam_spark_runner.runner import pipeline_proto_of
@@ -51,21 +51,25 @@ def test_describe_names_transforms_and_shuffles():
     assert "runs   After" in text
 
 
-class _TimerDoFn(beam.DoFn):
-    TIMER = userstate.TimerSpec("t", userstate.TimeDomain.WATERMARK)
-
-    def process(self, kv, t=beam.DoFn.TimerParam(TIMER)):
+class _TimeSortedDoFn(beam.DoFn):
+    def process(self, kv):
         yield kv
 
-    @userstate.on_timer(TIMER)
-    def fire(self):
-        yield "fired"
 
-
-def test_timers_rejected_at_submission_naming_transform_and_issue():
+def test_time_sorted_input_rejected_at_submission_naming_transform_and_issue():
+    p = beam.Pipeline()
+    p | beam.Create([(1, 1)]) | "Sorted" >> beam.ParDo(_TimeSortedDoFn())
+    proto = pipeline_proto_of(p)
+    from apache_beam.portability.api import beam_runner_api_pb2
+    for t in proto.components.transforms.values():
+        if t.unique_name == "Sorted":
+            payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+            payload.requires_time_sorted_input = True
+            t.spec.payload = payload.SerializeToString()
     with pytest.raises(UnsupportedPipelineError) as e:
-        _plan(lambda p: p | beam.Create([(1, 1)]) | "WithTimer" >> beam.ParDo(_TimerDoFn()))
-    assert "WithTimer" in str(e.value) and "issue #4" in str(e.value)
+        plan_pipeline(proto)
+    assert "Sorted" in str(e.value) and "requires_time_sorted_input" in str(e.value)
+    assert "issue #4" in str(e.value)
 
 
 def test_test_stream_rejected_naming_urn():
