@@ -111,16 +111,6 @@ def check_environments(pipeline):
     return errors
 
 
-def check_boundedness(pipeline):
-    errors = []
-    for pid, pc in pipeline.components.pcollections.items():
-        if pc.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED:
-            errors.append("PCollection %s is unbounded; run it with --streaming, %s" % (
-                pc.unique_name or pid, STREAMING_ISSUE))
-            break
-    return errors
-
-
 def check_windowing(pipeline, supports_retracting):
     errors = []
     producers = {}
@@ -138,7 +128,7 @@ def check_windowing(pipeline, supports_retracting):
 def check_pipeline(pipeline, supports_retracting=False):
     """Raises UnsupportedPipelineError listing every problem found."""
     errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline)
-              + check_boundedness(pipeline) + check_windowing(pipeline, supports_retracting))
+              + check_windowing(pipeline, supports_retracting))
     if errors:
         raise UnsupportedPipelineError(
             "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))

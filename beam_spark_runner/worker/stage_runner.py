@@ -7,6 +7,7 @@ SDF residuals (self-checkpoints) are fed back as further bundles until none
 remain, as a bounded input requires.
 """
 import collections
+import time
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2
@@ -45,6 +46,7 @@ class StageRunner:
         self._input_ids = [p.transform_id for p in stage.inputs]
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
+        self._resume_delay = None
         self.monitoring_infos = []
         self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
 
@@ -77,8 +79,13 @@ class StageRunner:
     def _run_until_no_residuals(self, inputs, fired_timers=None):
         while inputs or fired_timers:
             residuals = collections.defaultdict(list)
+            self._resume_delay = None
             yield from self._run_bundle(inputs, residuals, fired_timers or {})
             inputs, fired_timers = residuals, None
+            if inputs and self._resume_delay:
+                # A self-checkpointing SDF asked to be resumed later (e.g.
+                # PeriodicImpulse waiting for its next firing time).
+                time.sleep(self._resume_delay)
 
     def _run_bundle(self, inputs, residuals, fired_timers):
         harness = self._harness
@@ -104,6 +111,9 @@ class StageRunner:
         for delayed in result.residual_roots:
             app = delayed.application
             residuals[self._input_feeding(app.transform_id, app.input_id)].append(app.element)
+            if delayed.HasField("requested_time_delay"):
+                delay = delayed.requested_time_delay.ToTimedelta().total_seconds()
+                self._resume_delay = min(delay, self._resume_delay or delay)
         self.monitoring_infos.extend(result.monitoring_infos)
         if result.requires_finalization:
             # The bundle's output is handed to Spark (returned below) only after
