@@ -1,4 +1,9 @@
-"""The PipelineResult of a Spark run."""
+"""The PipelineResult of a Spark run.
+
+`SparkRunner.run_pipeline` returns at once with a RUNNING result while the
+Spark jobs run on a background thread (like Beam's portable runners);
+`wait_until_finish()` blocks, `cancel()` cancels the run's Spark job group.
+"""
 import threading
 
 from apache_beam.runners import runner
@@ -13,37 +18,77 @@ class PipelineExecutionError(RuntimeError):
 
 
 class SparkPipelineResult(runner.PipelineResult):
-    """Result of a batch run: the run is synchronous, so by the time a
-    result exists its state is terminal (DONE, FAILED or CANCELLED)."""
+    """Guarantees: `state` is RUNNING until the run ends, then exactly one of
+    DONE, FAILED or CANCELLED, never changing again; `wait_until_finish()`
+    raises the run's PipelineExecutionError when it FAILED."""
 
-    def __init__(self, state, monitoring_infos_by_stage=None, error=None, cancel=None):
-        super().__init__(state)
-        self._infos = monitoring_infos_by_stage or {}
-        self._error = error
-        self._cancel = cancel
+    def __init__(self, execution, cancel_fn=None):
+        super().__init__(PipelineState.RUNNING)
+        self._execution = execution       # callable returning {stage: [MonitoringInfo]}
+        self._cancel_fn = cancel_fn
+        self._metrics_fn = None
+        self._infos = {}
+        self._error = None
+        self._done = threading.Event()
         self._lock = threading.Lock()
+        self._thread = None
 
+    # -- driven by the runner ------------------------------------------------
+    def start(self, metrics_so_far):
+        self._metrics_fn = metrics_so_far
+        self._thread = threading.Thread(target=self._run, name="beam-spark-run", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        try:
+            infos = self._execution()
+            self._finish(PipelineState.DONE, infos)
+        except BaseException as e:  # noqa: B902 -- any failure ends the run as FAILED
+            self._finish(PipelineState.FAILED, self._metrics_fn(), e)
+
+    def _finish(self, state, infos, error=None):
+        with self._lock:
+            if self._state == PipelineState.CANCELLED:
+                state, error = PipelineState.CANCELLED, None
+            self._state, self._infos, self._error = state, infos or {}, error
+        self._done.set()
+
+    # -- Beam's PipelineResult API ----------------------------------------------
     def wait_until_finish(self, duration=None):
+        """Waits (at most `duration` milliseconds if given) and returns the
+        final state, or None on timeout. Raises the run's error if it FAILED."""
+        if not self._done.wait(None if duration is None else duration / 1000.0):
+            return None
         if self._state == PipelineState.FAILED and self._error is not None:
             raise self._error
         return self._state
 
     def cancel(self):
         with self._lock:
-            if not PipelineState.is_terminal(self._state) and self._cancel:
-                self._cancel()
-                self._state = PipelineState.CANCELLED
+            if PipelineState.is_terminal(self._state):
+                return self._state
+            self._state = PipelineState.CANCELLED
+        if self._cancel_fn is not None:
+            self._cancel_fn()
+        self._done.wait()
         return self._state
 
     def metrics(self):
         """User metrics (counters, distributions, gauges, string sets,
-        bounded tries) aggregated over all executors."""
-        return FnApiMetrics(self._infos, user_metrics_only=True)
+        bounded tries) aggregated over all executors. Before the run ends,
+        the values of the tasks finished so far."""
+        return FnApiMetrics(self._current_infos(), user_metrics_only=True)
 
     def monitoring_metrics(self):
         """All metrics, including the SDK's system metrics."""
-        return FnApiMetrics(self._infos, user_metrics_only=False)
+        return FnApiMetrics(self._current_infos(), user_metrics_only=False)
 
     def monitoring_infos(self):
-        for infos in self._infos.values():
+        for infos in self._current_infos().values():
             yield from infos
+
+    def _current_infos(self):
+        if self._done.is_set() or self._metrics_fn is None:
+            return self._infos
+        return self._metrics_fn()

@@ -10,7 +10,7 @@ from apache_beam.runners.pipeline_utils import (
 from apache_beam.transforms import environments
 
 from beam_spark_runner.options import SparkRunnerOptions, parallelism
-from beam_spark_runner.result import PipelineExecutionError, PipelineState, SparkPipelineResult
+from beam_spark_runner.result import PipelineExecutionError, SparkPipelineResult
 from beam_spark_runner.translation import phases, plan as plan_lib, requirements
 
 _LOG = logging.getLogger(__name__)
@@ -73,18 +73,18 @@ class SparkRunner(beam_runner.PipelineRunner):
         from beam_spark_runner.session import get_or_create_session
 
         spark = get_or_create_session(spark_options)
-        execution = BatchExecution(spark, execution_plan, parallelism,
-                                   spark_options.bundle_size_bytes)
-        try:
-            infos = execution.run()
-        except Exception as e:  # a Spark job failed: surface the user's error
-            error = PipelineExecutionError(_user_error(e))
-            error.__cause__ = e
-            _LOG.error("Pipeline failed: %s", error)
-            # Like Beam's portable runners: the result says FAILED and
-            # wait_until_finish() raises the error.
-            return SparkPipelineResult(PipelineState.FAILED, execution.metrics_so_far(), error=error)
-        return SparkPipelineResult(PipelineState.DONE, infos)
+        execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes)
+
+        def run():
+            try:
+                return execution.run()
+            except Exception as e:  # a Spark job failed: surface the user's error
+                error = PipelineExecutionError(_user_error(e))
+                _LOG.error("Pipeline failed: %s", error)
+                raise error from e
+
+        result = SparkPipelineResult(run, cancel_fn=execution.cancel)
+        return result.start(execution.metrics_so_far)
 
 
 _STAGE_FAILED = re.compile(

@@ -7,6 +7,8 @@ side inputs are collected and broadcast. RDDs read more than once are
 persisted so user code never runs twice for one element on a healthy run.
 """
 import functools
+import threading
+import uuid
 import warnings
 import zlib
 
@@ -19,6 +21,10 @@ from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
 from beam_spark_runner.worker.stage_runner import StageRunner
+
+class RunCancelled(RuntimeError):
+    """The run was cancelled through its PipelineResult."""
+
 
 def key_partition(key: bytes) -> int:
     """Deterministic across processes (unlike hash() of bytes)."""
@@ -40,9 +46,23 @@ class BatchExecution:
         self._persisted = []
         self._broadcasts = []
         self._uses = plan.consumers()
+        self.job_group = "beam-%s" % uuid.uuid4().hex
+        self._cancelled = threading.Event()
+
+    def cancel(self):
+        """Cancels the run's running Spark jobs and starts no further one."""
+        self._cancelled.set()
+        self.sc.cancelJobGroup(self.job_group)
+
+    def _check_not_cancelled(self):
+        if self._cancelled.is_set():
+            raise RunCancelled("the pipeline was cancelled")
 
     # -- building ---------------------------------------------------------
     def run(self):
+        """Runs the plan's Spark jobs; call on the thread that owns the run
+        (Spark's job group is a thread-local property)."""
+        self.sc.setJobGroup(self.job_group, "Beam pipeline", interruptOnCancel=True)
         try:
             leaves = []
             for stage in self.plan.stages:
@@ -50,6 +70,7 @@ class BatchExecution:
                 if not self._register_outputs(stage, stage_rdd):
                     leaves.append((stage, stage_rdd))
             for stage, rdd in leaves:
+                self._check_not_cancelled()
                 self.sc.setJobDescription("Beam: %s" % stage.display_name)
                 with spark_call_site(self.sc, stage.display_name):
                     rdd.count()
@@ -142,6 +163,7 @@ class BatchExecution:
             return None
         entries = []
         for si in stage.side_inputs:
+            self._check_not_cancelled()
             blocks = self._union(self._written.get(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
             entries.extend(state_entries(si, blocks, self.plan.components))
         broadcast = self.sc.broadcast(entries)

@@ -112,7 +112,8 @@ class StageRunner:
             app = delayed.application
             residuals[self._input_feeding(app.transform_id, app.input_id)].append(app.element)
             if delayed.HasField("requested_time_delay"):
-                delay = delayed.requested_time_delay.ToTimedelta().total_seconds()
+                # Estimators may ask for a resume time already past.
+                delay = max(0.0, delayed.requested_time_delay.ToTimedelta().total_seconds())
                 self._resume_delay = min(delay, self._resume_delay or delay)
         self.monitoring_infos.extend(result.monitoring_infos)
         if result.requires_finalization:

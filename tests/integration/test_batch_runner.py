@@ -75,9 +75,9 @@ def test_dofn_exception_fails_pipeline_with_traceback_and_transform_name():
     p = _pipeline()
     p | beam.Create([1, 2, 3, 4]) | "ExplodeOnThree" >> beam.ParDo(_Explode())
     result = p.run()
-    assert result.state == PipelineState.FAILED
     with pytest.raises(PipelineExecutionError) as e:
         result.wait_until_finish()
+    assert result.state == PipelineState.FAILED
     message = str(e.value)
     assert "boom-3 from user code" in message
     assert "ExplodeOnThree" in message
@@ -130,3 +130,24 @@ def test_bad_spark_conf_is_a_clear_error():
     with pytest.raises(ValueError, match="--spark_conf expects KEY=VALUE, got 'oops'"):
         parse_spark_conf(["spark.a=1", "oops"])
     assert parse_spark_conf(["spark.a=1", "spark.b=x=y"]) == {"spark.a": "1", "spark.b": "x=y"}
+
+
+def test_run_is_asynchronous_and_cancel_stops_it():
+    import time
+
+    def slow(x):
+        time.sleep(0.5)
+        return x
+
+    p = _pipeline()
+    p | beam.Create(list(range(200)), reshuffle=True) | beam.Map(slow)
+    result = p.run()
+    assert result.state == PipelineState.RUNNING
+    assert result.wait_until_finish(duration=200) is None  # still running after 200 ms
+    started = time.time()
+    assert result.cancel() == PipelineState.CANCELLED
+    assert time.time() - started < 60, "cancel did not stop the Spark jobs promptly"
+    assert result.wait_until_finish() == PipelineState.CANCELLED
+    # The session is usable afterwards.
+    with _pipeline() as p:
+        assert_that(p | beam.Create([1]) | beam.Map(lambda x: x + 1), equal_to([2]))
