@@ -80,7 +80,13 @@ class StageRunner:
         while inputs or fired_timers:
             residuals = collections.defaultdict(list)
             self._resume_delay = None
-            yield from self._run_bundle(inputs, residuals, fired_timers or {})
+            outputs, finalize = self._run_bundle(inputs, residuals, fired_timers or {})
+            yield from outputs
+            if finalize is not None:
+                # Resumed only once Spark has taken every output of the bundle
+                # (a generator runs on when the next element is requested).
+                # Finalizing after the task's commit needs a driver-side hook.
+                self._finalize(finalize)
             inputs, fired_timers = residuals, None
             if inputs and self._resume_delay:
                 # A self-checkpointing SDF asked to be resumed later (e.g.
@@ -116,14 +122,14 @@ class StageRunner:
                 delay = max(0.0, delayed.requested_time_delay.ToTimedelta().total_seconds())
                 self._resume_delay = min(delay, self._resume_delay or delay)
         self.monitoring_infos.extend(result.monitoring_infos)
-        if result.requires_finalization:
-            # The bundle's output is handed to Spark (returned below) only after
-            # this point; issue #4 moves finalization after Spark's commit.
-            finalized = harness.finalize(iid)
-            if finalized.error:
-                raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (
-                    self.stage.display_name, finalized.error))
-        return outputs
+        finalize = iid if result.requires_finalization else None
+        return outputs, finalize
+
+    def _finalize(self, iid):
+        finalized = self._harness.finalize(iid)
+        if finalized.error:
+            raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (
+                self.stage.display_name, finalized.error))
 
     def _input_feeding(self, transform_id, input_id):
         """The data input transform whose elements reach `transform_id`."""
