@@ -153,10 +153,12 @@ class BatchExecution:
         return keyed.partitionBy(self.parallelism, key_partition).map(_second)
 
     def _spread(self, rdd, coder_id):
-        """Bounded SDF restrictions: one element each, spread over partitions."""
+        """Bounded SDF restrictions: one element each, dealt round-robin over
+        partitions. (`repartition` would move PySpark's pickled batches, not
+        elements, leaving a handful of restrictions in one partition.)"""
         components = self.plan.components
-        return rdd.flatMap(functools.partial(_split_elements, components, coder_id)) \
-            .repartition(self.parallelism)
+        numbered = rdd.mapPartitionsWithIndex(functools.partial(_numbered_elements, components, coder_id))
+        return numbered.partitionBy(self.parallelism, _identity).map(_second)
 
     def _side_input_entries(self, stage):
         if not stage.side_inputs:
@@ -214,8 +216,18 @@ def _keyed_elements(components, coder_id, block):
         yield key_impl.encode_nested(wv.value[0]), element
 
 
-def _split_elements(components, coder_id, block):
-    return grouping.split_elements(block, context.coder_impl(components, coder_id))
+def _numbered_elements(components, coder_id, partition, blocks):
+    """(number, element): numbers differ across partitions, consecutive within."""
+    impl = context.coder_impl(components, coder_id)
+    number = partition * 7919  # a prime stride, so partitions start at different offsets
+    for block in blocks:
+        for element in grouping.split_elements(block, impl):
+            yield number, element
+            number += 1
+
+
+def _identity(x):
+    return x
 
 
 def _tag(index, block):
