@@ -7,6 +7,7 @@ side inputs are collected and broadcast. RDDs read more than once are
 persisted so user code never runs twice for one element on a healthy run.
 """
 import functools
+import heapq
 import threading
 import uuid
 import warnings
@@ -153,12 +154,13 @@ class BatchExecution:
         return keyed.partitionBy(self.parallelism, key_partition).map(_second)
 
     def _spread(self, rdd, coder_id):
-        """Bounded SDF restrictions: one element each, dealt round-robin over
-        partitions. (`repartition` would move PySpark's pickled batches, not
-        elements, leaving a handful of restrictions in one partition.)"""
+        """Bounded SDF restrictions, one element each, spread over partitions
+        by their size estimates (`repartition` would move PySpark's pickled
+        batches, not elements, leaving a handful of restrictions together)."""
         components = self.plan.components
-        numbered = rdd.mapPartitionsWithIndex(functools.partial(_numbered_elements, components, coder_id))
-        return numbered.partitionBy(self.parallelism, _identity).map(_second)
+        assigned = rdd.mapPartitionsWithIndex(functools.partial(
+            _assign_restrictions, components, coder_id, self.parallelism))
+        return assigned.partitionBy(self.parallelism, _identity).map(_second)
 
     def _side_input_entries(self, stage):
         if not stage.side_inputs:
@@ -216,14 +218,28 @@ def _keyed_elements(components, coder_id, block):
         yield key_impl.encode_nested(wv.value[0]), element
 
 
-def _numbered_elements(components, coder_id, partition, blocks):
-    """(number, element): numbers differ across partitions, consecutive within."""
+def _assign_restrictions(components, coder_id, partitions, index, blocks):
+    """(target partition, element) for each sized restriction of this input
+    partition: largest first onto the least loaded target (LPT scheduling)."""
     impl = context.coder_impl(components, coder_id)
-    number = partition * 7919  # a prime stride, so partitions start at different offsets
-    for block in blocks:
-        for element in grouping.split_elements(block, impl):
-            yield number, element
-            number += 1
+    elements = [e for block in blocks for e in grouping.split_elements(block, impl)]
+    sized = sorted(((_restriction_size(impl, e), i) for i, e in enumerate(elements)), reverse=True)
+    # Offset by input partition so several inputs do not all start at target 0.
+    load = [(0.0, (index + t) % partitions) for t in range(partitions)]
+    heapq.heapify(load)
+    for size, i in sized:
+        total, target = heapq.heappop(load)
+        yield target, elements[i]
+        heapq.heappush(load, (total + size, target))
+
+
+def _restriction_size(impl, element):
+    """The size estimate SplitAndSizeRestrictions attached: ((elem, restriction), size)."""
+    try:
+        size = float(impl.decode_nested(element).value[1])
+    except (TypeError, ValueError, IndexError):
+        return 1.0
+    return size if size > 0 else 1.0
 
 
 def _identity(x):

@@ -39,3 +39,19 @@ def _register(execution, coder):
     merged = context.to_runner_api().SerializeToString()
     execution.plan = type(execution.plan)(execution.plan.stages, execution.plan.groups, merged)
     return coder_id
+
+
+def test_sdf_restrictions_are_balanced_by_size_estimate(spark_session):
+    """Sized restrictions ((element, restriction), size): the big one alone,
+    the small ones together."""
+    execution = _execution(spark_session, 2)
+    kv = coders.TupleCoder([coders.StrUtf8Coder(), coders.FloatCoder()])
+    coder = coders.WindowedValueCoder(kv, coders.GlobalWindowCoder())
+    coder_id = _register(execution, coder)
+    out = create_OutputStream()
+    for name, size in [("big", 90.0), ("s1", 30.0), ("s2", 30.0), ("s3", 30.0)]:
+        coder.get_impl().encode_to_stream(WindowedValue((name, size), 0, [window.GlobalWindow()]), out, True)
+    rdd = spark_session.sparkContext.parallelize([out.get()], 1)
+    parts = execution._spread(rdd, coder_id).glom().collect()
+    names = sorted(sorted(coder.get_impl().decode_nested(e).value[0] for e in part) for part in parts)
+    assert names == [["big"], ["s1", "s2", "s3"]]
