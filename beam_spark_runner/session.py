@@ -15,6 +15,17 @@ def ensure_python_workers_match_driver():
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
 
+def runner_spark_conf():
+    """Spark settings of sessions the runner creates (user --spark_conf wins)."""
+    return {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.executorEnv.PYTHONHASHSEED": "0",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        # Forked Python workers start with Beam already imported.
+        "spark.python.daemon.module": "beam_spark_runner.execution.spark_daemon",
+    }
+
+
 def get_or_create_session(spark_options):
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
@@ -23,11 +34,7 @@ def get_or_create_session(spark_options):
     if active is not None:
         return active
     builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)
-    conf = {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.executorEnv.PYTHONHASHSEED": "0",
-        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-    }
+    conf = runner_spark_conf()
     conf.update(parse_spark_conf(spark_options.spark_conf))
     for key, value in conf.items():
         builder = builder.config(key, value)

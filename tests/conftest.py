@@ -12,10 +12,13 @@ SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2]")
 
 
 def _start_session():
-    from beam_spark_runner.session import ensure_python_workers_match_driver
+    from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
-    return (SparkSession.builder.master(SPARK_MASTER)
+    builder = SparkSession.builder
+    for key, value in runner_spark_conf().items():
+        builder = builder.config(key, value)
+    return (builder.master(SPARK_MASTER)
             .appName("beam-spark-runner-tests")
             .config("spark.ui.enabled", "true")
             .config("spark.ui.port", "0")

@@ -85,8 +85,8 @@ class BatchExecution:
         return spark_metrics.by_stage(self.metrics.value)
 
     def _stage_rdd(self, stage):
+        side_entries = self._side_input_entries(stage)
         with spark_call_site(self.sc, stage.display_name):
-            side_entries = self._side_input_entries(stage)
             inputs = self._input_rdd(stage)
             run = functools.partial(
                 _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
@@ -168,7 +168,11 @@ class BatchExecution:
         entries = []
         for si in stage.side_inputs:
             self._check_not_cancelled()
-            blocks = self._union(self._written.get(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
+            name = "side input %s of %s" % (si.tag, si.transform_id)
+            self.sc.setJobDescription("Beam: %s" % name)
+            with spark_call_site(self.sc, name):
+                blocks = self._union(self._written.get(
+                    plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
             entries.extend(state_entries(si, blocks, self.plan.components))
         broadcast = self.sc.broadcast(entries)
         self._broadcasts.append(broadcast)

@@ -1,0 +1,15 @@
+"""Spark's Python worker daemon, with Beam imported before workers fork.
+
+Spark forks every Python worker from this daemon; importing Beam's SDK
+harness here (2-4 s cold, measured) makes each forked worker start with it
+already loaded. Used through `spark.python.daemon.module` on sessions the
+runner creates; everything else is PySpark's own daemon.
+"""
+import apache_beam  # noqa: F401
+import apache_beam.runners.worker.bundle_processor  # noqa: F401
+import apache_beam.runners.worker.sdk_worker  # noqa: F401
+import beam_spark_runner.worker.stage_runner  # noqa: F401
+from pyspark import daemon
+
+if __name__ == "__main__":
+    daemon.manager()
