@@ -16,14 +16,14 @@ from beam_spark_runner.translation import phases, plan as plan_lib, requirements
 _LOG = logging.getLogger(__name__)
 
 
-def plan_pipeline(pipeline_proto):
+def plan_pipeline(pipeline_proto, drain=False):
     """Checks a pipeline proto and plans it; raises UnsupportedPipelineError.
 
     Pure planning: no Spark needed, so `beam-spark-plan` and tests can call it.
     """
     validate_pipeline_graph(pipeline_proto)
     requirements.check_pipeline(pipeline_proto, supports_retracting=_batch_supports_retracting())
-    context, stages = phases.create_stages(pipeline_proto)
+    context, stages = phases.create_stages(pipeline_proto, drain=drain)
     return plan_lib.build_plan(context, stages)
 
 
@@ -44,7 +44,16 @@ def _batch_supports_retracting():
 
 
 class SparkRunner(beam_runner.PipelineRunner):
-    """Runs Beam pipelines on Spark: `--runner=beam_spark_runner.SparkRunner`."""
+    """Runs Beam pipelines on Spark: `--runner=beam_spark_runner.SparkRunner`.
+
+    `SparkRunner(is_drain=True)` runs in drain mode, as Beam's FnApiRunner
+    does: splittable DoFns truncate their restrictions, so an unbounded
+    source stops at what it has and the run finishes.
+    """
+
+    def __init__(self, is_drain=False):
+        super().__init__()
+        self._is_drain = is_drain
 
     def run_pipeline(self, pipeline, options):
         RuntimeValueProvider.set_runtime_options({})
@@ -59,7 +68,7 @@ class SparkRunner(beam_runner.PipelineRunner):
 
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)
-        execution_plan = plan_pipeline(pipeline_proto)
+        execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain)
         spark_options = options.view_as(SparkRunnerOptions)
         if spark_options.print_plan:
             print(execution_plan.describe())

@@ -37,9 +37,11 @@ BATCH_PHASES = (
 )
 
 
-def create_stages(pipeline_proto, phases=BATCH_PHASES):
+def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False):
     """Returns (TransformContext, ordered stages) for a pipeline proto.
 
+    `drain`: splittable DoFns get a truncate step, so unbounded restrictions
+    are cut to what is already available and the run finishes (Beam's drain).
     The proto is copied: the caller's pipeline is never mutated.
     """
     return translations.create_and_optimize_stages(
@@ -47,5 +49,5 @@ def create_stages(pipeline_proto, phases=BATCH_PHASES):
         phases=list(phases),
         known_runner_urns=RUNNER_URNS,
         use_state_iterables=False,
-        is_drain=False,
+        is_drain=drain,
     )

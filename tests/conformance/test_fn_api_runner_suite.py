@@ -14,7 +14,7 @@ from tests.conformance.skips import FN_API_RUNNER_SKIPS
 class SparkRunnerFnApiRunnerTest(fn_runner_test.FnApiRunnerTest):
 
     def create_pipeline(self, is_drain=False):
-        return beam.Pipeline(runner=SparkRunner(), options=PipelineOptions([]))
+        return beam.Pipeline(runner=SparkRunner(is_drain=is_drain), options=PipelineOptions([]))
 
 
 def _apply_skips(cls, skips):
