@@ -215,19 +215,20 @@ def _group_codec(components, group):
 
 
 def _keyed_elements(components, coder_id, block):
-    impl = context.coder_impl(components, coder_id)
-    key_impl = context.components_context(components).coders[coder_id].wrapped_value_coder.key_coder().get_impl()
-    for element in grouping.split_elements(block, impl):
-        wv = impl.decode_nested(element)
-        yield key_impl.encode_nested(wv.value[0]), element
+    """(nested-encoded key, element encoding) for each windowed KV of a block."""
+    coder = context.components_context(components).coders[coder_id]
+    encode_key = coder.wrapped_value_coder.key_coder().get_impl().encode_nested
+    for wv, element in grouping.decode_elements(block, coder.get_impl()):
+        yield encode_key(wv.value[0]), element
 
 
 def _assign_restrictions(components, coder_id, partitions, index, blocks):
     """(target partition, element) for each sized restriction of this input
     partition: largest first onto the least loaded target (LPT scheduling)."""
     impl = context.coder_impl(components, coder_id)
-    elements = [e for block in blocks for e in grouping.split_elements(block, impl)]
-    sized = sorted(((_restriction_size(impl, e), i) for i, e in enumerate(elements)), reverse=True)
+    decoded = [pair for block in blocks for pair in grouping.decode_elements(block, impl)]
+    elements = [encoded for _, encoded in decoded]
+    sized = sorted(((_restriction_size(wv), i) for i, (wv, _) in enumerate(decoded)), reverse=True)
     # Offset by input partition so several inputs do not all start at target 0.
     load = [(0.0, (index + t) % partitions) for t in range(partitions)]
     heapq.heapify(load)
@@ -237,10 +238,10 @@ def _assign_restrictions(components, coder_id, partitions, index, blocks):
         heapq.heappush(load, (total + size, target))
 
 
-def _restriction_size(impl, element):
+def _restriction_size(wv):
     """The size estimate SplitAndSizeRestrictions attached: ((elem, restriction), size)."""
     try:
-        size = float(impl.decode_nested(element).value[1])
+        size = float(wv.value[1])
     except (TypeError, ValueError, IndexError):
         return 1.0
     return size if size > 0 else 1.0

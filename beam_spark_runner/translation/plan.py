@@ -207,12 +207,7 @@ def _copy(transform):
     return copied
 
 
-def is_impulse_only(stage: StagePlan) -> bool:
-    return all(p.buffer.kind == IMPULSE for p in stage.inputs)
-
-
 __all__ = [
     "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "GroupPlan",
     "ExecutionPlan", "build_plan", "IMPULSE", "MATERIALIZE", "GROUP",
-    "is_impulse_only", "common_urns",
 ]

@@ -17,7 +17,3 @@ def components_context(components: bytes) -> pipeline_context.PipelineContext:
 
 def coder_impl(components: bytes, coder_id: str):
     return components_context(components).coders[coder_id].get_impl()
-
-
-def windowing(components: bytes, windowing_strategy_id: str):
-    return components_context(components).windowing_strategies[windowing_strategy_id]

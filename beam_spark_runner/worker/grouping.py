@@ -96,7 +96,14 @@ def _global_on_time(value):
 
 def split_elements(block, coder_impl):
     """Splits a block into the encodings of its single elements."""
+    for _, encoded in decode_elements(block, coder_impl):
+        yield encoded
+
+
+def decode_elements(block, coder_impl):
+    """Yields (decoded element, its own encoding) for each element of a block."""
     stream = create_InputStream(block)
     decode, encode = coder_impl.decode_from_stream, coder_impl.encode_nested
     while stream.size() > 0:
-        yield encode(decode(stream, True))
+        element = decode(stream, True)
+        yield element, encode(element)
