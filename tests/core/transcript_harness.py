@@ -165,13 +165,7 @@ def run_transcript(spec):
     elif action == 'clock':
       take(reducer.advance_processing_time(params))
     elif action == 'expect':
-      for expected in params:
-        for candidate in output:
-          if all(candidate[k] == expected[k] for k in candidate if k in expected):
-            output.remove(candidate)
-            break
-        else:
-          raise TranscriptFailure('Unmatched output %s in %s' % (expected, output))
+      _consume_expected(output, params)
     elif action == 'state':
       # Beam's trigger-driver harness does not check state either; the only
       # Beam transcript using it (garbage_collection) is self-contradictory.
@@ -221,12 +215,17 @@ def run_transcript_on_beam(spec):
       watermark = params
       fire()
     elif action == 'expect':
-      for expected in params:
-        for candidate in output:
-          if all(candidate[k] == expected[k] for k in candidate if k in expected):
-            output.remove(candidate)
-            break
-        else:
-          raise TranscriptFailure('Unmatched output %s in %s' % (expected, output))
+      _consume_expected(output, params)
   if output:
     raise TranscriptFailure('Unexpected output: %s' % output)
+
+
+def _consume_expected(output, expected_outputs):
+  """Removes each expected output from `output`; fails on one not there."""
+  for expected in expected_outputs:
+    for candidate in output:
+      if all(candidate[k] == expected[k] for k in candidate if k in expected):
+        output.remove(candidate)
+        break
+    else:
+      raise TranscriptFailure('Unmatched output %s in %s' % (expected, output))
