@@ -17,7 +17,9 @@ from apache_beam.transforms import window
 from apache_beam.utils import windowed_value
 
 from beam_spark_runner.worker import context
+from triggers import RETRACTING
 from triggers.batch import group_by_window
+from triggers.retraction_coder import grouped_pane_coder
 
 BLOCK_BYTES = 1 << 20
 
@@ -32,10 +34,12 @@ class GroupCodec:
         self.windowing = ctx.windowing_strategies[group.windowing_strategy_id]
         self.trivial_windowing = self.windowing.is_default()
         kv_coder = pre.wrapped_value_coder
+        value_coder = kv_coder.value_coder()
+        if self.windowing.accumulation_mode == RETRACTING:
+            post = _retracting_output_coder(group, post, value_coder)
         self.pre_impl = pre.get_impl()
         self.post_impl = post.get_impl()
         self.key_impl = kv_coder.key_coder().get_impl()
-        value_coder = kv_coder.value_coder()
         self.value_impl = value_coder.get_impl()
         self.windowed_value_impl = coders.WindowedValueCoder(
             value_coder, pre.window_coder).get_impl()
@@ -86,6 +90,21 @@ class GroupCodec:
                     out = create_OutputStream()
         if out.size():
             yield out.get()
+
+
+def _retracting_output_coder(group, post, value_coder):
+    """The output coder of a RETRACTING GroupByKey, whose panes may be
+    `Retraction(values)`. `translation.retracting.rewrite_retracting` gave its
+    output PCollection the coder KV<K, RetractionAware(Iterable<V'>)>, which
+    the safe coder `post` shows as KV<K, bytes>; write exactly those bytes."""
+    kv = post.wrapped_value_coder
+    if not isinstance(kv.value_coder(), coders.BytesCoder):
+        raise ValueError(
+            "%s: the output coder %s of a RETRACTING GroupByKey cannot carry retractions: "
+            "the pipeline was not rewritten by translation.retracting.rewrite_retracting"
+            % (group.display_name, kv))
+    return coders.WindowedValueCoder(
+        coders.TupleCoder([kv.key_coder(), grouped_pane_coder(value_coder)]), post.window_coder)
 
 
 def _global_on_time(value):
