@@ -1,10 +1,25 @@
-"""beam-spark-runner: run Apache Beam pipelines on Apache Spark."""
-from beam_spark_runner.options import SparkRunnerOptions
-from beam_spark_runner.result import PipelineExecutionError, SparkPipelineResult
-from beam_spark_runner.runner import SparkRunner, describe_plan, plan_pipeline
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+"""beam-spark-runner: run Apache Beam pipelines on Apache Spark.
 
-__all__ = [
-    "SparkRunner", "SparkRunnerOptions", "SparkPipelineResult", "PipelineExecutionError",
-    "UnsupportedPipelineError", "plan_pipeline", "describe_plan",
-]
+Names are imported on first use (PEP 562): Spark's helper processes import
+modules of this package (the streaming source planner, stateful-operator
+set-up) and must not pay for importing Beam when they do not need it.
+"""
+import importlib
+
+_EXPORTS = {
+    "SparkRunner": "beam_spark_runner.runner",
+    "plan_pipeline": "beam_spark_runner.runner",
+    "describe_plan": "beam_spark_runner.runner",
+    "SparkRunnerOptions": "beam_spark_runner.options",
+    "SparkPipelineResult": "beam_spark_runner.result",
+    "PipelineExecutionError": "beam_spark_runner.result",
+    "UnsupportedPipelineError": "beam_spark_runner.translation.requirements",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError("module 'beam_spark_runner' has no attribute %r" % name)

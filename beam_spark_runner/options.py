@@ -26,6 +26,15 @@ class SparkRunnerOptions(PipelineOptions):
             "--bundle_size_bytes", type=int, default=32 << 20,
             help="Input bytes per Beam bundle within a Spark partition.")
         parser.add_argument(
+            "--checkpoint_dir", default=None,
+            help="Streaming: directory for Spark's checkpoint and the runner's hold reports. "
+                 "Starting a pipeline again with the same directory resumes where it stopped. "
+                 "Default: a temporary directory removed when the run ends.")
+        parser.add_argument(
+            "--trigger_interval", default="0 seconds",
+            help="Streaming: Spark's micro-batch trigger interval (e.g. '1 second'); "
+                 "'0 seconds' starts the next batch as soon as one ends.")
+        parser.add_argument(
             "--print_plan", action="store_true", default=False,
             help="Print the Spark execution plan before running.")
 

@@ -3,6 +3,7 @@ import logging
 import re
 
 from apache_beam.options import pipeline_options
+from apache_beam.portability import common_urns
 from apache_beam.options.value_provider import RuntimeValueProvider
 from apache_beam.runners import runner as beam_runner
 from apache_beam.runners.pipeline_utils import (
@@ -11,7 +12,8 @@ from apache_beam.transforms import environments
 
 from beam_spark_runner.options import SparkRunnerOptions, parallelism
 from beam_spark_runner.result import PipelineExecutionError, SparkPipelineResult
-from beam_spark_runner.translation import phases, plan as plan_lib, requirements
+from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
+from beam_spark_runner.translation import lifting, retracting
 
 _LOG = logging.getLogger(__name__)
 
@@ -22,9 +24,33 @@ def plan_pipeline(pipeline_proto, drain=False):
     Pure planning: no Spark needed, so `beam-spark-plan` and tests can call it.
     """
     validate_pipeline_graph(pipeline_proto)
-    requirements.check_pipeline(pipeline_proto, supports_retracting=_batch_supports_retracting())
+    requirements.check_pipeline(pipeline_proto)
+    pipeline_proto = _rewrite(pipeline_proto)
     context, stages = phases.create_stages(pipeline_proto, drain=drain)
     return plan_lib.build_plan(context, stages)
+
+
+def plan_streaming_pipeline(pipeline_proto, drain=False):
+    """Checks and plans an unbounded pipeline (Structured Streaming)."""
+    validate_pipeline_graph(pipeline_proto)
+    requirements.check_pipeline(pipeline_proto, streaming=True)
+    return streaming_plan.plan_streaming(_rewrite(pipeline_proto), drain=drain)
+
+
+def _rewrite(pipeline_proto):
+    """Proto rewrites both engines need before Beam's phases."""
+    return lifting.keep_timestamp_combiners(retracting.rewrite_retracting(pipeline_proto))
+
+
+def is_streaming(pipeline_proto, options=None):
+    """--streaming, or a pipeline with a TestStream: those run on Structured
+    Streaming, as Beam's DirectRunner switches engines for TestStream.
+    Other unbounded reads without --streaming run in batch, drained as
+    Beam's FnApiRunner does."""
+    if options is not None and options.view_as(pipeline_options.StandardOptions).streaming:
+        return True
+    return any(t.spec.urn == common_urns.primitives.TEST_STREAM.urn
+               for t in pipeline_proto.components.transforms.values())
 
 
 def pipeline_proto_of(pipeline):
@@ -36,11 +62,6 @@ def pipeline_proto_of(pipeline):
 def describe_plan(pipeline):
     """The Spark plan of a `beam.Pipeline`, as text, without running it."""
     return plan_pipeline(pipeline_proto_of(pipeline)).describe()
-
-
-def _batch_supports_retracting():
-    from triggers import batch
-    return getattr(batch, "SUPPORTS_RETRACTING", False)
 
 
 class SparkRunner(beam_runner.PipelineRunner):
@@ -68,13 +89,13 @@ class SparkRunner(beam_runner.PipelineRunner):
 
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)
-        execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain)
         spark_options = options.view_as(SparkRunnerOptions)
+        if is_streaming(pipeline_proto, options):
+            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain)
+        else:
+            execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain)
         if spark_options.print_plan:
             print(execution_plan.describe())
-        if options.view_as(pipeline_options.StandardOptions).streaming:
-            raise requirements.UnsupportedPipelineError(
-                "--streaming pipelines need the streaming runner: %s" % requirements.STREAMING_ISSUE)
         return self._execute(execution_plan, spark_options, parallelism(options))
 
     def _execute(self, execution_plan, spark_options, parallelism):
@@ -82,7 +103,12 @@ class SparkRunner(beam_runner.PipelineRunner):
         from beam_spark_runner.session import get_or_create_session
 
         spark = get_or_create_session(spark_options)
-        execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes)
+        if isinstance(execution_plan, streaming_plan.StreamingPlan):
+            from beam_spark_runner.execution.streaming import StreamingExecution
+            execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
+                                           spark_options.trigger_interval)
+        else:
+            execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes)
 
         def run():
             try:

@@ -1,11 +1,15 @@
 """MillWheel-style low watermarks for a graph of stages, computed on the
 driver once per micro-batch.
 
-For every stage:
-    input watermark  = min over its inputs (source watermark estimates and
-                       upstream stages' output watermarks)
-    output watermark = min(input watermark, the earliest hold the stage
-                       reported: buffered panes, pending timers)
+For every stage, planning batch N:
+    output watermark = min(input watermark of batch N-1, the earliest hold
+                       the stage reported at the end of batch N-1: buffered
+                       panes, pending timers)
+    input watermark  = min over its inputs (source watermark estimates after
+                       batch N's events, upstream stages' output watermarks)
+A stage processes a batch's elements at its previous input watermark, then
+advances to the new one; so each stateful stage adds at most one batch of
+watermark lag, and nothing an upstream stage emits is late downstream.
 Both are monotonic: a value never goes back, even if a late report would
 compute a smaller one. Holds are reported per key-group at the end of a
 batch and apply from the next batch on. The times a batch used are kept in
@@ -19,10 +23,11 @@ import dataclasses
 import json
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
-
-MIN_MICROS = MIN_TIMESTAMP.micros
-MAX_MICROS = MAX_TIMESTAMP.micros
+# Beam's MIN_TIMESTAMP / MAX_TIMESTAMP in microseconds (a test checks they
+# agree). Not imported: Spark's source-planning process runs this module and
+# importing Beam there would cost seconds per query start.
+MIN_MICROS = -9223372036854775000
+MAX_MICROS = 9223372036854775000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +78,11 @@ class WatermarkAuthority:
         self._last_processing_time = MIN_MICROS
         self.journal: Dict[int, str] = dict(journal or {})
 
+    @property
+    def sources(self):
+        """Names of the sources the graph reads."""
+        return frozenset(self._sources)
+
     # -- reports -------------------------------------------------------------
     def report_source(self, source: str, watermark_micros: int):
         """A source's watermark estimate; estimates never move back."""
@@ -100,13 +110,19 @@ class WatermarkAuthority:
             times = BatchTimes.from_json(self.journal[batch_id])
             self._restore(times)
             return times
+        # Output watermarks first, from the inputs of the previous batch and
+        # the holds reported at its end: a stage may emit during this batch
+        # anything buffered then or arriving now, and what arrives now is not
+        # earlier than its previous input watermark. So a downstream stage
+        # sees its upstream's output watermark one batch late, never early.
+        for stage in self._order:
+            hold = min(self._holds[stage].values(), default=MAX_MICROS)
+            self._output[stage] = max(self._output[stage], min(self._input[stage], hold))
         for stage in self._order:
             inputs = self._graph[stage]
             candidates = [self._sources[s] for s in inputs.sources] + [self._output[u] for u in inputs.stages]
             new_input = min(candidates) if candidates else MAX_MICROS
             self._input[stage] = max(self._input[stage], new_input)
-            hold = min(self._holds[stage].values(), default=MAX_MICROS)
-            self._output[stage] = max(self._output[stage], min(self._input[stage], hold))
         self._last_processing_time = max(self._last_processing_time, int(self._clock()))
         times = BatchTimes(batch_id, self._last_processing_time, dict(self._input), dict(self._output))
         self.journal[batch_id] = times.to_json()
@@ -123,8 +139,17 @@ class WatermarkAuthority:
         return self._last_processing_time - self._output[stage]
 
     def finished(self) -> bool:
-        """True once every stage's output watermark reached +infinity."""
-        return all(w >= MAX_MICROS for w in self._output.values())
+        """True once every stage's input and output watermark reached
+        +infinity: nothing can be emitted any more."""
+        return all(w >= MAX_MICROS for w in self._output.values()) and \
+            all(w >= MAX_MICROS for w in self._input.values())
+
+    def restore(self, times: BatchTimes, source_watermarks: Mapping[str, int]):
+        """Resumes after `times` (a restarted planner): watermarks and
+        processing time continue from there."""
+        for source, wm in source_watermarks.items():
+            self.report_source(source, wm)
+        self._restore(times)
 
 
 def chain(stage_names: Sequence[str], source: str) -> Dict[str, StageInputs]:

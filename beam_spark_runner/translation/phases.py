@@ -37,7 +37,12 @@ BATCH_PHASES = (
 )
 
 
-def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False):
+# Streaming: TestStream is a runner-side source (the micro-batch reader), so
+# it must not be fused into an SDK stage.
+STREAMING_RUNNER_URNS = RUNNER_URNS | {common_urns.primitives.TEST_STREAM.urn}
+
+
+def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):
     """Returns (TransformContext, ordered stages) for a pipeline proto.
 
     `drain`: splittable DoFns get a truncate step, so unbounded restrictions
@@ -47,7 +52,7 @@ def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False):
     return translations.create_and_optimize_stages(
         copy.deepcopy(pipeline_proto),
         phases=list(phases),
-        known_runner_urns=RUNNER_URNS,
+        known_runner_urns=runner_urns,
         use_state_iterables=False,
         is_drain=drain,
     )

@@ -71,13 +71,15 @@ def _leaf_transforms(pipeline):
         yield from visit(root)
 
 
-def check_transforms(pipeline):
+def check_transforms(pipeline, streaming=False):
     errors = []
     for tid, t in _leaf_transforms(pipeline):
         urn = t.spec.urn
         name = t.unique_name or tid
+        if urn == _P.TEST_STREAM.urn and streaming:
+            continue
         if urn == _P.TEST_STREAM.urn:
-            errors.append("%s: TestStream (%s) needs the streaming runner, %s" % (name, urn, STREAMING_ISSUE))
+            errors.append("%s: TestStream (%s) needs a streaming run: pass --streaming" % (name, urn))
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
         elif urn in translations.PAR_DO_URNS:
@@ -111,24 +113,9 @@ def check_environments(pipeline):
     return errors
 
 
-def check_windowing(pipeline, supports_retracting):
-    errors = []
-    producers = {}
-    for _, t in _leaf_transforms(pipeline):
-        for out in t.outputs.values():
-            producers[out] = t.unique_name
-    for pid, pc in pipeline.components.pcollections.items():
-        ws = pipeline.components.windowing_strategies[pc.windowing_strategy_id]
-        if ws.accumulation_mode == RETRACTING and not supports_retracting:
-            errors.append("%s: accumulation mode RETRACTING (3): the triggers/ driver computes retractions but the Spark runner does not carry them through coders yet: issue #5"
-                          % producers.get(pid, pid))
-    return errors
-
-
-def check_pipeline(pipeline, supports_retracting=False):
+def check_pipeline(pipeline, streaming=False):
     """Raises UnsupportedPipelineError listing every problem found."""
-    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline)
-              + check_windowing(pipeline, supports_retracting))
+    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline, streaming))
     if errors:
         raise UnsupportedPipelineError(
             "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))

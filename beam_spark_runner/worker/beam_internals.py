@@ -78,6 +78,27 @@ class InProcessSdkHarness:
     def close(self):
         self._cache.shutdown()
 
+    # StateServicer keeps user state in two private fields; snapshot and
+    # restore are the streaming runner's way to move one key-group's state
+    # in and out of Spark's state store between micro-batches.
+    def snapshot_state(self):
+        """User state and ordered-list indexes as plain picklable data."""
+        state = self.state
+        return ({k: list(v) for k, v in state._state.items() if v},
+                {k: list(v) for k, v in state._ordered_list_keys.items() if v})
+
+    def restore_state(self, snapshot):
+        """Replaces all state with a `snapshot_state()` result (None: empty)."""
+        state = self.state
+        state._state.clear()
+        state._ordered_list_keys.clear()
+        if snapshot is not None:
+            entries, ordered = snapshot
+            for k, v in entries.items():
+                state._state[k] = list(v)
+            for k, v in ordered.items():
+                state._ordered_list_keys[k].update(v)
+
 
 def fake_timer_endpoint():
     """Bundle processors only wire timers when a timer endpoint is named."""

@@ -47,7 +47,9 @@ class StageRunner:
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
         self._resume_delay = None
+        self._deferred = None   # run_once collects residuals here
         self.monitoring_infos = []
+        self._timer_domains = {}
         self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
 
     def _timer_coders(self, components):
@@ -58,10 +60,42 @@ class StageRunner:
                 beam_runner_api_pb2.ParDoPayload)
             coder_id = payload.timer_family_specs[family].timer_family_coder_id
             impls[(transform_id, family)] = context.coder_impl(components, coder_id)
+            self._timer_domains[(transform_id, family)] = payload.timer_family_specs[family].time_domain
         return impls
 
     def run(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
-        """Yields (output_index, block) for every bundle of this partition."""
+        """Yields (output_index, block) for every bundle of this partition
+        of bounded input, then of every timer (the watermark is +infinity)."""
+        yield from self.process(tagged_blocks, bundle_bytes)
+        while self._timers:
+            yield from self._run_until_no_residuals({}, self._timers.take_due())
+
+    def fire_timers(self, is_due):
+        """Streaming: fires the pending timers `is_due(family key, timer)`
+        accepts, in rounds (a callback may set a timer that is due too),
+        in fire-timestamp order within a round; yields their outputs."""
+        while self._timers:
+            fired = self._timers.take_due(is_due)
+            if not fired:
+                return
+            yield from self._run_until_no_residuals({}, fired)
+
+    @property
+    def timers(self):
+        """The stage's PendingTimers (None for a stage without timers)."""
+        return self._timers
+
+    @property
+    def harness(self):
+        return self._harness
+
+    def timer_domain(self, family_key):
+        """beam_runner_api_pb2.TimeDomain of a (transform id, family) key."""
+        return self._timer_domains[family_key]
+
+    def process(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
+        """Yields (output_index, block) for bundles of these inputs; fires no
+        timer."""
         pending = collections.defaultdict(list)
         size = 0
         for index, block in tagged_blocks:
@@ -72,9 +106,22 @@ class StageRunner:
                 pending, size = collections.defaultdict(list), 0
         if pending:
             yield from self._run_until_no_residuals(pending)
-        # End of bounded input: the watermark is +infinity, every timer is due.
-        while self._timers:
-            yield from self._run_until_no_residuals({}, self._timers.take_due())
+
+    def run_once(self, tagged_blocks):
+        """Streaming SDFs: runs one bundle of these inputs and keeps its
+        residuals instead of resuming them. Returns (outputs, residuals):
+        residuals as (input index, encoded element, resume delay in seconds,
+        earliest output watermark estimate in micros or None)."""
+        inputs = collections.defaultdict(list)
+        for index, block in tagged_blocks:
+            inputs[self._input_ids[index]].append(block)
+        self._deferred = []
+        outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
+        if finalize is not None:
+            self._finalize(finalize)
+        deferred, self._deferred = self._deferred, None
+        index_of = {tid: i for i, tid in enumerate(self._input_ids)}
+        return outputs, [(index_of[tid], element, delay, wm) for tid, element, delay, wm in deferred]
 
     def _run_until_no_residuals(self, inputs, fired_timers=None):
         while inputs or fired_timers:
@@ -116,11 +163,16 @@ class StageRunner:
         result = response.process_bundle
         for delayed in result.residual_roots:
             app = delayed.application
-            residuals[self._input_feeding(app.transform_id, app.input_id)].append(app.element)
+            feeding = self._input_feeding(app.transform_id, app.input_id)
+            residuals[feeding].append(app.element)
+            delay = 0.0
             if delayed.HasField("requested_time_delay"):
                 # Estimators may ask for a resume time already past.
                 delay = max(0.0, delayed.requested_time_delay.ToTimedelta().total_seconds())
                 self._resume_delay = min(delay, self._resume_delay or delay)
+            if self._deferred is not None:
+                estimates = [ts.seconds * 1_000_000 + ts.nanos // 1000 for ts in app.output_watermarks.values()]
+                self._deferred.append((feeding, app.element, delay, min(estimates, default=None)))
         self.monitoring_infos.extend(result.monitoring_infos)
         finalize = iid if result.requires_finalization else None
         return outputs, finalize

@@ -1,4 +1,5 @@
-"""Timers of one partition of a stateful stage, for bounded input.
+"""Pending timers of a stateful stage: all of them at the end of bounded
+input, or those due at a watermark and processing time in streaming.
 
 The SDK reports timers it sets or clears; the latest write per
 (transform, family, key, dynamic tag, window) wins and a clear removes it.
@@ -28,7 +29,7 @@ class PendingTimers:
         stream = create_InputStream(block)
         while stream.size() > 0:
             timer = impl.decode_from_stream(stream, True)
-            identity = (timer.user_key, timer.dynamic_timer_tag, timer.windows[0])
+            identity = _identity(timer)
             if timer.clear_bit:
                 pending.pop(identity, None)
             else:
@@ -37,18 +38,43 @@ class PendingTimers:
     def __bool__(self):
         return any(self._pending.values())
 
-    def take_due(self):
-        """Removes and returns every pending timer, encoded per family."""
+    def take_due(self, is_due=None):
+        """Removes and returns the pending timers `is_due(family key, timer)`
+        accepts (default: all), encoded per family, in fire order."""
         fired = {}
         for key, pending in self._pending.items():
-            if not pending:
+            due = [(identity, t) for identity, t in pending.items() if is_due is None or is_due(key, t)]
+            if not due:
                 continue
             out = create_OutputStream()
-            for timer in sorted(pending.values(), key=_fire_order):
+            for identity, timer in sorted(due, key=lambda d: _fire_order(d[1])):
                 self._impls[key].encode_to_stream(timer, out, True)
+                del pending[identity]
             fired[key] = [out.get()]
-            pending.clear()
         return fired
+
+    def earliest_hold(self):
+        """Micros of the earliest output-timestamp hold of a pending timer."""
+        holds = [t.hold_timestamp.micros for pending in self._pending.values() for t in pending.values()]
+        return min(holds, default=None)
+
+    def snapshot(self):
+        """Pending timers as {family key: [encoded timer]} (picklable)."""
+        return {key: [self._impls[key].encode_nested(t) for t in pending.values()]
+                for key, pending in self._pending.items() if pending}
+
+    def restore(self, snapshot):
+        for pending in self._pending.values():
+            pending.clear()
+        for key, encoded in (snapshot or {}).items():
+            impl = self._impls[key]
+            for data in encoded:
+                timer = impl.decode_nested(data)
+                self._pending[key][_identity(timer)] = timer
+
+
+def _identity(timer):
+    return timer.user_key, timer.dynamic_timer_tag, timer.windows[0]
 
 
 def _fire_order(timer):

@@ -100,14 +100,41 @@ def test_non_python_environment_rejected():
         plan_pipeline(proto)
 
 
-def test_retracting_mode_rejected_until_supported():
+def test_retracting_mode_is_planned_with_retraction_aware_group_output():
     from apache_beam.transforms import trigger
     p = beam.Pipeline()
-    (p | beam.Create([1]) | "Win" >> beam.WindowInto(
-        window.FixedWindows(10), trigger=trigger.AfterWatermark(), accumulation_mode=3))
-    from triggers import batch
-    if getattr(batch, "SUPPORTS_RETRACTING", False):
-        plan_pipeline(pipeline_proto_of(p))  # accepted once supported
-    else:
-        with pytest.raises(UnsupportedPipelineError, match="RETRACTING"):
-            plan_pipeline(pipeline_proto_of(p))
+    (p | beam.Create([("k", 1)]) | "Win" >> beam.WindowInto(
+        window.FixedWindows(10), trigger=trigger.AfterWatermark(), accumulation_mode=3)
+     | "G" >> beam.GroupByKey() | beam.Map(print))
+    proto = pipeline_proto_of(p)
+    plan = plan_pipeline(proto)  # accepted in batch
+    group = next(g for g in plan.groups.values() if g.display_name == "G")
+    assert "retraction_aware" in group.output_coder_id
+    # The streaming planner applies the same rewrite.
+    from beam_spark_runner.runner import plan_streaming_pipeline
+    from beam_spark_runner.translation.streaming_plan import GROUP
+    streaming = plan_streaming_pipeline(proto)
+    op = next(o for o in streaming.operators if o.kind == GROUP and o.display_name == "G")
+    assert "retraction_aware" in op.group.output_coder_id
+
+
+def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp():
+    from beam_spark_runner.translation import lifting
+
+    def build(combiner):
+        p = beam.Pipeline()
+        (p | beam.Create([("k", 1)])
+         | beam.WindowInto(window.FixedWindows(10), timestamp_combiner=combiner)
+         | "Sum" >> beam.CombinePerKey(sum) | beam.Map(print))
+        return pipeline_proto_of(p)
+
+    def lifted(proto):
+        names = [t.unique_name for s in plan_pipeline(proto).stages for t in
+                 __import__("apache_beam").portability.api.beam_fn_api_pb2.ProcessBundleDescriptor
+                 .FromString(s.descriptor).transforms.values()]
+        return any("Precombine" in n for n in names)
+
+    assert lifted(build(window.TimestampCombiner.OUTPUT_AT_EOW))
+    earliest = build(window.TimestampCombiner.OUTPUT_AT_EARLIEST)
+    assert not lifted(earliest)
+    assert lifting.keep_timestamp_combiners(earliest) is not earliest

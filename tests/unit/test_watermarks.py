@@ -21,29 +21,39 @@ def test_watermarks_flow_down_a_chain_and_are_held_by_buffered_state():
     wm.report_holds("gbk1", {0: 40, 1: 70})   # EARLIEST combiner: pane may be stamped 40
     times = wm.plan(1)
     assert times.input_watermarks["gbk1"] == 100
+    # gbk1 may still emit what reaches it in batch 1, stamped at or after its
+    # previous input watermark: downstream waits one batch.
+    assert times.input_watermarks["gbk2"] == MIN_MICROS
+    times = wm.plan(2)
     assert times.output_watermarks["gbk1"] == 40
     # The bug class of beam#23129: with one pipeline-wide watermark gbk2 would
     # see 100 and drop gbk1's pane stamped 40 as late. Here it sees 40.
     assert times.input_watermarks["gbk2"] == 40
-    assert times.input_watermarks["gbk3"] == 40
+    assert times.input_watermarks["gbk3"] == MIN_MICROS
+    # Each further stateful stage adds one batch of lag, no more.
+    assert wm.plan(3).input_watermarks["gbk3"] == 40
+    wm.report_holds("gbk1", {0: None, 1: None})
+    assert [wm.plan(b).input_watermarks["gbk3"] for b in (4, 5, 6)] == [40, 100, 100]
 
 
 def test_holds_release_when_key_groups_report_nothing_held():
     wm = WatermarkAuthority(chain(["a", "b"], "src"), FakeClock())
     wm.report_source("src", 500)
     wm.report_holds("a", {3: 200})
-    assert wm.plan(0).input_watermarks["b"] == 200
+    assert wm.plan(0).input_watermarks["b"] == MIN_MICROS
+    assert wm.plan(1).input_watermarks["b"] == 200
     wm.report_holds("a", {3: None})
-    assert wm.plan(1).input_watermarks["b"] == 500
+    assert wm.plan(2).input_watermarks["b"] == 500
 
 
 def test_watermarks_never_go_back():
     wm = WatermarkAuthority(chain(["a"], "src"), FakeClock())
     wm.report_source("src", 500)
     wm.plan(0)
+    assert wm.plan(1).output_watermarks["a"] == 500
     wm.report_source("src", 100)          # a late, smaller estimate
     wm.report_holds("a", {0: 50})         # a hold below what was already emitted
-    times = wm.plan(1)
+    times = wm.plan(2)
     assert times.input_watermarks["a"] == 500
     assert times.output_watermarks["a"] == 500
 
@@ -54,7 +64,8 @@ def test_min_over_several_inputs():
     wm = WatermarkAuthority(graph, FakeClock())
     wm.report_source("s1", 300)
     wm.report_source("s2", 100)
-    assert wm.plan(0).input_watermarks["join"] == 100
+    wm.plan(0)
+    assert wm.plan(1).input_watermarks["join"] == 100
 
 
 def test_replayed_batch_gets_its_journaled_times():
@@ -89,6 +100,8 @@ def test_finishes_when_sources_reach_infinity_and_nothing_is_held():
     assert not wm.finished()
     wm.report_holds("a", {0: None})
     wm.plan(1)
+    assert not wm.finished()              # b learns of a's release one batch later
+    wm.plan(2)
     assert wm.finished()
 
 

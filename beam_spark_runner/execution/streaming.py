@@ -1,0 +1,146 @@
+"""Unbounded pipelines on Spark Structured Streaming: the Spark glue.
+
+One streaming query per pipeline, a single chain (see streaming/rows.py):
+
+    Beam source (Python DataSourceStreamReader: TestStream, Impulse, CONTROL rows)
+      -> per plan operator, in topological order:
+           stateless SDK stage:  mapInArrow
+           GroupByKey / stateful DoFn: groupBy(kg).transformWithState (RocksDB state)
+      -> foreachBatch sink on the driver: REPORT rows become the holds file the
+         source reads to plan the next batch; METRICS rows are merged; the
+         STATUS row says when every watermark reached +infinity.
+
+What each operator computes lives in streaming/operators.py (no Spark);
+what each batch reads and the times it uses in streaming/source_planner.py.
+"""
+import functools
+import json
+import logging
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import uuid
+
+from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution.streaming_udfs import (
+    SOURCE_FORMAT, BeamStreamSource, KeyGroupProcessor, stateless_batches)
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.script import compile_script
+from beam_spark_runner.streaming.source_planner import write_holds
+
+_LOG = logging.getLogger(__name__)
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+class RunCancelled(RuntimeError):
+    """The run was cancelled through its PipelineResult."""
+
+
+# -- the run ---------------------------------------------------------------------
+
+class StreamingExecution:
+    """Builds, runs and stops the streaming query of one StreamingPlan.
+
+    `checkpoint_dir`: where Spark's checkpoint and the hold reports live; a
+    run started again with the same directory resumes where it stopped.
+    Without one, a temporary directory is used and removed at the end.
+    """
+
+    def __init__(self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds"):
+        self.spark = spark
+        self.plan = plan
+        self.key_groups = parallelism or spark.sparkContext.defaultParallelism
+        # Compiled here, at submission: a TestStream the runner cannot
+        # replay faithfully is rejected before any Spark work starts.
+        self._script = compile_script(plan, self.key_groups)
+        self._own_dir = checkpoint_dir is None
+        self.run_dir = checkpoint_dir or tempfile.mkdtemp(prefix="beam-spark-stream-")
+        self.trigger_interval = trigger_interval
+        self._token = uuid.uuid4().hex
+        self._done = threading.Event()
+        self._cancelled = threading.Event()
+        self._query = None
+        self._metrics = {}
+        self._lock = threading.Lock()
+        self.last_status = None
+
+    def cancel(self):
+        self._cancelled.set()
+        self._done.set()
+
+    def metrics_so_far(self):
+        with self._lock:
+            return spark_metrics.by_stage({k: list(v) for k, v in self._metrics.items()})
+
+    def run(self):
+        query = self._start()
+        try:
+            while not self._done.wait(0.2):
+                if not query.isActive:
+                    break
+            exception = query.exception()
+            if exception is not None:
+                raise exception
+            if self._cancelled.is_set():
+                raise RunCancelled("the pipeline was cancelled")
+        finally:
+            if query.isActive:
+                query.stop()
+            if self._own_dir:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+        return self.metrics_so_far()
+
+    def _start(self):
+        spark = self.spark
+        spark.dataSource.register(BeamStreamSource)
+        os.makedirs(self.run_dir, exist_ok=True)
+        script_path = os.path.join(self.run_dir, "source_script.pickle")
+        with open(script_path, "wb") as f:
+            pickle.dump((self._script, self.run_dir), f)
+        conf = spark.conf
+        conf.set("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
+        conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+        conf.set("spark.sql.shuffle.partitions", str(self.key_groups))
+        df = (spark.readStream.format(SOURCE_FORMAT)
+              .option("script_path", script_path)
+              .option("partitions", str(self.key_groups))
+              .load())
+        for op in self.plan.operators:
+            pickled = pickle.dumps((op, self.plan, self.key_groups))
+            if op.is_keyed:
+                df = df.groupBy("kg").transformWithState(
+                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled), R.SCHEMA, "Append", "None")
+            else:
+                df = df.mapInArrow(functools.partial(
+                    stateless_batches, self._token, pickled, op.inputs), R.SCHEMA)
+        writer = (df.writeStream.foreachBatch(self._sink)
+                  .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
+                  .queryName("beam-%s" % self._token[:8])
+                  .trigger(processingTime=self.trigger_interval))
+        self._query = writer.start()
+        return self._query
+
+    def _sink(self, batch_df, batch_id):
+        rows = batch_df.collect()
+        holds, status = {}, None
+        for row in rows:
+            if row.kind == R.REPORT:
+                op = row.dest[len("report:"):]
+                holds.setdefault(op, {})[row.kg] = json.loads(row.payload)["hold"]
+            elif row.kind == R.METRICS:
+                with self._lock:
+                    self._metrics.setdefault(row.dest, []).extend(pickle.loads(row.payload))
+            elif row.kind == R.STATUS:
+                status = json.loads(row.payload)
+            elif row.kind == R.DATA:
+                _LOG.warning("Data for %s reached the end of the streaming query; nothing reads it", row.dest)
+        if status is None:
+            return
+        write_holds(self.run_dir, status["batch"], holds)
+        self.last_status = status
+        _LOG.info("Beam streaming batch %d (Spark batch %d): %s", status["batch"], batch_id,
+                  status["times"])
+        if status["done"]:
+            self._done.set()

@@ -1,0 +1,142 @@
+"""The Python code Spark runs for a streaming query: the source, the
+stateless (mapInArrow) and keyed (transformWithState) operators.
+
+This module imports only pyspark, pyarrow and the Beam-free row and planner
+modules: Spark unpickles these objects in its source-planning process and in
+a driver-side worker per stateful operator at every query start, where
+importing Beam would cost seconds each. Operators carry the plan pickled
+and build their Beam objects lazily, on executors (whose workers fork from
+a daemon with Beam already imported).
+"""
+import pickle
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.source_planner import SourcePlanner
+
+SOURCE_FORMAT = "beam_spark_runner_stream"
+
+
+class BeamStreamSource(DataSource):
+    """Spark's view of a pipeline's sources; option `script_path` names the
+    pickled (SourceScript, run dir) the driver wrote."""
+
+    @classmethod
+    def name(cls):
+        return SOURCE_FORMAT
+
+    def schema(self):
+        return R.SCHEMA
+
+    def streamReader(self, schema):
+        return _BeamStreamReader(self.options["script_path"], int(self.options["partitions"]))
+
+
+class _BeamStreamReader(DataSourceStreamReader):
+    def __init__(self, script_path, partitions):
+        with open(script_path, "rb") as f:
+            script, run_dir = pickle.load(f)
+        self._planner = SourcePlanner(script, run_dir)
+        self._partitions = max(1, partitions)
+
+    def initialOffset(self):
+        return self._planner.initial_offset()
+
+    def latestOffset(self, start=None, limit=None):
+        return self._planner.next_offset(start if start is not None else self.initialOffset())
+
+    def partitions(self, start, end):
+        rows = self._planner.batch_rows(start, end)
+        n = self._partitions
+        return [InputPartition(rows[i::n]) for i in range(n)]
+
+    def read(self, partition):
+        return iter(partition.value)
+
+    def commit(self, end):
+        pass
+
+
+_OPERATORS = {}
+
+
+def _operator(token, pickled):
+    """One operator object per Python worker, run and plan operator."""
+    key = (token, pickled)
+    if key not in _OPERATORS:
+        from beam_spark_runner.streaming import operators
+        op, plan, key_groups = pickle.loads(pickled)
+        _OPERATORS[key] = operators.build(op, plan, key_groups)
+    return _OPERATORS[key]
+
+
+_ARROW_TYPES = (pa.int32(), pa.string(), pa.int32(), pa.binary(), pa.binary(), pa.int64(), pa.int64())
+
+
+def _record_batch(rows):
+    columns = list(zip(*rows))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS))
+
+
+def stateless_batches(token, pickled, inputs, batches):
+    """mapInArrow body: DATA rows for `inputs` run through the operator, all
+    other rows pass through."""
+    wanted = pa.array(list(inputs), pa.string())
+    mine = []
+    for batch in batches:
+        is_mine = pc.fill_null(pc.and_(pc.equal(batch.column("kind"), R.DATA),
+                                       pc.is_in(batch.column("dest"), wanted)), False)
+        passing = batch.filter(pc.invert(is_mine))
+        if passing.num_rows:
+            yield passing
+        selected = batch.filter(is_mine)
+        if selected.num_rows:
+            mine.extend(zip(*(selected.column(f).to_pylist() for f in R.FIELDS)))
+    if mine:
+        out = _operator(token, pickled).run(mine)
+        if out:
+            yield _record_batch(out)
+
+
+class KeyGroupProcessor(StatefulProcessor):
+    """transformWithState body: one key-group of a keyed operator per call;
+    the key-group's state is one blob in Spark's state store."""
+
+    def __init__(self, token, name, inputs, pickled):
+        self._token, self._name, self._pickled = token, name, pickled
+        self._inputs = frozenset(inputs)
+        self._control = R.control_dest(name)
+
+    def init(self, handle):
+        self._state = handle.getValueState("beam", "blob binary")
+
+    def handleInputRows(self, key, rows, timerValues):
+        mine, steps, batch = [], None, None
+        for row in rows:
+            if row.kind == R.DATA and row.dest in self._inputs:
+                mine.append(tuple(row))
+            elif row.kind == R.CONTROL and row.dest == self._control:
+                steps, batch = R.parse_steps(row.payload), row.batch
+            else:
+                yield row
+        if not mine and steps is None:
+            return
+        saved = self._state.get() if self._state.exists() else None
+        result = _operator(self._token, self._pickled).run(saved[0] if saved else None, mine, steps)
+        if result.blob is None:
+            self._state.clear()
+        else:
+            self._state.update((result.blob,))
+        for out in result.rows:
+            yield Row(**dict(zip(R.FIELDS, out)))
+        if steps is not None:
+            yield Row(**dict(zip(R.FIELDS, R.report(self._name, key[0], batch, result.hold))))
+
+    def close(self):
+        pass

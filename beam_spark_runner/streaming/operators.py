@@ -1,0 +1,276 @@
+"""What each streaming operator does with one micro-batch, without Spark.
+
+* `StatelessOperator.run(data_rows)`: a fused SDK stage over the DATA rows
+  addressed to it, one bundle per `seq`; returns the DATA rows it writes
+  (same `seq`) and a METRICS row.
+* `GroupOperator` and `StatefulStageOperator`: `run(blob, data_rows, steps)`
+  handles one key-group of a keyed operator for one batch. `blob` is the
+  key-group's state as the previous batch left it (None at first); `steps`
+  are the CONTROL row's time steps (None if the key-group got no CONTROL
+  row). Returns `KeyGroupResult(blob, rows, hold)`.
+
+Order within a batch (what makes MillWheel's rule hold): data rows are taken
+in `seq` order; those with `seq` up to a step's `seq` are processed before
+the step moves the input watermark and processing time (firing what is due).
+Data after the last step waits for the next batch's steps, i.e. it is
+processed at the watermark of before it arrived. So an element is late only
+if it was behind the watermark when it arrived, and a stage emits nothing
+before the output watermark its readers were given.
+
+State is pickled Python data: per user key, the reduce driver's snapshot
+(GroupByKey), or the SDK's user state and pending timers (stateful DoFn).
+"""
+import collections
+import dataclasses
+import functools
+import pickle
+from typing import List, Optional
+
+from apache_beam.coders.coder_impl import create_OutputStream
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+
+from beam_spark_runner.metrics import merge as merge_monitoring_infos
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker.stage_runner import StageRunner
+from triggers.driver import ReduceSpec
+from triggers.state import ManualClock
+
+MIN_MICROS = MIN_TIMESTAMP.micros
+EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
+PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
+
+
+@dataclasses.dataclass
+class KeyGroupResult:
+    blob: Optional[bytes]        # new state of the key-group (None: empty)
+    rows: List[tuple]            # rows to emit
+    hold: Optional[int]          # micros; None when nothing is held
+
+
+class RowWriter:
+    """Addresses a stage's output blocks: keyed destinations get one row per
+    element with its key and key-group, others one row per block."""
+
+    def __init__(self, keyed_dests, components, key_groups, element_coders=None):
+        self._keyed = keyed_dests
+        self._components = components
+        self._key_groups = key_groups
+        self._element_coders = element_coders or {}
+
+    def _element_impl(self, dest):
+        return context.coder_impl(self._components, self._element_coders[dest])
+
+    def rows(self, dest, block, seq):
+        if dest not in self._keyed:
+            return [R.data(dest, block, seq)]
+        coder_id = self._keyed[dest]
+        if coder_id is None:
+            # Not keyed by a user key (an SDF's restrictions): spread by element.
+            return [R.data(dest, element, seq, R.key_group(element, self._key_groups))
+                    for element in grouping.split_elements(block, self._element_impl(dest))]
+        coder = context.components_context(self._components).coders[coder_id]
+        encode_key = coder.wrapped_value_coder.key_coder().get_impl().encode_nested
+        out = []
+        for wv, element in grouping.decode_elements(block, coder.get_impl()):
+            key = encode_key(wv.value[0])
+            out.append(R.data(dest, element, seq, R.key_group(key, self._key_groups), key))
+        return out
+
+
+def _by_seq(data_rows):
+    """[(seq, [row, ...])] in seq order."""
+    groups = collections.defaultdict(list)
+    for row in data_rows:
+        groups[row[5]].append(row)
+    return sorted(groups.items())
+
+
+def _schedule(data_rows, steps):
+    """Interleaves data (by seq) and time steps: yields ("data", seq, rows)
+    and ("step", seq, (wm, pt)) in processing order."""
+    data = _by_seq(data_rows)
+    steps = sorted(steps or [], key=lambda s: s[0])
+    i = 0
+    for step_seq, wm, pt in steps:
+        while i < len(data) and data[i][0] <= step_seq:
+            yield "data", data[i][0], data[i][1]
+            i += 1
+        yield "step", step_seq, (wm, pt)
+    for seq, group in data[i:]:
+        yield "data", seq, group
+
+
+def _metrics_row(name, infos):
+    if not infos:
+        return []
+    return [R.metrics(name, pickle.dumps([i.SerializeToString() for i in merge_monitoring_infos(infos)]))]
+
+
+class _StageBase:
+    def __init__(self, op, plan, key_groups):
+        self.op = op
+        self.runner = StageRunner(op.stage, (), plan.components)
+        self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
+        from beam_spark_runner.translation.streaming_plan import write_dest
+        self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
+        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders)
+
+    def _bundle(self, group):
+        return [(self._input_index[row[1]], row[4]) for row in group]
+
+    def _emit(self, outputs, seq, out):
+        for index, block in outputs:
+            out.extend(self._writer.rows(self._output_dests[index], block, seq))
+
+    def _take_metrics(self):
+        infos, self.runner.monitoring_infos = self.runner.monitoring_infos, []
+        return _metrics_row(self.op.name, infos)
+
+
+class StatelessOperator(_StageBase):
+    def run(self, data_rows):
+        out = []
+        for seq, group in _by_seq(data_rows):
+            self._emit(self.runner.process(self._bundle(group)), seq, out)
+        return out + self._take_metrics()
+
+
+class StatefulStageOperator(_StageBase):
+    """A stage with user state and/or timers, one key-group at a time: the
+    harness's state and timers are swapped in from the blob and out again."""
+
+    def run(self, blob, data_rows, steps):
+        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "user": None, "timers": None}
+        runner = self.runner
+        runner.harness.restore_state(saved["user"])
+        if runner.timers is not None:
+            runner.timers.restore(saved["timers"])
+        out = []
+        wm, pt = saved["wm"], saved["pt"]
+        for what, seq, item in _schedule(data_rows, steps):
+            if what == "data":
+                self._emit(runner.process(self._bundle(item)), seq, out)
+            else:
+                wm, pt = max(wm, item[0]), max(pt, item[1])
+                if runner.timers is not None:
+                    self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
+        user = runner.harness.snapshot_state()
+        timers = runner.timers.snapshot() if runner.timers is not None else None
+        hold = runner.timers.earliest_hold() if runner.timers is not None else None
+        empty = not user[0] and not timers
+        new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(
+            {"wm": wm, "pt": pt, "user": user, "timers": timers})
+        return KeyGroupResult(new_blob, out + self._take_metrics(), hold)
+
+    def _is_due(self, wm, pt, family_key, timer):
+        domain = self.runner.timer_domain(family_key)
+        limit = wm if domain == EVENT_TIME else pt
+        return timer.fire_timestamp.micros <= limit
+
+
+class SdfOperator(_StageBase):
+    """A stage running a splittable DoFn on unbounded input, one key-group
+    at a time. A bundle's residuals (self-checkpoints) are not resumed in the
+    same batch: they are kept in state with the processing time they may
+    resume at, and run in the batch whose processing time reaches it. The
+    key-group holds the output watermark at the residuals' watermark
+    estimates (Beam's watermark estimators), so downstream windows close as
+    the source advances and everything closes when no residual is left."""
+
+    def run(self, blob, data_rows, steps):
+        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
+        pt = saved["pt"]
+        residuals = list(saved["residuals"])
+        out = []
+        for what, seq, item in _schedule(data_rows, steps):
+            if what == "data":
+                residuals.extend(self._run(self._bundle(item), seq, pt, out))
+            else:
+                pt = max(pt, item[1])
+                due = [r for r in residuals if r[2] <= pt]
+                if due:
+                    residuals = [r for r in residuals if r[2] > pt]
+                    residuals.extend(self._run([(r[0], r[1]) for r in due], seq, pt, out))
+        holds = [r[3] if r[3] is not None else MIN_MICROS for r in residuals]
+        new_blob = pickle.dumps({"wm": saved["wm"], "pt": pt, "residuals": residuals}) \
+            if residuals or pt != MIN_MICROS else None
+        return KeyGroupResult(new_blob, out + self._take_metrics(), min(holds, default=None))
+
+    def _run(self, tagged, seq, pt, out):
+        """Runs one bundle; returns its residuals as (input index, element,
+        resume at micros, watermark estimate micros)."""
+        outputs, residuals = self.runner.run_once(tagged)
+        self._emit(outputs, seq, out)
+        return [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
+
+
+class GroupOperator:
+    """A GroupByKey with its WindowFn, trigger and accumulation mode: one
+    reduce driver (triggers.driver) per user key of the key-group."""
+
+    def __init__(self, op, plan, key_groups):
+        self.op = op
+        self._codec = grouping.GroupCodec(plan.components, op.group)
+        self._spec = ReduceSpec.from_windowing(self._codec.windowing)
+        self._dest = "group:%s" % op.name
+        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders)
+
+    def run(self, blob, data_rows, steps):
+        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}}
+        clock = ManualClock(Timestamp(micros=saved["pt"]))
+        spec = self._spec
+        reducers = {key: spec.restore(snap, clock) for key, snap in saved["keys"].items()}
+        wm, pt = saved["wm"], saved["pt"]
+        out = []
+        decode = self._codec.pre_impl.decode_nested
+        for what, seq, item in _schedule(data_rows, steps):
+            panes = []
+            if what == "data":
+                by_key = collections.defaultdict(list)
+                for row in item:
+                    wkv = decode(row[4])
+                    by_key[row[3]].append(wkv.with_value(wkv.value[1]))
+                for key, wvs in by_key.items():
+                    reducer = reducers.get(key)
+                    if reducer is None:
+                        reducer = reducers[key] = spec.new_reducer(clock=clock)
+                    panes.extend((key, p) for p in reducer.process(wvs, Timestamp(micros=wm)))
+            else:
+                wm, pt = max(wm, item[0]), max(pt, item[1])
+                for key, reducer in reducers.items():
+                    panes.extend((key, p) for p in reducer.advance_processing_time(Timestamp(micros=pt)))
+                    panes.extend((key, p) for p in reducer.advance_watermark(Timestamp(micros=wm)))
+                reducers = {k: r for k, r in reducers.items() if not r.state.is_empty()}
+            if panes:
+                out.extend(self._encode(panes, seq))
+        holds = [r.state.earliest_hold() for r in reducers.values()]
+        holds = [h.micros for h in holds if h is not None]
+        new_blob = None
+        if reducers or wm != MIN_MICROS:
+            new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": {k: r.snapshot() for k, r in reducers.items()}})
+        return KeyGroupResult(new_blob, out, min(holds, default=None))
+
+    def _encode(self, panes, seq):
+        decode_key = self._codec.key_impl.decode_nested
+        encode = self._codec.post_impl.encode_to_stream
+        stream = create_OutputStream()
+        keys = {}
+        for key, pane in panes:
+            if key not in keys:
+                keys[key] = decode_key(key)
+            encode(pane.with_value((keys[key], pane.value)), stream, True)
+        return self._writer.rows(self._dest, stream.get(), seq)
+
+
+def build(op, plan, key_groups):
+    """The operator object for a plan Operator (see streaming_plan)."""
+    from beam_spark_runner.translation.streaming_plan import GROUP, SDF, STATEFUL
+    if op.kind == GROUP:
+        return GroupOperator(op, plan, key_groups)
+    if op.kind == SDF:
+        return SdfOperator(op, plan, key_groups)
+    if op.kind == STATEFUL:
+        return StatefulStageOperator(op, plan, key_groups)
+    return StatelessOperator(op, plan, key_groups)

@@ -1,0 +1,68 @@
+"""The one row shape every operator of a streaming query reads and writes.
+
+A row is a tuple in `FIELDS` order (Spark schema `SCHEMA`):
+
+* DATA: `payload` holds encoded elements for `dest` (a block, or one element
+  with its nested-encoded `key` and key-group `kg` when `dest` is keyed);
+  `seq` orders data within a batch: the index of the source event it stems
+  from (operators handle each `seq` as its own bundle, in order);
+* CONTROL: addressed to one keyed operator and key-group; `payload` is the
+  JSON list of time steps `[[seq, input watermark, processing time], ...]`
+  (microseconds) the operator applies in this batch: data rows up to a
+  step's `seq` are processed before that step;
+* REPORT: a keyed operator's end-of-batch hold for one key-group (JSON
+  payload `{"hold": micros or null}`), sent to the driver;
+* METRICS: serialized MonitoringInfos of one operator invocation (`payload`);
+* STATUS: the batch's planned offset (JSON in `payload`), for the driver.
+
+Operators consume the DATA and CONTROL rows addressed to them and pass every
+other row through unchanged, so the query is one chain and each stateful
+operator appears exactly once in Spark's plan.
+"""
+import json
+import zlib
+
+FIELDS = ("kind", "dest", "kg", "key", "payload", "seq", "batch")
+SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
+
+DATA, CONTROL, REPORT, METRICS, STATUS = 0, 1, 2, 3, 4
+
+STATUS_DEST = "status"
+
+
+def control_dest(operator_name: str) -> str:
+    return "control:" + operator_name
+
+
+def report_dest(operator_name: str) -> str:
+    return "report:" + operator_name
+
+
+def data(dest, payload, seq, kg=0, key=None):
+    return (DATA, dest, kg, key, payload, seq, None)
+
+
+def control(operator_name, kg, batch, steps):
+    return (CONTROL, control_dest(operator_name), kg, None, json.dumps(steps).encode(), None, batch)
+
+
+def report(operator_name, kg, batch, hold):
+    return (REPORT, report_dest(operator_name), kg, None, json.dumps({"hold": hold}).encode(), None, batch)
+
+
+def metrics(operator_name, payload):
+    return (METRICS, operator_name, 0, None, payload, None, None)
+
+
+def status(batch, payload):
+    return (STATUS, STATUS_DEST, 0, None, payload, None, batch)
+
+
+def key_group(encoded_key: bytes, key_groups: int) -> int:
+    """Deterministic across processes (unlike hash() of bytes)."""
+    return zlib.crc32(encoded_key) % key_groups
+
+
+def parse_steps(payload):
+    """A CONTROL row's steps: [(seq, input watermark, processing time)]."""
+    return [tuple(step) for step in json.loads(payload)]

@@ -1,0 +1,199 @@
+"""Plans each micro-batch at the sources: what it reads and the times every
+keyed operator applies. No Spark: the Spark source (execution/streaming.py)
+calls `initial_offset`, `next_offset` and `batch_rows` from Spark's
+source-planning process and executors.
+
+An offset is a JSON dict, stored by Spark in its offset log, so a replayed
+batch re-reads the same events with the same times:
+
+    {"batch": n, "pos": {test stream: next event index},
+     "src_wm": {source: micros}, "pt": micros, "times": BatchTimes JSON,
+     "steps": {operator: [[seq, input wm, processing time], ...]}, "done": bool}
+
+A batch reads every TestStream event not read yet, and the operator fed by a
+TestStream gets one time step per watermark or processing-time event (data
+in between is processed before the step), so the events keep their order
+and nothing waits for a batch per event. Operators further down get one step
+after all data: the upstream output watermark as of the end of the previous
+batch (MillWheel; see streaming/watermarks.py). Holds come from the REPORT
+rows of the previous batch, which the driver writes to `holds/<n>.json`.
+"""
+import dataclasses
+import json
+import os
+import time
+from typing import Dict, Tuple
+
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.watermarks import (
+    MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority)
+
+IMPULSE_SOURCE = "impulse"   # as translation.streaming_plan.IMPULSE_SOURCE
+AFTER_ALL = 1 << 62        # seq of the step that follows every data row
+IMPULSE_SEQ = -1           # Impulse's element comes before any TestStream event
+HOLDS_WAIT_SECONDS = 300
+
+
+def holds_path(run_dir, batch):
+    return os.path.join(run_dir, "holds", "%d.json" % batch)
+
+
+def write_holds(run_dir, batch, holds):
+    """Driver side: {operator: {key-group: hold micros or None}} of a batch."""
+    path = holds_path(run_dir, batch)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(holds, f)
+    os.replace(tmp, path)
+
+
+ELEMENTS, WATERMARK, PROCESSING_TIME = "elements", "watermark", "processing_time"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptedStream:
+    """One TestStream, events pre-encoded by the driver (streaming/script.py):
+    (ELEMENTS, rows) | (WATERMARK, source key, micros) | (PROCESSING_TIME, micros)."""
+    name: str
+    source_keys: Tuple[str, ...]          # one per output tag (watermark sources)
+    events: Tuple[tuple, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceScript:
+    """Everything the planner needs, as plain data: no Beam import needed to
+    unpickle it (Spark's planning process would pay seconds per query)."""
+    streams: Tuple[ScriptedStream, ...]
+    impulse_rows: Tuple[tuple, ...]
+    watermark_graph: Dict[str, StageInputs]
+    key_groups: int
+
+
+class SourcePlanner:
+    """Offsets and rows of every batch of one streaming pipeline.
+
+    `clock()` gives wall-clock processing time in micros for pipelines
+    without a TestStream (with one, processing time is the TestStream's own
+    clock, starting at 0, moved only by its processing-time events).
+    """
+
+    def __init__(self, script: SourceScript, run_dir, clock=None):
+        self.script = script
+        self.run_dir = run_dir
+        self._streams = script.streams
+        self._clock = clock or (lambda: int(time.time() * 1e6))
+        self._authority = None
+        self._batch_pt = MIN_MICROS
+
+    # -- offsets -----------------------------------------------------------
+    def initial_offset(self):
+        wms = {key: MIN_MICROS for s in self._streams for key in s.source_keys}
+        if self.script.impulse_rows:
+            wms[IMPULSE_SOURCE] = MIN_MICROS
+        return {"batch": 0, "pos": {s.name: 0 for s in self._streams}, "src_wm": wms,
+                "pt": 0 if self._streams else int(self._clock()),
+                "times": None, "steps": {}, "done": False}
+
+    def next_offset(self, start):
+        """The offset of the batch after `start` (or `start` itself when the
+        pipeline is done: Spark then runs no further batch)."""
+        if start["done"]:
+            return start
+        batch = start["batch"] + 1
+        authority = self._authority_after(start)
+        src_wm = dict(start["src_wm"])
+        pt = start["pt"]
+        # The moments time moves in this batch, in seq order: (seq, source wms, pt).
+        moments = []
+        if src_wm.get(IMPULSE_SOURCE, MAX_MICROS) < MAX_MICROS:
+            src_wm[IMPULSE_SOURCE] = MAX_MICROS
+            moments.append((IMPULSE_SEQ, dict(src_wm), pt))
+        pos = {}
+        for s in self._streams:
+            first = start["pos"][s.name]
+            for seq in range(first, len(s.events)):
+                event = s.events[seq]
+                if event[0] == WATERMARK:
+                    if event[1] in src_wm:   # else: an output nobody reads
+                        src_wm[event[1]] = max(src_wm[event[1]], event[2])
+                    moments.append((seq, dict(src_wm), pt))
+                elif event[0] == PROCESSING_TIME:
+                    pt += event[1]
+                    moments.append((seq, dict(src_wm), pt))
+            pos[s.name] = len(s.events)
+            if any(src_wm[key] < MAX_MICROS for key in s.source_keys):
+                # The end of the stream closes every output (as Beam's DirectRunner).
+                for key in s.source_keys:
+                    src_wm[key] = MAX_MICROS
+                moments.append((len(s.events), dict(src_wm), pt))
+        if not self._streams:
+            pt = max(pt, int(self._clock()))
+        for source, wm in src_wm.items():
+            if source in authority.sources:
+                authority.report_source(source, wm)
+        self._batch_pt = pt
+        times = authority.plan(batch)
+        return {"batch": batch, "pos": pos, "src_wm": src_wm, "pt": times.processing_time,
+                "times": times.to_json(), "steps": self._steps(times, start, moments),
+                "done": authority.finished()}
+
+    def _steps(self, times, start, moments):
+        """Per keyed operator: a step at each moment for operators a source
+        feeds, then one after all data at the batch's planned watermark."""
+        previous = BatchTimes.from_json(start["times"]).input_watermarks if start["times"] else {}
+        steps = {}
+        moments = sorted(moments, key=lambda m: m[0])
+        for op, inputs in self.script.watermark_graph.items():
+            op_steps = []
+            wm = previous.get(op, MIN_MICROS)
+            if inputs.sources:
+                for seq, wms, pt in moments:
+                    candidates = [wms.get(s, MIN_MICROS) for s in inputs.sources] + \
+                        [times.output_watermarks[u] for u in inputs.stages]
+                    wm = max(wm, min(candidates))
+                    op_steps.append([seq, wm, pt])
+            op_steps.append([AFTER_ALL, times.input_watermarks[op], times.processing_time])
+            steps[op] = op_steps
+        return steps
+
+    def _authority_after(self, start):
+        graph = self.script.watermark_graph
+        if self._authority is None:
+            # The authority's processing time is the one next_offset chose.
+            self._authority = WatermarkAuthority(graph, lambda: self._batch_pt)
+            if start["times"]:
+                self._authority.restore(BatchTimes.from_json(start["times"]), {
+                    s: wm for s, wm in start["src_wm"].items() if s in self._authority.sources})
+        if start["batch"] >= 1 and graph:
+            for op, holds in self._wait_for_holds(start["batch"]).items():
+                if op in graph:
+                    self._authority.report_holds(op, {int(kg): h for kg, h in holds.items()})
+        return self._authority
+
+    def _wait_for_holds(self, batch):
+        path = holds_path(self.run_dir, batch)
+        deadline = time.monotonic() + HOLDS_WAIT_SECONDS
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no hold report for batch %d at %s" % (batch, path))
+            time.sleep(0.01)
+        with open(path) as f:
+            return json.load(f)
+
+    # -- rows -----------------------------------------------------------------
+    def batch_rows(self, start, end):
+        """Every row the batch `end` reads: TestStream elements, Impulse,
+        CONTROL rows for each keyed operator and key-group, one STATUS row."""
+        out = []
+        if start["batch"] == 0 and end["batch"] >= 1:
+            out.extend(self.script.impulse_rows)
+        for s in self._streams:
+            for seq in range(start["pos"][s.name], end["pos"][s.name]):
+                if s.events[seq][0] == ELEMENTS:
+                    out.extend(s.events[seq][1])
+        for op, steps in end["steps"].items():
+            for kg in range(self.script.key_groups):
+                out.append(R.control(op, kg, end["batch"], steps))
+        out.append(R.status(end["batch"], json.dumps(end).encode()))
+        return out

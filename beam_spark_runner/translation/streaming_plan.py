@@ -1,0 +1,237 @@
+"""The plan of an unbounded pipeline: micro-batch operators as plain data.
+
+Beam's phases fuse the pipeline as for batch (TestStream kept out of SDK
+stages); this module turns the stages into an ordered chain of operators for
+one Structured Streaming query:
+
+* a *source* (TestStream, Impulse) emits data rows for the buffers its
+  outputs feed, plus the control rows carrying each batch's times;
+* a *stateless* operator runs a fused SDK stage over the rows addressed to
+  its inputs (Spark `mapInArrow`);
+* a *group* operator is a GroupByKey with its windowing and trigger, a
+  *stateful* operator an SDK stage with user state or timers, and an *sdf*
+  operator a stage running a splittable DoFn (PeriodicImpulse, unbounded
+  reads), whose residuals wait in state until their resume time; all keep
+  state per key-group and run as a `transformWithState` keyed by key-group.
+
+Rows name their destination (`dest`): "materialize:<pcoll>" and
+"group:<gbk>" are what stages read (as in the batch plan's buffers),
+"gbk:<gbk>" is a GroupByKey's input. Pure planning: no Spark here.
+"""
+import dataclasses
+from typing import Dict, Tuple
+
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+
+from beam_spark_runner.streaming.watermarks import StageInputs
+from beam_spark_runner.translation import phases, plan as plan_lib
+from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+
+STATELESS = "stateless"
+STATEFUL = "stateful"
+GROUP = "group"
+SDF = "sdf"
+
+IMPULSE_SOURCE = "impulse"
+STREAMING_ISSUE = "issue #5 (streaming)"
+_TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
+
+
+def source_key(test_stream: str, tag: str) -> str:
+    """A TestStream output's name as a watermark source: each tag has its own."""
+    return "%s#%s" % (test_stream, tag)
+
+
+def read_dest(ref: plan_lib.BufferRef) -> str:
+    """Where rows a stage reads from buffer `ref` are addressed."""
+    return str(ref)
+
+
+def write_dest(ref: plan_lib.BufferRef) -> str:
+    """Where rows a stage writes to buffer `ref` are addressed: a GroupByKey's
+    input is the group operator, everything else the readers."""
+    return "gbk:%s" % ref.name if ref.kind == plan_lib.GROUP else str(ref)
+
+
+@dataclasses.dataclass(frozen=True)
+class TestStreamSource:
+    name: str                                   # the TestStream transform id
+    display_name: str
+    payload: bytes                              # serialized TestStreamPayload
+    outputs: Tuple[Tuple[str, str, str], ...]   # (tag, dest, windowed coder id)
+
+
+@dataclasses.dataclass(frozen=True)
+class Operator:
+    kind: str                       # STATELESS, STATEFUL, SDF or GROUP
+    name: str                       # unique: stage name or GBK transform id
+    display_name: str
+    inputs: Tuple[str, ...]         # dests this operator consumes
+    stage: object = None            # StagePlan (STATELESS, STATEFUL)
+    group: object = None            # GroupPlan (GROUP)
+
+    @property
+    def is_keyed(self):
+        return self.kind != STATELESS
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamingPlan:
+    sources: Tuple[TestStreamSource, ...]
+    impulse_dests: Tuple[str, ...]          # dests that receive Impulse's element
+    operators: Tuple[Operator, ...]         # topological order
+    keyed_dests: Dict[str, str]             # dest -> windowed KV coder id to key rows by
+                                            # (None: key by the whole element)
+    element_coders: Dict[str, str]          # dest -> element coder id, where keyed_dests is None
+    watermark_graph: Dict[str, StageInputs]  # keyed operators only, topological
+    components: bytes
+
+
+    def describe(self) -> str:
+        lines = []
+        for s in self.sources:
+            lines.append("Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d for _, d, _ in s.outputs)))
+        if self.impulse_dests:
+            lines.append("Source Impulse -> %s" % ", ".join(self.impulse_dests))
+        for i, op in enumerate(self.operators):
+            how = {STATELESS: "mapInArrow", STATEFUL: "transformWithState by key-group",
+                   SDF: "splittable DoFn as transformWithState by key-group",
+                   GROUP: "GroupByKey as transformWithState by key-group"}[op.kind]
+            lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
+            lines.append("    reads  %s" % ", ".join(op.inputs))
+            if op.stage is not None:
+                for port in op.stage.outputs:
+                    lines.append("    writes %s" % write_dest(port.buffer))
+            else:
+                lines.append("    writes group:%s" % op.name)
+        return "\n".join(lines)
+
+
+def plan_streaming(pipeline_proto, drain=False) -> StreamingPlan:
+    """Checks and plans an unbounded pipeline; raises UnsupportedPipelineError."""
+    check_streaming(pipeline_proto)
+    context, stages = phases.create_stages(
+        pipeline_proto, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
+    execution = plan_lib.build_plan(context, stages)
+    test_streams = {}
+    for stage in stages:
+        for t in stage.transforms:
+            if t.spec.urn == _TEST_STREAM_URN:
+                test_streams[stage.name] = (t, {
+                    next(iter(w.inputs.values())): w.unique_name for w in stage.transforms
+                    if w.spec.urn == "beam:runner:sink:v1"})
+    return from_execution_plan(execution, test_streams)
+
+
+def check_streaming(pipeline_proto):
+    """What the streaming runner cannot run yet, named per transform."""
+    errors = []
+    components = pipeline_proto.components
+    for tid, t in components.transforms.items():
+        if t.subtransforms:
+            continue
+        name = t.unique_name or tid
+        if t.spec.urn in (common_urns.primitives.PAR_DO.urn,):
+            payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+            if payload.side_inputs:
+                errors.append("%s: side inputs in a streaming pipeline are not supported yet: %s"
+                              % (name, STREAMING_ISSUE))
+    if errors:
+        raise UnsupportedPipelineError(
+            "The Spark runner cannot run this streaming pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))
+
+
+def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> StreamingPlan:
+    """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
+    sources, operators, impulse_dests = [], [], []
+    keyed_dests, element_coders = {}, {}
+    for stage in execution.stages:
+        if stage.name in test_streams:
+            sources.append(_test_stream_source(stage, *test_streams[stage.name]))
+            continue
+        inputs = []
+        for port in stage.inputs:
+            if port.buffer.kind == plan_lib.IMPULSE:
+                dest = "impulse:%s" % stage.name
+                impulse_dests.append(dest)
+            else:
+                dest = read_dest(port.buffer)
+            inputs.append(dest)
+            if stage.keyed:
+                keyed_dests[dest] = port.coder_id
+            elif stage.rebalance and dest.startswith(plan_lib.MATERIALIZE):
+                keyed_dests[dest] = None
+                element_coders[dest] = port.coder_id
+        for port in stage.outputs:
+            if port.buffer.kind == plan_lib.GROUP:
+                group = execution.groups[port.buffer.name]
+                keyed_dests[write_dest(port.buffer)] = group.input_coder_id
+        kind = STATEFUL if stage.keyed else SDF if stage.rebalance else STATELESS
+        operators.append(Operator(kind, stage.name, stage.display_name, tuple(inputs), stage=stage))
+    # A GroupByKey runs right before its first reader, after all its writers.
+    ordered = []
+    for op in operators:
+        for dest in op.inputs:
+            if dest.startswith(plan_lib.GROUP + ":"):
+                gbk = dest.split(":", 1)[1]
+                if gbk not in {o.name for o in ordered}:
+                    group = execution.groups[gbk]
+                    ordered.append(Operator(GROUP, gbk, group.display_name, ("gbk:%s" % gbk,), group=group))
+        ordered.append(op)
+    return StreamingPlan(
+        sources=tuple(sources),
+        impulse_dests=tuple(impulse_dests),
+        operators=tuple(ordered),
+        keyed_dests=keyed_dests,
+        element_coders=element_coders,
+        watermark_graph=_watermark_graph(sources, impulse_dests, ordered),
+        components=execution.components,
+    )
+
+
+def _test_stream_source(stage, transform, by_pcoll):
+    ports = {p.transform_id: p for p in stage.outputs}
+    outputs = []
+    for tag, pcoll in sorted(transform.outputs.items()):
+        if pcoll in by_pcoll:   # an output nobody reads has no sink
+            port = ports[by_pcoll[pcoll]]
+            outputs.append((tag, write_dest(port.buffer), port.coder_id))
+    return TestStreamSource(transform.unique_name, transform.unique_name,
+                            transform.spec.payload, tuple(outputs))
+
+
+def _watermark_graph(sources, impulse_dests, operators):
+    """Which sources and keyed operators feed each keyed operator, looking
+    through stateless operators (they hold nothing back)."""
+    feeds = {}   # dest -> set of ("source", name) / ("op", name)
+    for s in sources:
+        for tag, dest, _ in s.outputs:
+            feeds.setdefault(dest, set()).add(("source", source_key(s.name, tag)))
+    for dest in impulse_dests:
+        feeds.setdefault(dest, set()).add(("source", IMPULSE_SOURCE))
+    graph = {}
+    for op in operators:
+        upstream = set()
+        for dest in op.inputs:
+            upstream |= feeds.get(dest, set())
+        if op.is_keyed:
+            graph[op.name] = StageInputs(
+                sources=tuple(sorted(n for k, n in upstream if k == "source")),
+                stages=tuple(sorted(n for k, n in upstream if k == "op")))
+            produced = {("op", op.name)}
+        else:
+            produced = upstream
+        for dest in _output_dests(op):
+            feeds.setdefault(dest, set()).update(produced)
+    return graph
+
+
+def _output_dests(op):
+    if op.kind == GROUP:
+        return ["group:%s" % op.name]
+    return [write_dest(port.buffer) for port in op.stage.outputs]
+
+
+__all__ = ["StreamingPlan", "Operator", "TestStreamSource", "plan_streaming", "check_streaming",
+           "STATELESS", "STATEFUL", "SDF", "GROUP", "IMPULSE_SOURCE", "read_dest", "write_dest", "source_key"]

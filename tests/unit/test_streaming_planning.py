@@ -1,0 +1,122 @@
+"""Streaming planning without Spark: the operator chain, the watermark graph,
+the source planner's offsets and steps, and one key-group of a GroupByKey."""
+import json
+import pickle
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+
+from beam_spark_runner.runner import is_streaming, pipeline_proto_of, plan_streaming_pipeline
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.operators import GroupOperator
+from beam_spark_runner.streaming.script import compile_script
+from beam_spark_runner.streaming.source_planner import (
+    AFTER_ALL, SourcePlanner, write_holds)
+from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
+from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+from beam_spark_runner.translation.streaming_plan import GROUP, STATELESS
+
+
+def test_micros_constants_match_beam():
+    assert (MIN_MICROS, MAX_MICROS) == (MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros)
+
+
+def _two_gbk_pipeline():
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    stream = (TestStream()
+              .add_elements([window.TimestampedValue(("a", 1), 1)])
+              .advance_watermark_to(10)
+              .add_elements([window.TimestampedValue(("a", 2), 12)])
+              .advance_watermark_to_infinity())
+    (p | stream | beam.WindowInto(window.FixedWindows(5)) | "G1" >> beam.GroupByKey()
+     | beam.MapTuple(lambda k, vs: (k, sum(vs))) | "G2" >> beam.GroupByKey() | beam.Map(print))
+    return p
+
+
+def test_plan_chains_operators_and_keeps_test_stream_out_of_sdk_stages():
+    proto = pipeline_proto_of(_two_gbk_pipeline())
+    assert is_streaming(proto)
+    plan = plan_streaming_pipeline(proto)
+    kinds = [op.kind for op in plan.operators]
+    assert kinds == [STATELESS, GROUP, STATELESS, GROUP, STATELESS]
+    assert len(plan.sources) == 1 and plan.sources[0].display_name == "TestStream"
+    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    # G2 is fed by G1 through a stateless stage: the graph looks through it.
+    assert plan.watermark_graph[g1].sources and not plan.watermark_graph[g1].stages
+    assert plan.watermark_graph[g2].stages == (g1,) and not plan.watermark_graph[g2].sources
+    assert "transformWithState" in plan.describe()
+
+
+def test_streaming_side_inputs_are_rejected_at_submission_naming_the_transform():
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    side = p | "Side" >> beam.Create([1])
+    (p | TestStream().add_elements([1]) | "UsesSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side)))
+    with pytest.raises(UnsupportedPipelineError, match="UsesSide.*side inputs"):
+        plan_streaming_pipeline(pipeline_proto_of(p))
+
+
+def _planner(tmp_path):
+    plan = plan_streaming_pipeline(pipeline_proto_of(_two_gbk_pipeline()))
+    return plan, SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
+
+
+def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_path):
+    plan, planner = _planner(tmp_path)
+    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    start = planner.initial_offset()
+    first = planner.next_offset(start)
+    # G1, fed by the TestStream: a step at each watermark event (seq 1 and 3,
+    # advance_watermark_to_infinity) and one after all data.
+    assert first["steps"][g1] == [[1, 10_000_000, 0], [3, MAX_MICROS, 0], [AFTER_ALL, MAX_MICROS, 0]]
+    # G2 still sees G1's output watermark of before this batch.
+    assert first["steps"][g2] == [[AFTER_ALL, MIN_MICROS, 0]]
+    rows = planner.batch_rows(start, first)
+    data = [r for r in rows if r[0] == R.DATA]
+    assert sorted(r[5] for r in data) == [0, 2]            # one row per element event, by seq
+    controls = [r for r in rows if r[0] == R.CONTROL]
+    assert len(controls) == 2 * 2                          # two keyed operators x two key-groups
+    # Batch 2 waits for batch 1's hold report; G1 holds nothing any more.
+    write_holds(str(tmp_path), 1, {g1: {"0": None, "1": None}, g2: {"0": None, "1": None}})
+    second = planner.next_offset(first)
+    assert second["steps"][g2] == [[AFTER_ALL, MAX_MICROS, 0]]
+    assert not second["done"]
+    write_holds(str(tmp_path), 2, {})
+    third = planner.next_offset(second)
+    assert third["done"] and planner.next_offset(third) is third
+
+
+def test_a_restarted_planner_continues_from_the_offset_it_is_given(tmp_path):
+    plan, planner = _planner(tmp_path)
+    first = planner.next_offset(planner.initial_offset())
+    write_holds(str(tmp_path), 1, {})
+    expected = planner.next_offset(first)
+    _, restarted = _planner(tmp_path)
+    assert restarted.next_offset(json.loads(json.dumps(first))) == expected
+
+
+def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_path):
+    plan, planner = _planner(tmp_path)
+    group_op = [op for op in plan.operators if op.kind == GROUP][0]
+    operator = GroupOperator(group_op, plan, 2)
+    codec = operator._codec
+    from apache_beam.utils.windowed_value import WindowedValue
+    w = window.IntervalWindow(0, 5)
+    # The runner sees the GroupByKey's safe coders: user keys and values
+    # the runner does not know are length-prefixed bytes.
+    element = codec.pre_impl.encode_nested(WindowedValue((b"a", b"1"), 1, (w,)))
+    key = codec.key_impl.encode_nested(b"a")
+    row = R.data("gbk:" + group_op.name, element, 0, R.key_group(key, 2), key)
+    # Element, no step yet: buffered, held at the end of its window.
+    buffered = operator.run(None, [row], [[AFTER_ALL, MIN_MICROS, 0]])
+    assert buffered.rows == [] and buffered.hold == w.max_timestamp().micros
+    # The watermark passes the window: one on-time pane, nothing held.
+    fired = operator.run(buffered.blob, [], [[AFTER_ALL, 10_000_000, 0]])
+    assert fired.hold is None and fired.blob is not None
+    (out,) = fired.rows
+    decoded = operator._codec.post_impl.decode_nested(out[4])
+    assert decoded.value == (b"a", [b"1"]) and decoded.windows == (w,)
+    assert pickle.loads(fired.blob)["keys"] == {}
