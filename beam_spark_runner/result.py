@@ -17,6 +17,10 @@ class PipelineExecutionError(RuntimeError):
     name and the user's traceback in its message."""
 
 
+class RunCancelled(RuntimeError):
+    """The run was cancelled through its PipelineResult (not a failure)."""
+
+
 class SparkPipelineResult(runner.PipelineResult):
     """Guarantees: `state` is RUNNING until the run ends, then exactly one of
     DONE, FAILED or CANCELLED, never changing again; `wait_until_finish()`

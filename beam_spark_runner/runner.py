@@ -11,7 +11,7 @@ from apache_beam.runners.pipeline_utils import (
 from apache_beam.transforms import environments
 
 from beam_spark_runner.options import SparkRunnerOptions, parallelism
-from beam_spark_runner.result import PipelineExecutionError, SparkPipelineResult
+from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
 from beam_spark_runner.translation import lifting, retracting
 
@@ -113,6 +113,8 @@ class SparkRunner(beam_runner.PipelineRunner):
         def run():
             try:
                 return execution.run()
+            except RunCancelled:
+                raise
             except Exception as e:  # a Spark job failed: surface the user's error
                 error = PipelineExecutionError(_user_error(e))
                 _LOG.error("Pipeline failed: %s", error)

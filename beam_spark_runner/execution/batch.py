@@ -16,16 +16,13 @@ import zlib
 from pyspark import StorageLevel
 
 from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation import plan as plan_lib
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
 from beam_spark_runner.worker.stage_runner import StageRunner
-
-class RunCancelled(RuntimeError):
-    """The run was cancelled through its PipelineResult."""
-
 
 def key_partition(key: bytes) -> int:
     """Deterministic across processes (unlike hash() of bytes)."""

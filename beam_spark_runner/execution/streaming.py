@@ -24,6 +24,7 @@ import threading
 import uuid
 
 from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT, BeamStreamSource, KeyGroupProcessor, stateless_batches)
 from beam_spark_runner.streaming import rows as R
@@ -32,10 +33,6 @@ from beam_spark_runner.streaming.source_planner import write_holds
 
 _LOG = logging.getLogger(__name__)
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-class RunCancelled(RuntimeError):
-    """The run was cancelled through its PipelineResult."""
 
 
 # -- the run ---------------------------------------------------------------------

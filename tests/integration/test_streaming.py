@@ -207,24 +207,25 @@ def test_periodic_impulse_is_an_unbounded_source_whose_watermark_closes_windows(
 
 class _WritePerElement(beam.DoFn):
     """An idempotent sink, as in examples/streaming_leaderboard.py: one file
-    per element, named by the element, so a replayed batch rewrites it."""
+    per element, named by the element, so a replayed batch rewrites it. The
+    content says which run wrote it."""
 
-    def __init__(self, directory):
-        self.directory = directory
+    def __init__(self, directory, run):
+        self.directory, self.run = directory, run
 
     def process(self, element):
         import os
         path = os.path.join(self.directory, "%d.txt" % element)
         with open(path + ".tmp", "w") as f:
-            f.write("%d\n" % element)
+            f.write(self.run)
         os.replace(path + ".tmp", path)
 
 
-def _ticks(directory, checkpoint_dir, start):
+def _ticks(directory, checkpoint_dir, start, run):
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
     p = _pipeline("--checkpoint_dir=%s" % checkpoint_dir)
-    (p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 12, fire_interval=1)
-     | beam.Map(lambda t: int(t)) | beam.Reshuffle() | beam.ParDo(_WritePerElement(directory)))
+    (p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 16, fire_interval=0.5)
+     | beam.Map(lambda t: int(t * 10)) | beam.Reshuffle() | beam.ParDo(_WritePerElement(directory, run)))
     return p
 
 
@@ -233,11 +234,13 @@ def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     import time
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     out.mkdir()
-    start = int(time.time()) + 2
-    expected = {"%d.txt" % t for t in range(start, start + 12)}
-    first = _ticks(str(out), str(checkpoint), start).run()
+    # Ticks start once the query surely runs (a query starts in seconds), so
+    # the stop below falls in the middle of the ticks.
+    start = int(time.time()) + 20
+    expected = {"%d.txt" % (start * 10 + 5 * i) for i in range(32)}
+    first = _ticks(str(out), str(checkpoint), start, "first").run()
     deadline = time.time() + 120
-    while len(os.listdir(out)) < 3 and time.time() < deadline:
+    while not os.listdir(out) and time.time() < deadline:
         time.sleep(0.2)
     first.cancel()
     assert first.wait_until_finish() == PipelineState.CANCELLED
@@ -245,6 +248,11 @@ def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     assert written_first and written_first < expected, "stopped too late to show a resume"
     # Same pipeline, same directory: Spark's offsets, the SDF's residuals in
     # the state store and the journaled times continue where they stopped.
-    second = _ticks(str(out), str(checkpoint), start).run()
+    second = _ticks(str(out), str(checkpoint), start, "second").run()
     assert second.wait_until_finish() == PipelineState.DONE
-    assert set(os.listdir(out)) == expected
+    assert set(os.listdir(out)) == expected                      # nothing lost
+    by_run = {name: (out / name).read_text() for name in expected}
+    # Resumed, not restarted: what the first run committed is not redone (a
+    # fresh run would rewrite every file; a batch cut by the stop may replay).
+    kept = [name for name, run in by_run.items() if run == "first"]
+    assert kept, "the second run redid everything: it did not resume"
