@@ -21,15 +21,17 @@ import pickle
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 
 from beam_spark_runner.execution import metrics as spark_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT, BeamStreamSource, KeyGroupProcessor, stateless_batches)
-from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming import progress, rows as R
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import write_holds
+from beam_spark_runner.streaming.watermarks import BatchTimes
 
 _LOG = logging.getLogger(__name__)
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -62,6 +64,7 @@ class StreamingExecution:
         self._metrics = {}
         self._lock = threading.Lock()
         self.last_status = None
+        self._started = self._last_batch_end = None
 
     def cancel(self):
         self._cancelled.set()
@@ -116,6 +119,7 @@ class StreamingExecution:
                   .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
                   .queryName("beam-%s" % self._token[:8])
                   .trigger(processingTime=self.trigger_interval))
+        self._started = time.monotonic()
         self._query = writer.start()
         return self._query
 
@@ -136,8 +140,15 @@ class StreamingExecution:
         if status is None:
             return
         write_holds(self.run_dir, status["batch"], holds)
+        now = time.monotonic()
+        duration_ms = int((now - (self._last_batch_end or self._started)) * 1000)
+        self._last_batch_end = now
         self.last_status = status
-        _LOG.info("Beam streaming batch %d (Spark batch %d): %s", status["batch"], batch_id,
-                  status["times"])
+        times = BatchTimes.from_json(status["times"])
+        with self._lock:
+            for label, infos in progress.batch_metrics(times, duration_ms).items():
+                self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in infos)
+        _LOG.info("Beam streaming (Spark batch %d) %s", batch_id,
+                  progress.describe(status["batch"], times, duration_ms))
         if status["done"]:
             self._done.set()

@@ -30,8 +30,11 @@ from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
+from apache_beam.metrics import monitoring_infos
+
 from beam_spark_runner.metrics import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.stage_runner import StageRunner
 from triggers.driver import ReduceSpec
@@ -102,7 +105,13 @@ def _schedule(data_rows, steps):
         yield "data", seq, group
 
 
-def _metrics_row(name, infos):
+def _metrics_row(name, infos, records_in=0, records_out=0):
+    """One METRICS row: the SDK's MonitoringInfos plus the operator's
+    rows in and out (streaming.progress.NAMESPACE)."""
+    infos = list(infos)
+    for counter, value in (("rows_in", records_in), ("rows_out", records_out)):
+        if value:
+            infos.append(monitoring_infos.int64_user_counter(NAMESPACE, counter, value, ptransform=name))
     if not infos:
         return []
     return [R.metrics(name, pickle.dumps([i.SerializeToString() for i in merge_monitoring_infos(infos)]))]
@@ -124,9 +133,9 @@ class _StageBase:
         for index, block in outputs:
             out.extend(self._writer.rows(self._output_dests[index], block, seq))
 
-    def _take_metrics(self):
+    def _take_metrics(self, records_in, out):
         infos, self.runner.monitoring_infos = self.runner.monitoring_infos, []
-        return _metrics_row(self.op.name, infos)
+        return _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA))
 
 
 class StatelessOperator(_StageBase):
@@ -134,7 +143,7 @@ class StatelessOperator(_StageBase):
         out = []
         for seq, group in _by_seq(data_rows):
             self._emit(self.runner.process(self._bundle(group)), seq, out)
-        return out + self._take_metrics()
+        return out + self._take_metrics(len(data_rows), out)
 
 
 class StatefulStageOperator(_StageBase):
@@ -162,7 +171,7 @@ class StatefulStageOperator(_StageBase):
         empty = not user[0] and not timers
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(
             {"wm": wm, "pt": pt, "user": user, "timers": timers})
-        return KeyGroupResult(new_blob, out + self._take_metrics(), hold)
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)
@@ -196,7 +205,7 @@ class SdfOperator(_StageBase):
         holds = [r[3] if r[3] is not None else MIN_MICROS for r in residuals]
         new_blob = pickle.dumps({"wm": saved["wm"], "pt": pt, "residuals": residuals}) \
             if residuals or pt != MIN_MICROS else None
-        return KeyGroupResult(new_blob, out + self._take_metrics(), min(holds, default=None))
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), min(holds, default=None))
 
     def _run(self, tagged, seq, pt, out):
         """Runs one bundle; returns its residuals as (input index, element,
@@ -250,7 +259,8 @@ class GroupOperator:
         new_blob = None
         if reducers or wm != MIN_MICROS:
             new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": {k: r.snapshot() for k, r in reducers.items()}})
-        return KeyGroupResult(new_blob, out, min(holds, default=None))
+        metrics = _metrics_row(self.op.name, (), len(data_rows), sum(1 for r in out if r[0] == R.DATA))
+        return KeyGroupResult(new_blob, out + metrics, min(holds, default=None))
 
     def _encode(self, panes, seq):
         decode_key = self._codec.key_impl.decode_nested

@@ -120,11 +120,24 @@ def test_metrics_of_a_streaming_run():
 
     p = _pipeline()
     _ = (p | TestStream().add_elements([1, 2, 3]).advance_watermark_to(10).add_elements([4])
-         .advance_watermark_to_infinity() | beam.Map(count))
+         .advance_watermark_to_infinity() | beam.Map(count) | beam.Map(lambda x: (x % 2, x))
+         | beam.WindowInto(window.FixedWindows(5)) | beam.GroupByKey())
     result = p.run()
     assert result.wait_until_finish() == PipelineState.DONE
     counters = result.metrics().query(MetricsFilter().with_name("seen"))["counters"]
     assert sum(c.committed for c in counters) == 4
+    # The runner's own progress metrics: per-stage watermarks and lag, batches.
+    from beam_spark_runner.streaming.progress import NAMESPACE
+    ours = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    gauges = {(g.key.step, g.key.metric.name): g.committed.value for g in ours["gauges"]}
+    stages = {step for step, name in gauges if name == "output_watermark_ms"}
+    assert stages, gauges
+    for stage in stages:      # the run ended: every watermark reached +infinity
+        assert gauges[(stage, "input_watermark_ms")] == gauges[(stage, "output_watermark_ms")] > 9e15
+        assert (stage, "watermark_lag_ms") in gauges
+    batches = [c.committed for c in ours["counters"] if c.key.metric.name == "batches"]
+    durations = [d.committed for d in ours["distributions"] if d.key.metric.name == "batch_duration_ms"]
+    assert batches and batches[0] >= 2 and durations[0].count == batches[0]
 
 
 _SESSION_EVENTS = [("elements", [(5, 1)]), ("elements", [(7, 10)]), ("watermark", 8),
