@@ -31,14 +31,14 @@ from apache_beam.transforms.periodicsequence import PeriodicImpulse
 TEAMS = ("red", "green", "blue")
 
 
-def game_events(tick):
+def game_events(tick, late_seconds=25.0):
     """Deterministic events of one impulse tick: (team, score, event time).
-    Every seventh event is late: its event time lags by 25 s."""
+    About every seventh event is late: its event time lags by late_seconds."""
     tick = float(tick)
     events = []
     for i in range(4):
         h = zlib.crc32(("%r-%d" % (tick, i)).encode())
-        lag = 25.0 if h % 7 == 0 else (h % 3)
+        lag = late_seconds if h % 7 == 0 else (h % 3)
         events.append((TEAMS[h % len(TEAMS)], 1 + h % 10, tick - lag))
     return events
 
@@ -68,7 +68,7 @@ def build(p, args):
         p
         | "Ticks" >> PeriodicImpulse(start_timestamp=start, stop_timestamp=start + args.duration_seconds,
                                      fire_interval=args.tick_seconds)
-        | "Events" >> beam.FlatMap(game_events)
+        | "Events" >> beam.FlatMap(game_events, args.late_seconds)
         | "EventTime" >> beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
         | "Window" >> beam.WindowInto(
             window.FixedWindows(args.window_seconds),
@@ -86,8 +86,9 @@ def parse(argv=None):
     parser.add_argument("--duration_seconds", type=float, default=40)
     parser.add_argument("--tick_seconds", type=float, default=0.5)
     parser.add_argument("--window_seconds", type=int, default=10)
-    parser.add_argument("--early_seconds", type=float, default=3)
+    parser.add_argument("--early_seconds", type=int, default=3)
     parser.add_argument("--allowed_lateness_seconds", type=int, default=60)
+    parser.add_argument("--late_seconds", type=float, default=25, help="Lag of the late events.")
     parser.add_argument("--start", type=float, default=None, help="Impulse start (epoch s); default now.")
     return parser.parse_known_args(argv)
 
