@@ -56,8 +56,9 @@ class RowWriter:
     """Addresses a stage's output blocks: keyed destinations get one row per
     element with its key and key-group, others one row per block."""
 
-    def __init__(self, keyed_dests, components, key_groups, element_coders=None):
+    def __init__(self, keyed_dests, components, key_groups, element_coders=None, broadcast_dests=()):
         self._keyed = keyed_dests
+        self._broadcast = frozenset(broadcast_dests)
         self._components = components
         self._key_groups = key_groups
         self._element_coders = element_coders or {}
@@ -66,6 +67,9 @@ class RowWriter:
         return context.coder_impl(self._components, self._element_coders[dest])
 
     def rows(self, dest, block, seq):
+        if dest in self._broadcast:
+            # A side input: every key-group of its reader needs all of it.
+            return [R.data(dest, block, seq, kg) for kg in range(self._key_groups)]
         if dest not in self._keyed:
             return [R.data(dest, block, seq)]
         coder_id = self._keyed[dest]
@@ -92,15 +96,16 @@ def _by_seq(data_rows):
 
 def _schedule(data_rows, steps):
     """Interleaves data (by seq) and time steps: yields ("data", seq, rows)
-    and ("step", seq, (wm, pt)) in processing order."""
+    and ("step", seq, (wm, pt[, side watermarks])) in processing order."""
     data = _by_seq(data_rows)
     steps = sorted(steps or [], key=lambda s: s[0])
     i = 0
-    for step_seq, wm, pt in steps:
+    for step in steps:
+        step_seq = step[0]
         while i < len(data) and data[i][0] <= step_seq:
             yield "data", data[i][0], data[i][1]
             i += 1
-        yield "step", step_seq, (wm, pt)
+        yield "step", step_seq, tuple(step[1:])     # (wm, pt) or (wm, pt, side wms)
     for seq, group in data[i:]:
         yield "data", seq, group
 
@@ -124,7 +129,8 @@ class _StageBase:
         self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
         from beam_spark_runner.translation.streaming_plan import write_dest
         self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
-        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders)
+        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
+                                 plan.broadcast_dests)
 
     def _bundle(self, group):
         return [(self._input_index[row[1]], row[4]) for row in group]
@@ -215,6 +221,85 @@ class SdfOperator(_StageBase):
         return [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
 
 
+class SideInputOperator(_StageBase):
+    """A stage reading side inputs, one key-group at a time (every key-group
+    receives all side input rows). A main input element is processed once,
+    for each side input, the side window its window maps to is complete:
+    the side input's watermark passed the end of that window (so a side
+    input in the global window is complete at the end of its input). Until
+    then it waits in state and holds the output watermark at its timestamp.
+    Guarantee: the DoFn sees every pane of the side window, never a part."""
+
+    def __init__(self, op, plan, key_groups):
+        super().__init__(op, plan, key_groups)
+        from apache_beam.portability.api import beam_fn_api_pb2
+        from apache_beam.pvalue import SideInputData
+        from apache_beam.utils import proto_utils
+        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
+        self._components = plan.components
+        self._sides = []    # (dest, SideInputPlan, window mapping fn)
+        for dest, si in op.side_inputs:
+            payload = proto_utils.parse_Bytes(descriptor.transforms[si.transform_id].spec.payload,
+                                              beam_runner_api_pb2.ParDoPayload)
+            mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
+            self._sides.append((dest, si, mapping))
+        self._side_dests = frozenset(d for d, _, _ in self._sides)
+        self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders[d])
+                            for d in op.inputs if d not in self._side_dests}
+
+    def run(self, blob, data_rows, steps):
+        saved = pickle.loads(blob) if blob else {
+            "side": {}, "side_wm": {}, "pending": [], "pt": MIN_MICROS}
+        side, side_wm, pending = saved["side"], saved["side_wm"], saved["pending"]
+        out = []
+        for what, seq, item in _schedule(data_rows, steps):
+            if what == "data":
+                for row in item:
+                    if row[1] in self._side_dests:
+                        side.setdefault(row[1], []).append(row[4])
+                    else:
+                        wv = self._main_impls[row[1]].decode_nested(row[4])
+                        pending.append((row[1], row[4], seq, wv.timestamp.micros))
+            elif len(item) > 2 and item[2]:
+                for dest, wm in item[2].items():
+                    side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
+            pending = self._process_ready(pending, side, side_wm, out)
+        hold = min((p[3] for p in pending), default=None)
+        new_blob = pickle.dumps({"side": side, "side_wm": side_wm, "pending": pending, "pt": saved["pt"]}) \
+            if side or pending or side_wm else None
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
+
+    def _process_ready(self, pending, side, side_wm, out):
+        ready, waiting = [], []
+        for p in pending:
+            (ready if self._is_ready(p, side_wm) else waiting).append(p)
+        if not ready:
+            return waiting
+        harness = self.runner.harness
+        harness.restore_state(None)
+        from beam_spark_runner.worker.side_inputs import state_entries
+        from apache_beam.portability.api import beam_fn_api_pb2
+        for dest, si, _ in self._sides:
+            for key, data in state_entries(si, side.get(dest, []), self._components):
+                harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(key), data)
+        by_seq = collections.defaultdict(list)
+        for dest, element, seq, _ in ready:
+            by_seq[seq].append((self._input_index[dest], element))
+        for seq in sorted(by_seq):
+            self._emit(self.runner.process(by_seq[seq]), seq, out)
+        return waiting
+
+    def _is_ready(self, pending_element, side_wm):
+        dest, element, _, _ = pending_element
+        wv = self._main_impls[dest].decode_nested(element)
+        for side_dest, _, mapping in self._sides:
+            wm = side_wm.get(side_dest, MIN_MICROS)
+            for w in wv.windows:
+                if wm <= mapping(w).max_timestamp().micros:
+                    return False
+        return True
+
+
 class GroupOperator:
     """A GroupByKey with its WindowFn, trigger and accumulation mode: one
     reduce driver (triggers.driver) per user key of the key-group."""
@@ -224,7 +309,8 @@ class GroupOperator:
         self._codec = grouping.GroupCodec(plan.components, op.group)
         self._spec = ReduceSpec.from_windowing(self._codec.windowing)
         self._dest = "group:%s" % op.name
-        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders)
+        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
+                                 plan.broadcast_dests)
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}}
@@ -276,9 +362,11 @@ class GroupOperator:
 
 def build(op, plan, key_groups):
     """The operator object for a plan Operator (see streaming_plan)."""
-    from beam_spark_runner.translation.streaming_plan import GROUP, SDF, STATEFUL
+    from beam_spark_runner.translation.streaming_plan import GROUP, SDF, SIDE_INPUTS, STATEFUL
     if op.kind == GROUP:
         return GroupOperator(op, plan, key_groups)
+    if op.kind == SIDE_INPUTS:
+        return SideInputOperator(op, plan, key_groups)
     if op.kind == SDF:
         return SdfOperator(op, plan, key_groups)
     if op.kind == STATEFUL:

@@ -64,5 +64,6 @@ def key_group(encoded_key: bytes, key_groups: int) -> int:
 
 
 def parse_steps(payload):
-    """A CONTROL row's steps: [(seq, input watermark, processing time)]."""
+    """A CONTROL row's steps: [(seq, input watermark, processing time[,
+    {side input dest: watermark}])]."""
     return [tuple(step) for step in json.loads(payload)]

@@ -24,10 +24,12 @@ from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 
 
 def compile_script(plan, key_groups) -> SourceScript:
-    writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders)
+    writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
+                       plan.broadcast_dests)
     streams = tuple(_compile_test_stream(source, plan.components, writer) for source in plan.sources)
     impulse_rows = tuple(R.data(dest, ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
-    return SourceScript(streams, impulse_rows, dict(plan.watermark_graph), key_groups)
+    return SourceScript(streams, impulse_rows, dict(plan.watermark_graph), key_groups,
+                        {op: dict(sides) for op, sides in plan.side_watermarks.items()})
 
 
 def _compile_test_stream(source, components, writer):

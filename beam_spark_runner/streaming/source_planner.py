@@ -68,6 +68,7 @@ class SourceScript:
     impulse_rows: Tuple[tuple, ...]
     watermark_graph: Dict[str, StageInputs]
     key_groups: int
+    side_watermarks: Dict[str, Dict[str, StageInputs]] = dataclasses.field(default_factory=dict)
 
 
 class SourcePlanner:
@@ -85,6 +86,7 @@ class SourcePlanner:
         self._clock = clock or (lambda: int(time.time() * 1e6))
         self._authority = None
         self._batch_pt = MIN_MICROS
+        self._last_source_wms = {}
 
     # -- offsets -----------------------------------------------------------
     def initial_offset(self):
@@ -133,6 +135,7 @@ class SourcePlanner:
             if source in authority.sources:
                 authority.report_source(source, wm)
         self._batch_pt = pt
+        self._last_source_wms = src_wm
         times = authority.plan(batch)
         return {"batch": batch, "pos": pos, "src_wm": src_wm, "pt": times.processing_time,
                 "times": times.to_json(), "steps": self._steps(times, start, moments),
@@ -140,20 +143,27 @@ class SourcePlanner:
 
     def _steps(self, times, start, moments):
         """Per keyed operator: a step at each moment for operators a source
-        feeds, then one after all data at the batch's planned watermark."""
+        feeds, then one after all data at the batch's planned watermark.
+        A side-input operator's steps also carry each side input's
+        watermark: [seq, wm, pt, {side dest: wm}]."""
         previous = BatchTimes.from_json(start["times"]).input_watermarks if start["times"] else {}
         steps = {}
         moments = sorted(moments, key=lambda m: m[0])
         for op, inputs in self.script.watermark_graph.items():
+            sides = self.script.side_watermarks.get(op, {})
             op_steps = []
             wm = previous.get(op, MIN_MICROS)
             if inputs.sources:
                 for seq, wms, pt in moments:
-                    candidates = [wms.get(s, MIN_MICROS) for s in inputs.sources] + \
-                        [times.output_watermarks[u] for u in inputs.stages]
-                    wm = max(wm, min(candidates))
-                    op_steps.append([seq, wm, pt])
-            op_steps.append([AFTER_ALL, times.input_watermarks[op], times.processing_time])
+                    wm = max(wm, _watermark_of(inputs, wms, times))
+                    step = [seq, wm, pt]
+                    if sides:
+                        step.append({d: _watermark_of(i, wms, times) for d, i in sides.items()})
+                    op_steps.append(step)
+            step = [AFTER_ALL, times.input_watermarks[op], times.processing_time]
+            if sides:
+                step.append({d: _watermark_of(i, self._last_source_wms, times) for d, i in sides.items()})
+            op_steps.append(step)
             steps[op] = op_steps
         return steps
 
@@ -197,3 +207,11 @@ class SourcePlanner:
                 out.append(R.control(op, kg, end["batch"], steps))
         out.append(R.status(end["batch"], json.dumps(end).encode()))
         return out
+
+
+def _watermark_of(inputs, source_wms, times):
+    """min over `inputs`: source watermarks now, upstream output watermarks
+    planned for the batch (+infinity when nothing feeds it)."""
+    candidates = [source_wms.get(s, MIN_MICROS) for s in inputs.sources] + \
+        [times.output_watermarks[u] for u in inputs.stages]
+    return min(candidates) if candidates else MAX_MICROS

@@ -11,8 +11,11 @@ one Structured Streaming query:
 * a *group* operator is a GroupByKey with its windowing and trigger, a
   *stateful* operator an SDK stage with user state or timers, and an *sdf*
   operator a stage running a splittable DoFn (PeriodicImpulse, unbounded
-  reads), whose residuals wait in state until their resume time; all keep
-  state per key-group and run as a `transformWithState` keyed by key-group.
+  reads), whose residuals wait in state until their resume time, and a
+  *side_inputs* operator a stage reading side inputs, which keeps the side
+  inputs seen so far (every key-group gets a copy) and holds back main input
+  until the side input windows it needs are complete; all keep state per
+  key-group and run as a `transformWithState` keyed by key-group.
 
 Rows name their destination (`dest`): "materialize:<pcoll>" and
 "group:<gbk>" are what stages read (as in the batch plan's buffers),
@@ -32,6 +35,7 @@ STATELESS = "stateless"
 STATEFUL = "stateful"
 GROUP = "group"
 SDF = "sdf"
+SIDE_INPUTS = "side_inputs"
 
 IMPULSE_SOURCE = "impulse"
 STREAMING_ISSUE = "issue #5 (streaming)"
@@ -68,8 +72,9 @@ class Operator:
     name: str                       # unique: stage name or GBK transform id
     display_name: str
     inputs: Tuple[str, ...]         # dests this operator consumes
-    stage: object = None            # StagePlan (STATELESS, STATEFUL)
+    stage: object = None            # StagePlan (all but GROUP)
     group: object = None            # GroupPlan (GROUP)
+    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS)
 
     @property
     def is_keyed(self):
@@ -84,7 +89,9 @@ class StreamingPlan:
     keyed_dests: Dict[str, str]             # dest -> windowed KV coder id to key rows by
                                             # (None: key by the whole element)
     element_coders: Dict[str, str]          # dest -> element coder id, where keyed_dests is None
+    broadcast_dests: Tuple[str, ...]        # side inputs: a copy for every key-group
     watermark_graph: Dict[str, StageInputs]  # keyed operators only, topological
+    side_watermarks: Dict[str, Dict[str, StageInputs]]  # op -> side dest -> what feeds it
     components: bytes
 
 
@@ -97,6 +104,7 @@ class StreamingPlan:
         for i, op in enumerate(self.operators):
             how = {STATELESS: "mapInArrow", STATEFUL: "transformWithState by key-group",
                    SDF: "splittable DoFn as transformWithState by key-group",
+                   SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
                    GROUP: "GroupByKey as transformWithState by key-group"}[op.kind]
             lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
             lines.append("    reads  %s" % ", ".join(op.inputs))
@@ -109,8 +117,9 @@ class StreamingPlan:
 
 
 def plan_streaming(pipeline_proto, drain=False) -> StreamingPlan:
-    """Checks and plans an unbounded pipeline; raises UnsupportedPipelineError."""
-    check_streaming(pipeline_proto)
+    """Plans an unbounded pipeline; raises UnsupportedPipelineError for what
+    the streaming runner cannot run (checks common to both engines are in
+    translation/requirements.py)."""
     context, stages = phases.create_stages(
         pipeline_proto, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
     execution = plan_lib.build_plan(context, stages)
@@ -124,28 +133,10 @@ def plan_streaming(pipeline_proto, drain=False) -> StreamingPlan:
     return from_execution_plan(execution, test_streams)
 
 
-def check_streaming(pipeline_proto):
-    """What the streaming runner cannot run yet, named per transform."""
-    errors = []
-    components = pipeline_proto.components
-    for tid, t in components.transforms.items():
-        if t.subtransforms:
-            continue
-        name = t.unique_name or tid
-        if t.spec.urn in (common_urns.primitives.PAR_DO.urn,):
-            payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
-            if payload.side_inputs:
-                errors.append("%s: side inputs in a streaming pipeline are not supported yet: %s"
-                              % (name, STREAMING_ISSUE))
-    if errors:
-        raise UnsupportedPipelineError(
-            "The Spark runner cannot run this streaming pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))
-
-
 def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> StreamingPlan:
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
-    keyed_dests, element_coders = {}, {}
+    keyed_dests, element_coders, broadcast = {}, {}, []
     for stage in execution.stages:
         if stage.name in test_streams:
             sources.append(_test_stream_source(stage, *test_streams[stage.name]))
@@ -160,15 +151,26 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             inputs.append(dest)
             if stage.keyed:
                 keyed_dests[dest] = port.coder_id
-            elif stage.rebalance and dest.startswith(plan_lib.MATERIALIZE):
+            elif (stage.rebalance or stage.side_inputs) and dest.startswith(plan_lib.MATERIALIZE):
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
         for port in stage.outputs:
             if port.buffer.kind == plan_lib.GROUP:
                 group = execution.groups[port.buffer.name]
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
-        kind = STATEFUL if stage.keyed else SDF if stage.rebalance else STATELESS
-        operators.append(Operator(kind, stage.name, stage.display_name, tuple(inputs), stage=stage))
+        side = ()
+        if stage.side_inputs:
+            if stage.keyed or stage.rebalance:
+                raise UnsupportedPipelineError(
+                    "%s: a %s with side inputs is not supported in streaming yet: %s" % (
+                        stage.display_name, "stateful DoFn" if stage.keyed else "splittable DoFn",
+                        STREAMING_ISSUE))
+            side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
+                         for si in stage.side_inputs)
+            broadcast.extend(d for d, _ in side if d not in broadcast)
+        kind = STATEFUL if stage.keyed else SDF if stage.rebalance else SIDE_INPUTS if side else STATELESS
+        operators.append(Operator(kind, stage.name, stage.display_name,
+                                  tuple(inputs) + tuple(d for d, _ in side), stage=stage, side_inputs=side))
     # A GroupByKey runs right before its first reader, after all its writers.
     ordered = []
     for op in operators:
@@ -185,7 +187,9 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
         operators=tuple(ordered),
         keyed_dests=keyed_dests,
         element_coders=element_coders,
+        broadcast_dests=tuple(broadcast),
         watermark_graph=_watermark_graph(sources, impulse_dests, ordered),
+        side_watermarks=_side_watermarks(sources, impulse_dests, ordered),
         components=execution.components,
     )
 
@@ -204,27 +208,42 @@ def _test_stream_source(stage, transform, by_pcoll):
 def _watermark_graph(sources, impulse_dests, operators):
     """Which sources and keyed operators feed each keyed operator, looking
     through stateless operators (they hold nothing back)."""
-    feeds = {}   # dest -> set of ("source", name) / ("op", name)
+    feeds = _feeds(sources, impulse_dests, operators)
+    graph = {}
+    for op in operators:
+        if op.is_keyed:
+            graph[op.name] = _stage_inputs(set().union(*(feeds.get(d, set()) for d in op.inputs)))
+    return graph
+
+
+def _side_watermarks(sources, impulse_dests, operators):
+    """For each side-input operator: what feeds each of its side inputs."""
+    feeds = _feeds(sources, impulse_dests, operators)
+    return {op.name: {dest: _stage_inputs(feeds.get(dest, set())) for dest, _ in op.side_inputs}
+            for op in operators if op.side_inputs}
+
+
+def _stage_inputs(upstream):
+    return StageInputs(sources=tuple(sorted(n for k, n in upstream if k == "source")),
+                       stages=tuple(sorted(n for k, n in upstream if k == "op")))
+
+
+def _feeds(sources, impulse_dests, operators):
+    """dest -> {("source", name) | ("op", keyed operator name)} feeding it."""
+    feeds = {}
     for s in sources:
         for tag, dest, _ in s.outputs:
             feeds.setdefault(dest, set()).add(("source", source_key(s.name, tag)))
     for dest in impulse_dests:
         feeds.setdefault(dest, set()).add(("source", IMPULSE_SOURCE))
-    graph = {}
     for op in operators:
         upstream = set()
         for dest in op.inputs:
             upstream |= feeds.get(dest, set())
-        if op.is_keyed:
-            graph[op.name] = StageInputs(
-                sources=tuple(sorted(n for k, n in upstream if k == "source")),
-                stages=tuple(sorted(n for k, n in upstream if k == "op")))
-            produced = {("op", op.name)}
-        else:
-            produced = upstream
+        produced = {("op", op.name)} if op.is_keyed else upstream
         for dest in _output_dests(op):
             feeds.setdefault(dest, set()).update(produced)
-    return graph
+    return feeds
 
 
 def _output_dests(op):
@@ -233,5 +252,5 @@ def _output_dests(op):
     return [write_dest(port.buffer) for port in op.stage.outputs]
 
 
-__all__ = ["StreamingPlan", "Operator", "TestStreamSource", "plan_streaming", "check_streaming",
-           "STATELESS", "STATEFUL", "SDF", "GROUP", "IMPULSE_SOURCE", "read_dest", "write_dest", "source_key"]
+__all__ = ["StreamingPlan", "Operator", "TestStreamSource", "plan_streaming",
+           "STATELESS", "STATEFUL", "SDF", "SIDE_INPUTS", "GROUP", "IMPULSE_SOURCE", "read_dest", "write_dest", "source_key"]

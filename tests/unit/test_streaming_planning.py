@@ -51,11 +51,32 @@ def test_plan_chains_operators_and_keeps_test_stream_out_of_sdk_stages():
     assert "transformWithState" in plan.describe()
 
 
-def test_streaming_side_inputs_are_rejected_at_submission_naming_the_transform():
+def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group():
+    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([1])
     (p | TestStream().add_elements([1]) | "UsesSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side)))
-    with pytest.raises(UnsupportedPipelineError, match="UsesSide.*side inputs"):
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    (side_dest,) = [d for d, _ in op.side_inputs]
+    assert side_dest in plan.broadcast_dests and side_dest in op.inputs
+    assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
+
+
+def test_a_stateful_dofn_with_side_inputs_is_rejected_in_streaming_naming_it():
+    from apache_beam.transforms import userstate
+
+    class Stateful(beam.DoFn):
+        S = userstate.BagStateSpec("s", beam.coders.VarIntCoder())
+
+        def process(self, kv, side, s=beam.DoFn.StateParam(S)):
+            yield kv
+
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    side = p | "Side" >> beam.Create([1])
+    (p | TestStream().add_elements([("k", 1)])
+     | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side)))
+    with pytest.raises(UnsupportedPipelineError, match="StatefulWithSide.*side inputs"):
         plan_streaming_pipeline(pipeline_proto_of(p))
 
 
@@ -112,11 +133,12 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
     row = R.data("gbk:" + group_op.name, element, 0, R.key_group(key, 2), key)
     # Element, no step yet: buffered, held at the end of its window.
     buffered = operator.run(None, [row], [[AFTER_ALL, MIN_MICROS, 0]])
-    assert buffered.rows == [] and buffered.hold == w.max_timestamp().micros
+    data_rows = lambda result: [r for r in result.rows if r[0] == R.DATA]
+    assert data_rows(buffered) == [] and buffered.hold == w.max_timestamp().micros
     # The watermark passes the window: one on-time pane, nothing held.
     fired = operator.run(buffered.blob, [], [[AFTER_ALL, 10_000_000, 0]])
     assert fired.hold is None and fired.blob is not None
-    (out,) = fired.rows
+    (out,) = data_rows(fired)
     decoded = operator._codec.post_impl.decode_nested(out[4])
     assert decoded.value == (b"a", [b"1"]) and decoded.windows == (w,)
     assert pickle.loads(fired.blob)["keys"] == {}
