@@ -19,3 +19,11 @@ TEST_STREAM_SKIPS = {
         "reads its events from a TestStreamService over gRPC, which the runner rejects at "
         "submission; not planned before the job-server issue"),
 }
+
+# apache_beam.transforms.trigger_test.(Weak)TestStreamTranscriptTest
+TRANSCRIPT_SKIPS = {
+    "test_timestamp_combiner_custom_timestamping_earliest_1": (
+        "OUTPUT_AT_EARLIEST_TRANSFORMED has no runner-API value: Beam's to_runner_api raises "
+        "'Unable to translate ... WindowInto' while building the pipeline, so no portable runner "
+        "can run it (Beam marks it broken on its DirectRunner too)"),
+}

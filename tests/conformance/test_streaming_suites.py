@@ -20,7 +20,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.transforms import trigger_test
 
 from beam_spark_runner import SparkRunner
-from tests.conformance.skips import TEST_STREAM_SKIPS
+from tests.conformance.skips import TEST_STREAM_SKIPS, TRANSCRIPT_SKIPS
 
 FULL = os.environ.get("BEAM_SPARK_FULL_STREAMING_SUITES") == "1"
 
@@ -58,10 +58,11 @@ def _subset(case, keep, reason):
     """The transcript tests of `case` not in `keep` skip in CI (not counted
     as passing: pytest reports them skipped, with the command to run them)."""
     attrs = {"__module__": __name__}
-    if not FULL:
-        for name in dir(case):
-            if name.startswith("test_") and name not in keep:
-                attrs[name] = unittest.skip(reason)(getattr(case, name))
+    for name in dir(case):
+        if name in TRANSCRIPT_SKIPS:
+            attrs[name] = unittest.skip(TRANSCRIPT_SKIPS[name])(getattr(case, name))
+        elif not FULL and name.startswith("test_") and name not in keep:
+            attrs[name] = unittest.skip(reason)(getattr(case, name))
     return attrs
 
 
