@@ -269,3 +269,33 @@ def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     # fresh run would rewrite every file; a batch cut by the stop may replay).
     kept = [name for name, run in by_run.items() if run == "first"]
     assert kept, "the second run redid everything: it did not resume"
+
+
+def test_match_continuously_reads_files_added_to_a_growing_directory(tmp_path):
+    """fileio.MatchContinuously (Watch, an unbounded SDF polling the pattern
+    once per resume, plus a stateful de-duplication): a file added while the
+    run is going is read too, and the run ends after its last poll."""
+    import os
+    import threading
+    import time
+    from apache_beam.io import fileio
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    out.mkdir()
+    (source / "f0.txt").write_text("a\nb\n")
+
+    def add_file_once_first_is_read():
+        deadline = time.time() + 120
+        while not os.listdir(out) and time.time() < deadline:
+            time.sleep(0.1)
+        (source / "f1.tmp").write_text("c\n")
+        os.replace(source / "f1.tmp", source / "f1.txt")
+
+    writer = threading.Thread(target=add_file_once_first_is_read, daemon=True)
+    writer.start()
+    with _pipeline() as p:
+        (p | fileio.MatchContinuously(str(source / "*.txt"), interval=1, stop_timestamp=time.time() + 8)
+         | fileio.ReadMatches() | beam.FlatMap(lambda f: f.read_utf8().splitlines())
+         | beam.Map(lambda line: ord(line)) | beam.ParDo(_WritePerElement(str(out), "run")))
+    writer.join()
+    assert sorted(os.listdir(out)) == sorted("%d.txt" % ord(c) for c in "abc")
