@@ -34,7 +34,15 @@ from beam_spark_runner.streaming.source_planner import write_holds
 from beam_spark_runner.streaming.watermarks import BatchTimes
 
 _LOG = logging.getLogger(__name__)
-_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# Spark SQL settings a streaming run needs (None: the key-group count).
+# RocksDB: transformWithState requires it; checkpoint format v2: Spark warns
+# that v1 can lose data when a failed batch is re-run.
+_QUERY_CONF = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+    "spark.sql.shuffle.partitions": None,
+}
 
 
 # -- the run ---------------------------------------------------------------------
@@ -65,6 +73,7 @@ class StreamingExecution:
         self._lock = threading.Lock()
         self.last_status = None
         self._started = self._last_batch_end = None
+        self._saved_conf = None
 
     def cancel(self):
         self._cancelled.set()
@@ -88,6 +97,7 @@ class StreamingExecution:
         finally:
             if query.isActive:
                 query.stop()
+            self._restore_session_conf()
             if self._own_dir:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
         return self.metrics_so_far()
@@ -99,10 +109,12 @@ class StreamingExecution:
         script_path = os.path.join(self.run_dir, "source_script.pickle")
         with open(script_path, "wb") as f:
             pickle.dump((self._script, self.run_dir), f)
-        conf = spark.conf
-        conf.set("spark.sql.streaming.stateStore.providerClass", _ROCKSDB)
-        conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-        conf.set("spark.sql.shuffle.partitions", str(self.key_groups))
+        # The query needs these; Spark copies the session for a query when its
+        # first batch runs (and keeps them in its offset log), so the user's
+        # session gets its own values back after that batch (see _sink).
+        self._saved_conf = {key: spark.conf.get(key, None) for key in _QUERY_CONF}
+        for key, value in _QUERY_CONF.items():
+            spark.conf.set(key, value if value is not None else str(self.key_groups))
         df = (spark.readStream.format(SOURCE_FORMAT)
               .option("script_path", script_path)
               .option("partitions", str(self.key_groups))
@@ -123,7 +135,16 @@ class StreamingExecution:
         self._query = writer.start()
         return self._query
 
+    def _restore_session_conf(self):
+        saved, self._saved_conf = self._saved_conf, None
+        for key, value in (saved or {}).items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
+
     def _sink(self, batch_df, batch_id):
+        self._restore_session_conf()
         rows = batch_df.collect()
         holds, status = {}, None
         for row in rows:

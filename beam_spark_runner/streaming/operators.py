@@ -28,7 +28,7 @@ from typing import List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 
 from apache_beam.metrics import monitoring_infos
 
@@ -37,10 +37,12 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.stage_runner import StageRunner
-from triggers.driver import ReduceSpec
+from triggers.driver import PROCESSING, WATERMARK, ReduceSpec
 from triggers.state import ManualClock
+from windowing.timestamps import gc_time
 
 MIN_MICROS = MIN_TIMESTAMP.micros
+MAX_MICROS = MAX_TIMESTAMP.micros
 EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
@@ -313,13 +315,28 @@ class GroupOperator:
                                  plan.broadcast_dests)
 
     def run(self, blob, data_rows, steps):
-        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}}
+        """State: per user key its reducer's pickled snapshot and a wake-up
+        entry (earliest watermark it must see: next event-time timer or
+        window GC; next processing-time timer; its hold). A batch restores
+        only the keys with data or with a wake-up due, so its cost follows
+        the batch, not every key the key-group holds."""
+        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}, "wake": {}}
+        keys, wake = saved["keys"], saved["wake"]
         clock = ManualClock(Timestamp(micros=saved["pt"]))
         spec = self._spec
-        reducers = {key: spec.restore(snap, clock) for key, snap in saved["keys"].items()}
+        active = {}
         wm, pt = saved["wm"], saved["pt"]
         out = []
         decode = self._codec.pre_impl.decode_nested
+
+        def reducer_of(key):
+            reducer = active.get(key)
+            if reducer is None:
+                snapshot = keys.get(key)
+                reducer = active[key] = (spec.new_reducer(clock=clock) if snapshot is None
+                                         else spec.restore(pickle.loads(snapshot), clock))
+            return reducer
+
         for what, seq, item in _schedule(data_rows, steps):
             panes = []
             if what == "data":
@@ -328,25 +345,43 @@ class GroupOperator:
                     wkv = decode(row[4])
                     by_key[row[3]].append(wkv.with_value(wkv.value[1]))
                 for key, wvs in by_key.items():
-                    reducer = reducers.get(key)
-                    if reducer is None:
-                        reducer = reducers[key] = spec.new_reducer(clock=clock)
-                    panes.extend((key, p) for p in reducer.process(wvs, Timestamp(micros=wm)))
+                    panes.extend((key, p) for p in reducer_of(key).process(wvs, Timestamp(micros=wm)))
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
-                for key, reducer in reducers.items():
+                for key, (wake_wm, wake_pt, _) in wake.items():
+                    if key not in active and (wake_wm <= wm or wake_pt <= pt):
+                        reducer_of(key)
+                for key, reducer in active.items():
                     panes.extend((key, p) for p in reducer.advance_processing_time(Timestamp(micros=pt)))
                     panes.extend((key, p) for p in reducer.advance_watermark(Timestamp(micros=wm)))
-                reducers = {k: r for k, r in reducers.items() if not r.state.is_empty()}
             if panes:
                 out.extend(self._encode(panes, seq))
-        holds = [r.state.earliest_hold() for r in reducers.values()]
-        holds = [h.micros for h in holds if h is not None]
+        for key, reducer in active.items():
+            if reducer.state.is_empty():
+                keys.pop(key, None)
+                wake.pop(key, None)
+            else:
+                keys[key] = pickle.dumps(reducer.snapshot())
+                wake[key] = self._wake_up(reducer)
+        holds = [h for _, _, h in wake.values() if h is not None]
         new_blob = None
-        if reducers or wm != MIN_MICROS:
-            new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": {k: r.snapshot() for k, r in reducers.items()}})
+        if keys or wm != MIN_MICROS:
+            new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": keys, "wake": wake})
         metrics = _metrics_row(self.op.name, (), len(data_rows), sum(1 for r in out if r[0] == R.DATA))
         return KeyGroupResult(new_blob, out + metrics, min(holds, default=None))
+
+    def _wake_up(self, reducer):
+        """(watermark, processing time, hold) in micros at which this key's
+        reducer must run again without new data, and what it holds back."""
+        state = reducer.state
+        wm_times = [gc_time(w, self._spec.allowed_lateness).micros + 1 for w in state.windows]
+        timer = reducer.next_timer(WATERMARK)
+        if timer is not None:
+            wm_times.append(timer.micros)
+        pt_timer = reducer.next_timer(PROCESSING)
+        hold = state.earliest_hold()
+        return (min(wm_times, default=MAX_MICROS), MAX_MICROS if pt_timer is None else pt_timer.micros,
+                None if hold is None else hold.micros)
 
     def _encode(self, panes, seq):
         decode_key = self._codec.key_impl.decode_nested

@@ -299,3 +299,15 @@ def test_match_continuously_reads_files_added_to_a_growing_directory(tmp_path):
          | beam.Map(lambda line: ord(line)) | beam.ParDo(_WritePerElement(str(out), "run")))
     writer.join()
     assert sorted(os.listdir(out)) == sorted("%d.txt" % ord(c) for c in "abc")
+
+
+def test_a_streaming_run_leaves_the_sessions_sql_settings_as_they_were(spark_session):
+    keys = ("spark.sql.streaming.stateStore.providerClass", "spark.sql.shuffle.partitions",
+            "spark.sql.streaming.stateStore.checkpointFormatVersion")
+    before = {k: spark_session.conf.get(k, None) for k in keys}
+    with _pipeline() as p:
+        out = (p | TestStream().add_elements([("k", 1)]).advance_watermark_to_infinity()
+               | beam.WindowInto(window.FixedWindows(10)) | beam.GroupByKey()
+               | beam.MapTuple(lambda k, vs: (k, list(vs))))
+        assert_that(out, equal_to([("k", [1])]))
+    assert {k: spark_session.conf.get(k, None) for k in keys} == before

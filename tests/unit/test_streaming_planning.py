@@ -142,3 +142,32 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
     decoded = operator._codec.post_impl.decode_nested(out[4])
     assert decoded.value == (b"a", [b"1"]) and decoded.windows == (w,)
     assert pickle.loads(fired.blob)["keys"] == {}
+
+
+def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, monkeypatch):
+    plan, _ = _planner(tmp_path)
+    group_op = [op for op in plan.operators if op.kind == GROUP][0]
+    operator = GroupOperator(group_op, plan, 2)
+    codec = operator._codec
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    def row(key, ts):
+        w = window.IntervalWindow(ts - ts % 5, ts - ts % 5 + 5)
+        element = codec.pre_impl.encode_nested(WindowedValue((key, b"1"), ts, (w,)))
+        encoded_key = codec.key_impl.encode_nested(key)
+        return R.data("gbk:" + group_op.name, element, 0, 0, encoded_key)
+
+    # 50 keys with a window ending at 5 s, one key with a window ending at 100 s.
+    state = operator.run(None, [row(b"k%d" % i, 1) for i in range(50)] + [row(b"late", 97)],
+                         [[AFTER_ALL, MIN_MICROS, 0]]).blob
+    restored = []
+    original = operator._spec.restore
+    monkeypatch.setattr(operator._spec, "restore", lambda snap, clock=None: restored.append(1) or original(snap, clock))
+    # A batch without data whose watermark passes nothing: no key restored.
+    quiet = operator.run(state, [], [[AFTER_ALL, 2_000_000, 0]])
+    assert restored == [] and quiet.hold == 4_999_999
+    # The watermark passes 5 s: exactly the 50 keys whose window ends there.
+    fired = operator.run(quiet.blob, [], [[AFTER_ALL, 10_000_000, 0]])
+    assert len(restored) == 50
+    assert len([r for r in fired.rows if r[0] == R.DATA]) == 1     # one block, 50 panes
+    assert fired.hold == 99_999_999
