@@ -45,6 +45,8 @@ import sys
 import tempfile
 import time
 
+from procstat import process_table  # benchmarks/ is the script's directory
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
 MASTER = "local[2]"
@@ -136,24 +138,9 @@ def _cmdline(pid):
         return []
 
 
-def _process_table():
-    """pid -> (ppid, utime + stime in clock ticks) for every process."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/stat" % name) as f:
-                    stat = f.read()
-                fields = stat[stat.rindex(")") + 2:].split()
-                table[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-            except (OSError, ValueError, IndexError):
-                continue
-    return table
-
-
 def _descendants(root, exclude, table=None):
     children = collections.defaultdict(list)
-    for pid, (ppid, _) in (table if table is not None else _process_table()).items():
+    for pid, (ppid, _) in (table if table is not None else process_table()).items():
         children[ppid].append(pid)
     out, todo = [], [root]
     while todo:
@@ -174,7 +161,7 @@ def _sampler_main(driver_pid, conn, interval):
     primed = []
 
     def sample():
-        table = _process_table()
+        table = process_table()
         ours = set(_descendants(driver_pid, {me}, table))
         # CPU used by processes outside the benchmark: a noisy neighbour.
         foreign = own = 0
