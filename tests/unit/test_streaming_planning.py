@@ -171,3 +171,12 @@ def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, m
     assert len(restored) == 50
     assert len([r for r in fired.rows if r[0] == R.DATA]) == 1     # one block, 50 panes
     assert fired.hold == 99_999_999
+
+
+def test_beam_spark_plan_prints_the_streaming_chain_for_a_test_stream_pipeline(tmp_path, capsys):
+    from beam_spark_runner.cli import plan_main
+    path = tmp_path / "pipeline.pb"
+    path.write_bytes(pipeline_proto_of(_two_gbk_pipeline()).SerializeToString())
+    assert plan_main([str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "Source TestStream" in printed and "GroupByKey as transformWithState" in printed
