@@ -46,9 +46,6 @@ IN_PROCESS_ENVIRONMENTS = frozenset([
     python_urns.EMBEDDED_PYTHON_GRPC,
 ])
 
-RETRACTING = 3  # beam_runner_api_pb2.AccumulationMode value for RETRACTING
-
-STREAMING_ISSUE = "issue #5 (streaming)"
 STATE_TIMERS_ISSUE = "issue #4 (batch state, timers, SDF)"
 
 

@@ -2,6 +2,7 @@
 the source planner's offsets and steps, and one key-group of a GroupByKey."""
 import json
 import pickle
+import typing
 
 import apache_beam as beam
 import pytest
@@ -73,8 +74,10 @@ def test_a_stateful_dofn_with_side_inputs_is_rejected_in_streaming_naming_it():
             yield kv
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    side = p | "Side" >> beam.Create([1])
-    (p | TestStream().add_elements([("k", 1)])
+    # Key-value typed side input too: Beam's construction-time check that a
+    # stateful DoFn's input is key-value sometimes looks at the side input.
+    side = p | "Side" >> beam.Create([("s", 1)])
+    (p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
      | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side)))
     with pytest.raises(UnsupportedPipelineError, match="StatefulWithSide.*side inputs"):
         plan_streaming_pipeline(pipeline_proto_of(p))
