@@ -76,7 +76,6 @@ machine it says how noisy the numbers are.
 """
 import argparse
 import collections
-import datetime
 import glob
 import json
 import logging
@@ -85,7 +84,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
@@ -94,7 +92,10 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 import apache_beam as beam  # noqa: E402
-from procstat import process_table  # noqa: E402  (benchmarks/ is the script's directory)
+# Sibling modules: benchmarks/ is the script's directory.
+from procstat import CpuMeter  # noqa: E402
+from spark_progress import iso_ms, progress_listener  # noqa: E402
+from stats import percentile, weighted_percentiles  # noqa: E402
 from apache_beam.metrics import Metrics  # noqa: E402
 from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
@@ -123,79 +124,8 @@ _LEFTOVERS = []
 
 # -- statistics ------------------------------------------------------------------
 
-def percentile(values, q):
-    """Linear-interpolated percentile (q in [0, 100]) of a list; None if empty."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 def _fmt(value, spec="%.2f", unit=""):
     return "n/a" if value is None else (spec % value) + unit
-
-
-# -- CPU of this process tree vs everything else -----------------------------------
-
-def _machine_busy_ticks():
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields[:8]) - idle
-
-
-def _own_tree_ticks():
-    """{pid: utime+stime} of this process and all its living descendants
-    (the JVM, PySpark daemons and workers)."""
-    table = process_table()
-    children = collections.defaultdict(list)
-    for pid, (ppid, _) in table.items():
-        children[ppid].append(pid)
-    out, todo = {}, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        if pid in table:
-            out[pid] = table[pid][1]
-        todo.extend(children.get(pid, ()))
-    return out
-
-
-class CpuMeter:
-    """CPU seconds used by this benchmark's process tree and by every other
-    process between start() and stop(). A thread samples the tree every 0.5 s
-    so that processes ending in between (Python workers) still count."""
-    TICK = os.sysconf("SC_CLK_TCK")
-
-    def start(self):
-        self._t, self._busy = time.monotonic(), _machine_busy_ticks()
-        self._first = _own_tree_ticks()
-        self._last = dict(self._first)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample_loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        for pid, ticks in _own_tree_ticks().items():
-            if pid not in self._first and pid not in self._last:
-                self._first[pid] = 0          # new since start(): all its CPU counts
-            self._last[pid] = ticks
-
-    def _sample_loop(self):
-        while not self._stop.wait(0.5):
-            self._sample()
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-        wall = time.monotonic() - self._t
-        busy = (_machine_busy_ticks() - self._busy) / float(self.TICK)
-        own = sum(max(0, t - self._first.get(pid, 0)) for pid, t in self._last.items()) / float(self.TICK)
-        return {"wall_s": wall, "own_cpu_s": own, "other_cpu_s": max(0.0, busy - own)}
 
 
 # -- Spark session and progress events ---------------------------------------------
@@ -220,50 +150,6 @@ def start_session():
     for key in _RUNNER_CONF:
         _SESSION_CONF[key] = spark.conf.get(key, None)
     return spark
-
-
-def _progress_listener(spark):
-    """Collects every streaming query's progress events, by query id."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class Progress(StreamingQueryListener):
-        def __init__(self):
-            self.by_query = collections.defaultdict(list)
-            self.names = {}
-            self._lock = threading.Lock()
-
-        def onQueryStarted(self, event):
-            with self._lock:
-                self.names[str(event.id)] = event.name
-
-        def onQueryProgress(self, event):
-            data = json.loads(event.progress.json)
-            with self._lock:
-                self.by_query[data["id"]].append(data)
-
-        def onQueryIdle(self, event):
-            pass
-
-        def onQueryTerminated(self, event):
-            pass
-
-        def of(self, query_id):
-            with self._lock:
-                return list(self.by_query.get(str(query_id), ()))
-
-        def ids_named(self, prefix):
-            with self._lock:
-                return [i for i, n in self.names.items() if n and n.startswith(prefix)]
-
-    listener = Progress()
-    spark.streams.addListener(listener)
-    return listener
-
-
-def _iso_ms(text):
-    """Spark progress timestamps ('2026-01-01T00:00:00.000Z') -> epoch ms."""
-    dt = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
-    return dt.timestamp() * 1000.0
 
 
 # -- native Structured Streaming ----------------------------------------------------
@@ -314,7 +200,7 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
           .option("startTimestamp", int(time.time() * 1000)).option("advanceMillisPerBatch", 1000)
           .load())
     started, progress = _run_native(spark, listener, df, "native-throughput", seconds + warmup)
-    steady = [p for p in progress if _iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
+    steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in steady)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
@@ -330,7 +216,7 @@ def native_latency(spark, listener, rate, seconds, warmup):
     df = (spark.readStream.format("rate").option("rowsPerSecond", int(rate))
           .option("numPartitions", PARTITIONS).load())
     started, progress = _run_native(spark, listener, df, "native-latency", seconds + warmup)
-    steady = [p for p in progress if _iso_ms(p["timestamp"]) >= (started + warmup) * 1000]
+    steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000]
     data = [p for p in steady if p["numInputRows"]]
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in data]
     latencies = []   # (latency s, weight)
@@ -340,41 +226,22 @@ def native_latency(spark, listener, rate, seconds, warmup):
         ms_per_row = 1000.0 * (last_s - first_s) / p["numInputRows"]
         # The newest row's timestamp is creation + last_s s - one row's share;
         # rows of seconds (first_s, last_s] are spread evenly over them.
-        gen_end_ms = _iso_ms(p["eventTime"]["max"]) + ms_per_row
+        gen_end_ms = iso_ms(p["eventTime"]["max"]) + ms_per_row
         gen_start_ms = gen_end_ms - 1000.0 * (last_s - first_s)
-        out_ms = _iso_ms(p["timestamp"]) + p["durationMs"]["triggerExecution"]
+        out_ms = iso_ms(p["timestamp"]) + p["durationMs"]["triggerExecution"]
         for i in range(20):   # the batch's rows, as 20 evenly weighted quantiles
             gen = gen_start_ms + (i + 0.5) * (gen_end_ms - gen_start_ms) / 20.0
             latencies.append(((out_ms - gen) / 1000.0, p["numInputRows"] / 20.0))
-    weighted = _weighted_percentiles(latencies, (50, 99))
+    weighted = weighted_percentiles(latencies, (50, 99))
     rows = sum(p["numInputRows"] for p in steady)
-    span = ((_iso_ms(steady[-1]["timestamp"]) + steady[-1]["durationMs"]["triggerExecution"])
-            - _iso_ms(steady[0]["timestamp"])) / 1000.0 if steady else 0
+    span = ((iso_ms(steady[-1]["timestamp"]) + steady[-1]["durationMs"]["triggerExecution"])
+            - iso_ms(steady[0]["timestamp"])) / 1000.0 if steady else 0
     return {
         "batches": len(steady), "data_batches": len(data), "rows": rows,
         "rows_per_s": rows / span if span else None,
         "batch_p50_s": percentile(durations, 50), "batch_p99_s": percentile(durations, 99),
         "e2o_p50_s": weighted[50], "e2o_p99_s": weighted[99],
     }
-
-
-def _weighted_percentiles(pairs, qs):
-    pairs = sorted(pairs)
-    total = sum(w for _, w in pairs)
-    out = {q: None for q in qs}
-    if not total:
-        return out
-    cum = 0.0
-    targets = sorted(qs)
-    ti = 0
-    for value, weight in pairs:
-        cum += weight
-        while ti < len(targets) and cum >= total * targets[ti] / 100.0:
-            out[targets[ti]] = value
-            ti += 1
-    for q in targets[ti:]:
-        out[q] = pairs[-1][0]
-    return out
 
 
 # -- the Beam pipeline ------------------------------------------------------------------
@@ -858,7 +725,7 @@ def main(argv=None):
     started = time.perf_counter()
     spark = start_session()
     session_s = time.perf_counter() - started
-    listener = _progress_listener(spark)
+    listener = progress_listener(spark)
     print("SparkSession (%s) start-up: %.1f s" % (MASTER, session_s), flush=True)
 
     def attempt(name, fn, *a):

@@ -21,25 +21,12 @@ from beam_spark_runner.worker.grouping import GroupCodec
 from triggers import Retraction
 from triggers.retracting_combine import RetractionAwareCombineValuesDoFn
 from triggers.retraction_coder import RetractionAwareCoder
+from tests.unit.user_types import Point
 
 EARLY = dict(trigger=trigger.AfterWatermark(early=trigger.AfterCount(1)))
 # Beam lifts combiners under this trigger (it does not under EARLY alone,
 # whose unset late trigger fails `is_compatible_with_combiner_lifting`).
 LIFTABLE = dict(trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1)))
-
-
-class _Point:
-    def __init__(self, x):
-        self.x = x
-
-    def __eq__(self, other):
-        return type(other) is _Point and other.x == self.x
-
-    def __hash__(self):
-        return hash(self.x)
-
-    def __repr__(self):
-        return "_Point(%r)" % self.x
 
 
 def _proto(mode, build, values=(1,), windowing=EARLY):
@@ -87,7 +74,7 @@ def test_group_by_key_output_coder_carries_retractions():
 
 
 def test_unknown_value_coder_is_length_prefixed_like_the_data_channel():
-    proto = _proto(triggers.RETRACTING, lambda pc: pc | "G" >> beam.GroupByKey(), values=[_Point(1)])
+    proto = _proto(triggers.RETRACTING, lambda pc: pc | "G" >> beam.GroupByKey(), values=[Point(1)])
     new = rewrite_retracting(proto)
     assert _output_coder(new, "G") == coders.TupleCoder([coders.StrUtf8Coder(), RetractionAwareCoder(
         coders.IterableCoder(coders.LengthPrefixCoder(coders.FastPrimitivesCoder())))])
@@ -179,7 +166,7 @@ def _group_wire(values):
 
 @pytest.mark.parametrize("values", [
     [(1, 1), (2, 5), (3, 30)],                          # VarIntCoder: known to the runner
-    [(_Point(1), 1), (_Point(2), 5), (_Point(3), 30)],  # FastPrimitivesCoder: opaque to the runner
+    [(Point(1), 1), (Point(2), 5), (Point(3), 30)],  # FastPrimitivesCoder: opaque to the runner
 ], ids=["known", "opaque"])
 def test_runner_grouping_writes_retractions_the_sdk_decodes(values):
     # Sessions [1, 15) and [30, 40); in batch each fires EARLY, then its

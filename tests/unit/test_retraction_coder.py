@@ -10,19 +10,7 @@ from apache_beam.typehints import typehints
 
 from triggers import Retraction
 from triggers.retraction_coder import RetractionAwareCoder, grouped_pane_coder
-
-
-class _Point:
-    """A user type: FastPrimitivesCoder pickles it."""
-
-    def __init__(self, x):
-        self.x = x
-
-    def __eq__(self, other):
-        return type(other) is _Point and other.x == self.x
-
-    def __hash__(self):
-        return hash(self.x)
+from tests.unit.user_types import Point
 
 
 CASES = [
@@ -33,8 +21,8 @@ CASES = [
     (coders.IterableCoder(coders.VarIntCoder()), [[], [1, 2, 3]]),
     (coders.IterableCoder(coders.StrUtf8Coder()), [["a", ""], []]),
     (coders.TupleCoder([coders.StrUtf8Coder(), coders.VarIntCoder()]), [("k", 1)]),
-    (coders.FastPrimitivesCoder(), [None, 1.5, ("a", [1, {"b": 2}]), _Point(3)]),
-    (coders.LengthPrefixCoder(coders.FastPrimitivesCoder()), [_Point(1), "x"]),
+    (coders.FastPrimitivesCoder(), [None, 1.5, ("a", [1, {"b": 2}]), Point(3)]),
+    (coders.LengthPrefixCoder(coders.FastPrimitivesCoder()), [Point(1), "x"]),
 ]
 
 
@@ -123,7 +111,7 @@ def test_proto_form_is_a_pickled_python_coder_the_sdk_decodes():
     context = pipeline_context.PipelineContext()
     decoded = coders.Coder.from_runner_api(proto, context)
     assert decoded == coder
-    assert decoded.decode(coder.encode(Retraction([_Point(1)]))) == Retraction([_Point(1)])
+    assert decoded.decode(coder.encode(Retraction([Point(1)]))) == Retraction([Point(1)])
     assert pickle.loads(pickle.dumps(coder)) == coder
 
 
@@ -134,7 +122,7 @@ def test_grouped_pane_coder_writes_what_the_sdk_reads_for_opaque_values():
     v = coders.FastPrimitivesCoder()
     sdk = coders.LengthPrefixCoder(RetractionAwareCoder(coders.IterableCoder(coders.LengthPrefixCoder(v))))
     runner = grouped_pane_coder(coders.BytesCoder())
-    values = [_Point(1), "two", None]
+    values = [Point(1), "two", None]
     opaque = [v.encode(x) for x in values]
     for pane, runner_pane in [(values, opaque), (Retraction(values), Retraction(opaque))]:
         assert runner.get_impl().encode_nested(runner_pane) == sdk.get_impl().encode_nested(pane)
