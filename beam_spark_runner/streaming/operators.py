@@ -261,7 +261,7 @@ class SideInputOperator(_StageBase):
                         side.setdefault(row[1], []).append(row[4])
                     else:
                         wv = self._main_impls[row[1]].decode_nested(row[4])
-                        pending.append((row[1], row[4], seq, wv.timestamp.micros))
+                        pending.append((row[1], row[4], seq, wv.timestamp.micros, self._needs(wv)))
             elif len(item) > 2 and item[2]:
                 for dest, wm in item[2].items():
                     side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
@@ -285,21 +285,23 @@ class SideInputOperator(_StageBase):
             for key, data in state_entries(si, side.get(dest, []), self._components):
                 harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(key), data)
         by_seq = collections.defaultdict(list)
-        for dest, element, seq, _ in ready:
+        for dest, element, seq, _, _ in ready:
             by_seq[seq].append((self._input_index[dest], element))
         for seq in sorted(by_seq):
             self._emit(self.runner.process(by_seq[seq]), seq, out)
         return waiting
 
-    def _is_ready(self, pending_element, side_wm):
-        dest, element, _, _ = pending_element
-        wv = self._main_impls[dest].decode_nested(element)
-        for side_dest, _, mapping in self._sides:
-            wm = side_wm.get(side_dest, MIN_MICROS)
-            for w in wv.windows:
-                if wm <= mapping(w).max_timestamp().micros:
-                    return False
-        return True
+    def _needs(self, wv):
+        """{side dest: the latest end (micros) of the side windows this
+        element's windows map to}: it may run once each side watermark
+        passed that end. Computed once, when the element arrives."""
+        return {side_dest: max(mapping(w).max_timestamp().micros for w in wv.windows)
+                for side_dest, _, mapping in self._sides}
+
+    @staticmethod
+    def _is_ready(pending_element, side_wm):
+        needs = pending_element[4]
+        return all(side_wm.get(dest, MIN_MICROS) > end for dest, end in needs.items())
 
 
 class GroupOperator:
