@@ -242,6 +242,13 @@ def _ticks(directory, checkpoint_dir, start, run):
     return p
 
 
+def _batches(result):
+    """Micro-batches the run finished so far (the runner's progress metric)."""
+    from beam_spark_runner.streaming.progress import NAMESPACE
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name("batches"))["counters"]
+    return sum(c.committed for c in counters)
+
+
 def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     import os
     import time
@@ -254,6 +261,11 @@ def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     first = _ticks(str(out), str(checkpoint), start, "first").run()
     deadline = time.time() + 120
     while not os.listdir(out) and time.time() < deadline:
+        time.sleep(0.2)
+    # Outputs appear while their batch runs; stop only once that batch has
+    # committed (two more batches finished), or a stop would replay it all.
+    seen = _batches(first)
+    while _batches(first) < seen + 2 and time.time() < deadline:
         time.sleep(0.2)
     first.cancel()
     assert first.wait_until_finish() == PipelineState.CANCELLED
