@@ -37,6 +37,11 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--print_plan", action="store_true", default=False,
             help="Print the Spark execution plan before running.")
+        parser.add_argument(
+            "--sdk_harness_only", action="store_true", default=False,
+            help="Batch: run every stage through Beam's SDK harness, also those the "
+                 "runner would run as plain Python loops (Map/FlatMap/Filter chains "
+                 "and combiner phases).")
 
 
 def parse_spark_conf(entries):

@@ -18,16 +18,17 @@ from beam_spark_runner.translation import lifting, retracting
 _LOG = logging.getLogger(__name__)
 
 
-def plan_pipeline(pipeline_proto, drain=False):
+def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
     """Checks a pipeline proto and plans it; raises UnsupportedPipelineError.
 
     Pure planning: no Spark needed, so `beam-spark-plan` and tests can call it.
+    `plain_python=False` keeps every stage on the SDK harness.
     """
     validate_pipeline_graph(pipeline_proto)
     requirements.check_pipeline(pipeline_proto)
     pipeline_proto = _rewrite(pipeline_proto)
     context, stages = phases.create_stages(pipeline_proto, drain=drain)
-    return plan_lib.build_plan(context, stages)
+    return plan_lib.build_plan(context, stages, plain_python=plain_python)
 
 
 def plan_streaming_pipeline(pipeline_proto, drain=False):
@@ -93,7 +94,8 @@ class SparkRunner(beam_runner.PipelineRunner):
         if is_streaming(pipeline_proto, options):
             execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain)
         else:
-            execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain)
+            execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain,
+                                           plain_python=not spark_options.sdk_harness_only)
         if spark_options.print_plan:
             print(execution_plan.describe())
         return self._execute(execution_plan, spark_options, parallelism(options))

@@ -22,6 +22,7 @@ from beam_spark_runner.translation import plan as plan_lib
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
+from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.stage_runner import StageRunner
 
 def key_partition(key: bytes) -> int:
@@ -185,7 +186,10 @@ class BatchExecution:
 # -- functions shipped to executors (module level so they pickle by name) --
 
 def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc, iterator):
-    runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
+    if stage.python_spec is not None:
+        runner = PythonStageRunner(stage, stage.python_spec, components)
+    else:
+        runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         try:

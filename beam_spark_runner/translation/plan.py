@@ -6,7 +6,7 @@ protos only, so it pickles cheaply into Spark closures, and `describe()`
 prints it without running anything.
 """
 import dataclasses
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
@@ -15,6 +15,7 @@ from apache_beam.runners.worker import bundle_processor
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
+from beam_spark_runner.worker.python_stage import PythonStageSpec, plan_python_stage
 
 IMPULSE = "impulse"
 _SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
@@ -68,6 +69,9 @@ class StagePlan:
     keyed: bool                        # stateful: input partitioned by key
     rebalance: bool                    # SDF restrictions: spread over partitions
     sdk_transforms: Tuple[str, ...]    # user-facing transform names (Spark UI)
+    # Set when every transform can run as a plain Python loop (batch only):
+    # see worker/python_stage.py. None: the SDK harness runs the stage.
+    python_spec: Optional[PythonStageSpec] = None
 
     @property
     def display_name(self):
@@ -95,9 +99,10 @@ class ExecutionPlan:
         """A readable listing of the plan, stage by stage."""
         lines = []
         for i, stage in enumerate(self.stages):
-            lines.append("Stage %d: %s%s%s" % (
+            lines.append("Stage %d: %s%s%s%s" % (
                 i, stage.display_name, "  [keyed: partitioned by key]" if stage.keyed else "",
-                "  [restrictions spread over partitions]" if stage.rebalance else ""))
+                "  [restrictions spread over partitions]" if stage.rebalance else "",
+                "  [plain Python]" if stage.python_spec else ""))
             for port in stage.inputs:
                 src = port.buffer
                 if src.kind == GROUP:
@@ -129,8 +134,12 @@ def _port(transform, coder_id):
     return DataPort(transform.unique_name, BufferRef.parse(transform.spec.payload), coder_id)
 
 
-def build_plan(context, stages) -> ExecutionPlan:
-    """Turns Beam's optimized stages into an ExecutionPlan."""
+def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
+    """Turns Beam's optimized stages into an ExecutionPlan.
+
+    `plain_python`: stages made only of simple callables and combiner phases
+    run as plain Python loops (worker/python_stage.py); False keeps every
+    stage on the SDK harness."""
     components = context.components
     data_coders = context.data_channel_coders
     safe = context.safe_coders
@@ -182,6 +191,9 @@ def build_plan(context, stages) -> ExecutionPlan:
             keyed=stage.is_stateful(),
             rebalance=any(t.spec.urn == _SDF_PROCESS_URN for t in stage.transforms),
             sdk_transforms=tuple(names),
+            python_spec=(plan_python_stage(descriptor, [p.transform_id for p in inputs],
+                                           [p.transform_id for p in outputs])
+                         if plain_python and not side_inputs and not stage.timers else None),
         ))
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
 
