@@ -42,6 +42,10 @@ class SparkRunnerOptions(PipelineOptions):
             help="Batch: run every stage through Beam's SDK harness, also those the "
                  "runner would run as plain Python loops (Map/FlatMap/Filter chains "
                  "and combiner phases).")
+        parser.add_argument(
+            "--beam_io_only", action="store_true", default=False,
+            help="Batch: keep Beam's own expansions of ReadFromText and of file writes "
+                 "instead of the runner's Spark-native ones.")
 
 
 def parse_spark_conf(entries):

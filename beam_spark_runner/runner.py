@@ -13,7 +13,7 @@ from apache_beam.transforms import environments
 from beam_spark_runner.options import SparkRunnerOptions, parallelism
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
-from beam_spark_runner.translation import lifting, retracting
+from beam_spark_runner.translation import lifting, native_io, retracting
 
 _LOG = logging.getLogger(__name__)
 
@@ -86,6 +86,9 @@ class SparkRunner(beam_runner.PipelineRunner):
         debug.experiments = experiments
         pipeline.visit(group_by_key_input_visitor(
             not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders))
+        spark_options = options.view_as(SparkRunnerOptions)
+        if not (options.view_as(pipeline_options.StandardOptions).streaming or spark_options.beam_io_only):
+            native_io.apply_native_io(pipeline)
         return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):

@@ -18,8 +18,10 @@ from pyspark import StorageLevel
 from beam_spark_runner.execution import metrics as spark_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
+from beam_spark_runner.execution.native_io import NATIVE_STAGES
 from beam_spark_runner.translation import plan as plan_lib
 from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
 from beam_spark_runner.worker.python_stage import PythonStageRunner
@@ -53,7 +55,7 @@ class BatchExecution:
         self._cancelled.set()
         self.sc.cancelJobGroup(self.job_group)
 
-    def _check_not_cancelled(self):
+    def check_not_cancelled(self):
         if self._cancelled.is_set():
             raise RunCancelled("the pipeline was cancelled")
 
@@ -69,7 +71,7 @@ class BatchExecution:
                 if not self._register_outputs(stage, stage_rdd):
                     leaves.append((stage, stage_rdd))
             for stage, rdd in leaves:
-                self._check_not_cancelled()
+                self.check_not_cancelled()
                 self.sc.setJobDescription("Beam: %s" % stage.display_name)
                 with spark_call_site(self.sc, stage.display_name):
                     rdd.count()
@@ -83,9 +85,11 @@ class BatchExecution:
         return spark_metrics.by_stage(self.metrics.value)
 
     def _stage_rdd(self, stage):
+        if stage.native is not None:
+            return NATIVE_STAGES[stage.native.urn](self, stage)
         side_entries = self._side_input_entries(stage)
         with spark_call_site(self.sc, stage.display_name):
-            inputs = self._input_rdd(stage)
+            inputs = self.input_rdd(stage)
             run = functools.partial(
                 _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
                 self.metrics, self.warnings)
@@ -108,7 +112,7 @@ class BatchExecution:
             self._written.setdefault(port.buffer, []).append(out)
         return True
 
-    def _input_rdd(self, stage):
+    def input_rdd(self, stage):
         tagged = []
         for index, port in enumerate(stage.inputs):
             rdd = self._buffer_rdd(port)
@@ -165,7 +169,7 @@ class BatchExecution:
             return None
         entries = []
         for si in stage.side_inputs:
-            self._check_not_cancelled()
+            self.check_not_cancelled()
             name = "side input %s of %s" % (si.tag, si.transform_id)
             self.sc.setJobDescription("Beam: %s" % name)
             with spark_call_site(self.sc, name):
@@ -190,7 +194,7 @@ def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics,
         runner = PythonStageRunner(stage, stage.python_spec, components)
     else:
         runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, bulk_data_gc():
         warnings.simplefilter("default")
         try:
             yield from runner.run(iterator, bundle_bytes)

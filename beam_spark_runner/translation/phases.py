@@ -10,11 +10,13 @@ import copy
 from apache_beam.portability import common_urns
 from apache_beam.runners.portability.fn_api_runner import translations
 
+from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+
 # Transforms the runner (Spark) executes itself rather than the SDK harness.
 RUNNER_URNS = frozenset([
     common_urns.primitives.FLATTEN.urn,
     common_urns.primitives.GROUP_BY_KEY.urn,
-])
+]) | NATIVE_IO_URNS
 
 BATCH_PHASES = (
     translations.annotate_downstream_side_inputs,
@@ -39,7 +41,7 @@ BATCH_PHASES = (
 
 # Streaming: TestStream is a runner-side source (the micro-batch reader), so
 # it must not be fused into an SDK stage.
-STREAMING_RUNNER_URNS = RUNNER_URNS | {common_urns.primitives.TEST_STREAM.urn}
+STREAMING_RUNNER_URNS = (RUNNER_URNS - NATIVE_IO_URNS) | {common_urns.primitives.TEST_STREAM.urn}
 
 
 def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):

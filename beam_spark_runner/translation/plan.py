@@ -14,6 +14,7 @@ from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.worker import bundle_processor
 from apache_beam.utils import proto_utils
 
+from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
 from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
 from beam_spark_runner.worker.python_stage import PythonStageSpec, plan_python_stage
 
@@ -58,6 +59,14 @@ class SideInputPlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class NativeTransform:
+    """A transform Spark runs itself (translation/native_io.py)."""
+    transform_id: str
+    urn: str
+    payload: bytes
+
+
+@dataclasses.dataclass(frozen=True)
 class StagePlan:
     """One fused stage: run by the SDK harness over Spark partitions."""
     name: str
@@ -72,6 +81,8 @@ class StagePlan:
     # Set when every transform can run as a plain Python loop (batch only):
     # see worker/python_stage.py. None: the SDK harness runs the stage.
     python_spec: Optional[PythonStageSpec] = None
+    # Set for a stage holding a runner-native read or write (no SDK code).
+    native: Optional[NativeTransform] = None
 
     @property
     def display_name(self):
@@ -102,7 +113,8 @@ class ExecutionPlan:
             lines.append("Stage %d: %s%s%s%s" % (
                 i, stage.display_name, "  [keyed: partitioned by key]" if stage.keyed else "",
                 "  [restrictions spread over partitions]" if stage.rebalance else "",
-                "  [plain Python]" if stage.python_spec else ""))
+                "  [plain Python]" if stage.python_spec else
+                "  [run by Spark]" if stage.native else ""))
             for port in stage.inputs:
                 src = port.buffer
                 if src.kind == GROUP:
@@ -148,6 +160,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
     for index, stage in enumerate(stages):
         inputs, outputs, side_inputs, names = [], [], [], []
         transforms = {}
+        native = None
         for t in stage.transforms:
             t = _copy(t)
             if t.spec.urn == bundle_processor.DATA_INPUT_URN:
@@ -164,6 +177,8 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
             else:
                 names.append(t.unique_name)
+                if t.spec.urn in NATIVE_IO_URNS:
+                    native = NativeTransform(t.unique_name, t.spec.urn, t.spec.payload)
                 if t.spec.urn in translations.PAR_DO_URNS:
                     payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)
                     for tag, si in payload.side_inputs.items():
@@ -193,7 +208,9 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
             sdk_transforms=tuple(names),
             python_spec=(plan_python_stage(descriptor, [p.transform_id for p in inputs],
                                            [p.transform_id for p in outputs])
-                         if plain_python and not side_inputs and not stage.timers else None),
+                         if plain_python and not side_inputs and not stage.timers
+                         and native is None else None),
+            native=native,
         ))
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
 
@@ -220,6 +237,6 @@ def _copy(transform):
 
 
 __all__ = [
-    "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "GroupPlan",
+    "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "NativeTransform", "GroupPlan",
     "ExecutionPlan", "build_plan", "IMPULSE", "MATERIALIZE", "GROUP",
 ]

@@ -8,6 +8,8 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.utils import proto_utils
 
+from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+
 
 class UnsupportedPipelineError(ValueError):
     """The pipeline uses something this runner cannot run; nothing was run."""
@@ -77,6 +79,10 @@ def check_transforms(pipeline, streaming=False):
             continue
         if urn == _P.TEST_STREAM.urn:
             errors.append("%s: TestStream (%s) needs a streaming run: pass --streaming" % (name, urn))
+        elif urn in NATIVE_IO_URNS and streaming:
+            errors.append("%s: %s is a batch-only runner transform" % (name, urn))
+        elif urn in NATIVE_IO_URNS:
+            continue
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
         elif urn in translations.PAR_DO_URNS:

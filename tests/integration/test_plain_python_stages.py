@@ -26,7 +26,7 @@ def _pipeline(harness_only):
 def _executed_by(_):
     """Which executor is calling user code, from the call stack."""
     files = [frame.filename for frame in traceback.extract_stack()]
-    if any(f.endswith("python_stage.py") for f in files):
+    if any(f.endswith("python_steps.py") for f in files):
         return "plain"
     if any(f.endswith("bundle_processor.py") for f in files):
         return "harness"

@@ -1,0 +1,346 @@
+"""The steps of a plain-Python stage, each over runs (see runs.py).
+
+Each step mirrors what Beam's SDK harness does for the same transform:
+- ParDo of a `CallableWrapperDoFn` (Map, FlatMap, Filter, MapTuple, ...):
+  outputs keep the input's timestamp, windows and pane, except a
+  `TimestampedValue` (re-windowed with the input's WindowFn), a
+  `WindowedValue` (taken as is) and a `TaggedOutput` (routed by tag; a tag
+  the transform does not declare is dropped), as `common._OutputHandler`
+  does; a callable taking a WindowParam is called once per window;
+- lifted pre-combine: one accumulator per (window, key) fed with the
+  CombineFn's own `add_inputs`, compacted on output, the table bounded as in
+  Beam's `PGBKCVOperation`;
+- merge / extract / convert / grouped-values: `PhasedCombineFnExecutor`.
+"""
+import collections
+import traceback
+
+from apache_beam.internal import pickler
+from apache_beam.portability import python_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners import common as runners_common
+from apache_beam.transforms import core, window
+from apache_beam.transforms.combiners import PhasedCombineFnExecutor, curry_combine_fn
+from apache_beam.transforms.window import TimestampedValue
+from apache_beam.utils import proto_utils
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+PARDO = "pardo"
+PRECOMBINE = "precombine"
+# Any DoFn parameter default (ElementParam, TimestampParam, StateParam(...), ...)
+# is an instance of this class.
+_DOFN_PARAM_TYPE = type(core.DoFn.ElementParam)
+# DoFn parameters the plain path fills from the run's metadata.
+_ELEMENT_PARAMS = (
+    (core.DoFn.TimestampParam, "timestamp"),
+    (core.DoFn.WindowParam, "window"),
+    (core.DoFn.PaneInfoParam, "pane"),
+)
+# Outputs the harness treats specially (common._OutputHandler).
+_SPECIAL_OUTPUTS = (core.pvalue.TaggedOutput, WindowedValue, TimestampedValue)
+# Output types that are certainly not special: checked in C over a run.
+_PLAIN_TYPES = frozenset([str, bytes, int, float, bool, tuple, list, dict, set, frozenset, type(None)])
+# Beam's PGBKCVOperation bounds its table the same way.
+MAX_PRECOMBINE_KEYS = 100 * 1000
+_GLOBAL = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
+
+
+def _single_output_wrappers():
+    """Code objects of the wrappers Map and MapTuple put around the user's
+    callable, each with how to call the callable for one output. Matching
+    the code object (not a name) makes the unwrapping exact."""
+    def code(transform):
+        return transform.fn._fn.__code__
+    return {
+        code(core.Map(len)): lambda fn, args, kwargs: fn,                          # [fn(x)]
+        code(core.Map(lambda x, y: x, 0)): lambda fn, args, kwargs: (
+            lambda x, **params: fn(x, *args, **kwargs, **params)),                 # [fn(x, *a, **kw)]
+        code(core.MapTuple(lambda a, b: a)): lambda fn, args, kwargs: (lambda x: fn(*x)),
+        code(core.MapTuple(lambda a, b=0: a, 0)): lambda fn, args, kwargs: (
+            lambda x, **params: fn(*(tuple(x) + args), **kwargs, **params)),
+    }
+
+
+_SINGLE_OUTPUT_WRAPPERS = _single_output_wrappers()
+
+
+class PlainCallable:
+    """A ParDo's callable as the plain path calls it."""
+
+    def __init__(self, process, args, kwargs, params):
+        self.process = process      # returns an iterable of outputs
+        self.args = args
+        self.kwargs = kwargs
+        self.params = params        # keyword -> 'timestamp' | 'window' | 'pane'
+        self.single = None          # returns exactly one output, when known
+        unwrap = _SINGLE_OUTPUT_WRAPPERS.get(getattr(process, "__code__", None))
+        if unwrap is not None and process.__closure__:
+            cells = dict(zip(process.__code__.co_freevars, process.__closure__))
+            self.single = unwrap(cells["fn"].cell_contents, args, kwargs)
+
+
+def plain_callable(transform):
+    """The PlainCallable of a ParDo the plain path can run, else None."""
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+    if (payload.side_inputs or payload.state_specs or payload.timer_family_specs
+            or payload.restriction_coder_id or payload.requests_finalization
+            or payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO):
+        return None
+    try:
+        dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
+    except Exception:  # e.g. planning a proto from another process: use the harness
+        return None
+    # Exactly Map/FlatMap/Filter/MapTuple/FlatMapTuple's wrapper: a subclass
+    # could add start_bundle, setup, ... which only the harness honours.
+    if type(dofn) is not core.CallableWrapperDoFn:
+        return None
+    try:
+        method = runners_common.DoFnSignature(dofn).process_method
+    except Exception:
+        return None
+    if any(isinstance(a, _DOFN_PARAM_TYPE) for a in list(args) + list(kwargs.values())):
+        return None
+    params = {}
+    defaults = list(method.defaults)
+    names = method.args[len(method.args) - len(defaults):] if defaults else []
+    for name, default in zip(names, defaults):
+        if not isinstance(default, _DOFN_PARAM_TYPE):
+            continue
+        kind = next((k for param, k in _ELEMENT_PARAMS if param == default), None)
+        if kind is None:
+            return None
+        params[name] = kind
+    if params and (args or kwargs):
+        return None   # the harness interleaves placeholders and extra arguments
+    return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
+
+
+class StepFailed(RuntimeError):
+    """User code of a step raised; the message carries its traceback."""
+
+
+class Step:
+    """Base of the executors: `process(runs)` and `finish()` return
+    [(output pcollection, runs)]."""
+
+    def __init__(self, spec, scoped):
+        self.spec = spec
+        self._scoped = scoped
+        # The harness's rule (operations.DoOperation): the main output is the
+        # only output, else the one tagged 'None'.
+        self._tags = dict(spec.outputs)
+        if len(spec.outputs) == 1:
+            self._main = spec.outputs[0][1]
+        else:
+            self._main = self._tags.get("None")
+
+    def setup(self):
+        pass
+
+    def finish(self):
+        return ()
+
+    def teardown(self):
+        pass
+
+    def _failed(self):
+        return StepFailed("%s\n[while running %r]" % (traceback.format_exc().rstrip(), self.spec.name))
+
+
+class ParDoStep(Step):
+    def __init__(self, spec, plain, windowfn, scoped):
+        super().__init__(spec, scoped)
+        self._plain = plain
+        self._per_window = "window" in plain.params.values()
+        self._windowfn = windowfn
+
+    def process(self, runs):
+        outputs = collections.defaultdict(list)
+        with self._scoped:
+            try:
+                for template, values in runs:
+                    if self._per_window and len(template.windows) != 1:
+                        # As DoFnRunner: once per window, without the pane.
+                        for w in template.windows:
+                            self._run(WindowedValue(None, template.timestamp, (w,)), values, outputs)
+                    else:
+                        self._run(template, values, outputs)
+            except StepFailed:
+                raise
+            except Exception:
+                raise self._failed() from None
+        return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
+
+    def _run(self, template, values, outputs):
+        plain = self._plain
+        if plain.params:
+            bound = {name: (template.timestamp if kind == "timestamp" else
+                            template.windows[0] if kind == "window" else template.pane_info)
+                     for name, kind in plain.params.items()}
+        else:
+            bound = None
+        if plain.single is not None:
+            single = plain.single
+            results = [single(v, **bound) for v in values] if bound else [single(v) for v in values]
+        else:
+            results = []
+            extend = results.extend
+            process, args, kwargs = plain.process, plain.args, plain.kwargs
+            for v in values:
+                if bound:
+                    out = process(v, **bound)
+                elif args or kwargs:
+                    out = process(v, *args, **kwargs)
+                else:
+                    out = process(v)
+                if out is not None:
+                    extend(out)
+        if not results:
+            return
+        if _PLAIN_TYPES.issuperset(map(type, results)):
+            outputs[self._main].append((template, results))
+            return
+        self._split_special(template, results, outputs)
+
+    def _split_special(self, template, results, outputs):
+        """Routes TaggedOutput / TimestampedValue / WindowedValue outputs as
+        common._OutputHandler does; plain outputs keep the template."""
+        plain = []
+        for r in results:
+            if not isinstance(r, _SPECIAL_OUTPUTS):
+                plain.append(r)
+                continue
+            tag = None
+            if isinstance(r, core.pvalue.TaggedOutput):
+                tag = r.tag
+                if not isinstance(tag, str):
+                    raise TypeError("In %s, tag %s is not a string" % (self.spec.name, tag))
+                r = r.value
+            if isinstance(r, WindowedValue):
+                wv = r
+                if len(template.windows) != 1:
+                    wv.windows *= len(template.windows)
+            elif isinstance(r, TimestampedValue):
+                assign = window.WindowFn.AssignContext(r.timestamp, r.value)
+                wv = WindowedValue(r.value, r.timestamp, self._windowfn.assign(assign))
+                if len(template.windows) != 1:
+                    wv.windows *= len(template.windows)
+            else:
+                wv = template.with_value(r)
+            target = self._main if tag is None else self._tags.get(tag)
+            outputs[target].append((wv, [wv.value]))
+        if plain:
+            outputs[self._main].append((template, plain))
+
+
+class PrecombineStep(Step):
+    """Beam's lifted pre-combine over runs."""
+
+    def __init__(self, spec, combine_fn, windowing, scoped):
+        super().__init__(spec, scoped)
+        self._fn = curry_combine_fn(combine_fn, [], {})
+        self._default_windowing = windowing.is_default()
+        tsc = windowing.timestamp_combiner
+        self._timestamp_combiner = (
+            None if tsc == window.TimestampCombiner.OUTPUT_AT_EOW
+            else window.TimestampCombiner.get_impl(tsc, windowing.windowfn))
+        self._compact = (None if type(self._fn).compact is core.CombineFn.compact
+                         else self._fn.compact)
+        self._table = {}
+
+    def setup(self):
+        with self._scoped:
+            self._fn.setup()
+
+    def process(self, runs):
+        batch = collections.defaultdict(list)
+        timestamps = {}
+        combine_ts = self._timestamp_combiner
+        for template, values in runs:
+            if self._default_windowing:
+                for key, value in values:
+                    batch[key].append(value)
+                continue
+            for w in template.windows:
+                for key, value in values:
+                    batch[(w, key)].append(value)
+                if combine_ts is not None:
+                    for key, _ in values:
+                        prev = timestamps.get((w, key))
+                        timestamps[(w, key)] = (template.timestamp if prev is None
+                                                else combine_ts.combine(prev, template.timestamp))
+        out = []
+        table, fn = self._table, self._fn
+        with self._scoped:
+            try:
+                for wkey, vals in batch.items():
+                    entry = table.get(wkey)
+                    if entry is None:
+                        if len(table) >= MAX_PRECOMBINE_KEYS:
+                            out.extend(self._evict())
+                        entry = table[wkey] = [fn.create_accumulator(), None]
+                    entry[0] = fn.add_inputs(entry[0], vals)
+                    if wkey in timestamps:
+                        ts = timestamps[wkey]
+                        entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)
+            except Exception:
+                raise self._failed() from None
+        return [(self._main, out)] if out else []
+
+    def _evict(self):
+        """Outputs and forgets the oldest tenth of the table, as Beam does."""
+        keys = [k for k, _ in zip(self._table, range(max(1, len(self._table) // 10)))]
+        return [self._output(k, *self._table.pop(k)) for k in keys]
+
+    def finish(self):
+        with self._scoped:
+            try:
+                out = [self._output(k, acc, ts) for k, (acc, ts) in self._table.items()]
+            except Exception:
+                raise self._failed() from None
+        self._table = {}
+        if not out:
+            return []
+        if self._default_windowing:   # one run: every output is globally windowed
+            return [(self._main, [(_GLOBAL, [value for _, [value] in out])])]
+        return [(self._main, out)]
+
+    def _output(self, wkey, accumulator, timestamp):
+        """A run of one (key, accumulator) in its window."""
+        value = accumulator if self._compact is None else self._compact(accumulator)
+        if self._default_windowing:
+            return _GLOBAL, [(wkey, value)]
+        w, key = wkey
+        if self._timestamp_combiner is None or timestamp is None:
+            timestamp = w.max_timestamp()
+        return WindowedValue(None, timestamp, (w,)), [(key, value)]
+
+    def teardown(self):
+        with self._scoped:
+            self._fn.teardown()
+
+
+class CombinePhaseStep(Step):
+    """Merge / extract / convert / grouped-values: one call per element."""
+
+    def __init__(self, spec, combine_fn, scoped):
+        super().__init__(spec, scoped)
+        self._executor = PhasedCombineFnExecutor(spec.kind, combine_fn, [], {})
+
+    def setup(self):
+        with self._scoped:
+            self._executor.combine_fn.setup()
+
+    def process(self, runs):
+        apply = self._executor.apply
+        with self._scoped:
+            try:
+                out = [(template, [(k, apply(v)) for k, v in values]) for template, values in runs]
+            except Exception:
+                raise self._failed() from None
+        return [(self._main, out)]
+
+    def teardown(self):
+        with self._scoped:
+            self._executor.combine_fn.teardown()

@@ -1,0 +1,91 @@
+"""Runs: elements that share timestamp, windows and pane, kept as plain values.
+
+Within a bundle, consecutive elements nearly always share their windowing
+metadata (one source, one window). A run is `(template, values)`: a
+WindowedValue holding the shared metadata (its own value unused) and the
+list of element values. Stages built of simple callables then work on plain
+value lists, as hand-written PySpark does, instead of one WindowedValue
+object per element per step.
+
+`RunCodec` reads and writes the same bytes as Beam's WindowedValueCoder: an
+element is `header + value` where the header (timestamp, windows, pane)
+does not depend on the value, so a run's header is encoded once and compared
+byte-wise while decoding.
+"""
+from apache_beam.coders import coders
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+
+
+def windowed_values(runs):
+    """The runs as a list of WindowedValues."""
+    return [template.with_value(v) for template, values in runs for v in values]
+
+
+def count(runs):
+    return sum(len(values) for _, values in runs)
+
+
+class RunCodec:
+    """Blocks written with one (windowed) data-channel coder <-> runs."""
+
+    def __init__(self, coder):
+        self._impl = coder.get_impl()
+        # Exactly WindowedValueCoder: subclasses (ParamWindowedValueCoder)
+        # encode differently; they take the element-by-element path.
+        self._split = type(coder) is coders.WindowedValueCoder
+        if self._split:
+            value_impl = coder.wrapped_value_coder.get_impl()
+            self._value_decode = value_impl.decode_from_stream
+            self._value_encode = value_impl.encode_to_stream
+            # The header with an empty bytes value encodes as header + b"\x00".
+            self._header_with_empty = coders.WindowedValueCoder(
+                coders.BytesCoder(), coder.window_coder).get_impl().encode_nested
+
+    def _header(self, template):
+        return self._header_with_empty(template.with_value(b""))[:-1]
+
+    def decode(self, block):
+        """The runs of a block of nested-encoded windowed values."""
+        stream = create_InputStream(block)
+        decode = self._impl.decode_from_stream
+        runs = []
+        if not self._split:
+            while stream.size() > 0:
+                wv = decode(stream, True)
+                runs.append((wv, [wv.value]))
+            return runs
+        value_decode = self._value_decode
+        size_left, skip, startswith = stream.size, stream.read, block.startswith
+        total = len(block)
+        header, size, append = b"", 0, None
+        remaining = size_left()
+        while remaining:
+            if size and startswith(header, total - remaining):
+                skip(size)
+                append(value_decode(stream, True))
+            else:
+                wv = decode(stream, True)
+                values = [wv.value]
+                runs.append((wv, values))
+                append = values.append
+                header = self._header(wv)
+                size = len(header)
+            remaining = size_left()
+        return runs
+
+    def encode(self, runs):
+        """One block holding every element of `runs`."""
+        stream = create_OutputStream()
+        if not self._split:
+            encode = self._impl.encode_to_stream
+            for template, values in runs:
+                for v in values:
+                    encode(template.with_value(v), stream, True)
+            return stream.get()
+        value_encode, write = self._value_encode, stream.write
+        for template, values in runs:
+            header = self._header(template)
+            for v in values:
+                write(header)
+                value_encode(v, stream, True)
+        return stream.get()
