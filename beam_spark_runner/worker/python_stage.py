@@ -167,7 +167,11 @@ class PythonStageRunner:
             raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, e)) from None
 
     def _run(self, tagged_blocks):
-        self._sampler.start()
+        # The sampler is only the current tracker (user metrics find their
+        # transform's container through it); its sampling thread is not
+        # started: we report no msec counters.
+        previous = statesampler.get_current_tracker()
+        statesampler.set_current_tracker(self._sampler)
         try:
             for step in self._steps.values():
                 step.setup()
@@ -181,7 +185,7 @@ class PythonStageRunner:
             for step in self._steps.values():
                 step.teardown()
         finally:
-            self._sampler.stop()
+            statesampler.set_current_tracker(previous)
 
     def _emit(self, pcoll, runs):
         """Feeds `runs` of `pcoll` to its data outputs and consumers, depth first."""

@@ -43,6 +43,8 @@ _SPECIAL_OUTPUTS = (core.pvalue.TaggedOutput, WindowedValue, TimestampedValue)
 _PLAIN_TYPES = frozenset([str, bytes, int, float, bool, tuple, list, dict, set, frozenset, type(None)])
 # Beam's PGBKCVOperation bounds its table the same way.
 MAX_PRECOMBINE_KEYS = 100 * 1000
+# Values buffered per key before they are added to the accumulators.
+PRECOMBINE_BUFFER = 1 << 19
 _GLOBAL = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
 
 
@@ -248,16 +250,22 @@ class PrecombineStep(Step):
         self._compact = (None if type(self._fn).compact is core.CombineFn.compact
                          else self._fn.compact)
         self._table = {}
+        self._buffer = collections.defaultdict(list)
+        self._timestamps = {}
+        self._buffered = 0
 
     def setup(self):
         with self._scoped:
             self._fn.setup()
 
     def process(self, runs):
-        batch = collections.defaultdict(list)
-        timestamps = {}
+        """Buffers values per (window, key); folds them into accumulators
+        once PRECOMBINE_BUFFER values are buffered, so that `add_inputs` is
+        called once per key per fold rather than once per key per block."""
+        batch, timestamps = self._buffer, self._timestamps
         combine_ts = self._timestamp_combiner
         for template, values in runs:
+            self._buffered += len(values) * len(template.windows)
             if self._default_windowing:
                 for key, value in values:
                     batch[key].append(value)
@@ -270,8 +278,18 @@ class PrecombineStep(Step):
                         prev = timestamps.get((w, key))
                         timestamps[(w, key)] = (template.timestamp if prev is None
                                                 else combine_ts.combine(prev, template.timestamp))
+        if self._buffered < PRECOMBINE_BUFFER:
+            return []
+        out = self._fold()
+        return [(self._main, out)] if out else []
+
+    def _fold(self):
+        """Adds the buffered values to the table; returns evicted runs."""
+        batch, timestamps = self._buffer, self._timestamps
+        self._buffer, self._timestamps = collections.defaultdict(list), {}
+        self._buffered = 0
         out = []
-        table, fn = self._table, self._fn
+        table, fn, combine_ts = self._table, self._fn, self._timestamp_combiner
         with self._scoped:
             try:
                 for wkey, vals in batch.items():
@@ -286,7 +304,7 @@ class PrecombineStep(Step):
                         entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)
             except Exception:
                 raise self._failed() from None
-        return [(self._main, out)] if out else []
+        return out
 
     def _evict(self):
         """Outputs and forgets the oldest tenth of the table, as Beam does."""
@@ -294,9 +312,10 @@ class PrecombineStep(Step):
         return [self._output(k, *self._table.pop(k)) for k in keys]
 
     def finish(self):
+        evicted = self._fold()
         with self._scoped:
             try:
-                out = [self._output(k, acc, ts) for k, (acc, ts) in self._table.items()]
+                out = evicted + [self._output(k, acc, ts) for k, (acc, ts) in self._table.items()]
             except Exception:
                 raise self._failed() from None
         self._table = {}
