@@ -96,6 +96,19 @@ class BatchExecution:
             rdd = inputs.mapPartitions(run, preservesPartitioning=True)
             return name_rdd(rdd, stage.display_name)
 
+    def feeds_plain_stage_in_process(self, stage):
+        """True if `stage` has one output, read by exactly one plain-Python
+        stage with no other input: Spark then runs both in one task and the
+        blocks may stay Python objects (runs.DecodedBlock)."""
+        if len(stage.outputs) != 1:
+            return False
+        buffer = stage.outputs[0].buffer
+        if buffer.kind != plan_lib.MATERIALIZE or self._uses.get(buffer, 0) != 1:
+            return False
+        readers = [s for s in self.plan.stages if any(p.buffer == buffer for p in s.inputs)]
+        return (len(readers) == 1 and readers[0].python_spec is not None and len(readers[0].inputs) == 1
+                and not readers[0].keyed and not readers[0].rebalance)
+
     def _register_outputs(self, stage, stage_rdd):
         """Records each output buffer's RDD; False if nothing reads them."""
         uses = sum(self._uses.get(port.buffer, 0) for port in stage.outputs)

@@ -20,6 +20,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.native_io import READ_TEXT_URN, WRITE_FILES_URN, decode_payload
 from beam_spark_runner.worker import context, files
+from beam_spark_runner.worker.runs import DecodedBlock
 
 BLOCK_ELEMENTS = 8192
 _GLOBAL = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
@@ -32,21 +33,30 @@ def read_text_rdd(execution, stage):
     if not partitions:
         return sc.emptyRDD()
     ports = [(i, p.coder_id) for i, p in enumerate(stage.outputs)]
-    read = functools.partial(_read_text_partition, config, execution.plan.components, ports)
+    read = functools.partial(_read_text_partition, config, execution.plan.components, ports,
+                             execution.feeds_plain_stage_in_process(stage))
     return sc.parallelize(partitions, len(partitions)).mapPartitions(read)
 
 
-def _read_text_partition(config, components, ports, partitions):
+def _read_text_partition(config, components, ports, in_process, partitions):
+    """Blocks of lines; as DecodedBlocks when the only reader is a plain
+    Python stage in the same task (no encoding, see runs.DecodedBlock)."""
     impls = [(i, context.coder_impl(components, coder_id)) for i, coder_id in ports]
     for ranges in partitions:
         batch = []
         for value in files.read_text_ranges(config, ranges):
             batch.append(value)
             if len(batch) >= BLOCK_ELEMENTS:
-                yield from _blocks(impls, batch, _GLOBAL)
+                yield from _read_blocks(impls, batch, in_process)
                 batch = []
         if batch:
-            yield from _blocks(impls, batch, _GLOBAL)
+            yield from _read_blocks(impls, batch, in_process)
+
+
+def _read_blocks(impls, values, in_process):
+    if in_process:
+        return [(impls[0][0], DecodedBlock([(_GLOBAL, values)]))]
+    return _blocks(impls, values, _GLOBAL)
 
 
 def _blocks(impls, values, template):

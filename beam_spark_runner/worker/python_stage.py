@@ -52,6 +52,11 @@ _PAR_DO_URN = common_urns.primitives.PAR_DO.urn
 _ELEMENT_COUNT = monitoring_infos.ELEMENT_COUNT_URN
 # Output blocks are cut once this many elements are pending for an output.
 FLUSH_ELEMENTS = 8192
+# Steps see at most this many values at a time: small enough that a step's
+# output stays in the CPU caches (measured on word count: 8192-line chunks
+# took 1.5x the time of 256-line ones), large enough to amortize the per-call
+# work of each step.
+CHUNK_ELEMENTS = 512
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +181,9 @@ class PythonStageRunner:
             for step in self._steps.values():
                 step.setup()
             for index, block in tagged_blocks:
-                self._emit(self.spec.input_pcolls[index], self._input_codecs[index].decode(block))
+                runs = (block.runs if isinstance(block, runs_lib.DecodedBlock)
+                        else self._input_codecs[index].decode(block))
+                self._emit(self.spec.input_pcolls[index], runs)
                 yield from self._flush(FLUSH_ELEMENTS)
             for spec in self.spec.steps:
                 for pcoll, runs in self._steps[spec.transform_id].finish():
@@ -188,15 +195,20 @@ class PythonStageRunner:
             statesampler.set_current_tracker(previous)
 
     def _emit(self, pcoll, runs):
-        """Feeds `runs` of `pcoll` to its data outputs and consumers, depth first."""
+        """Feeds `runs` of `pcoll` to its data outputs and consumers, depth
+        first, in chunks of at most CHUNK_ELEMENTS values."""
         if not runs:
             return
         self._counts[pcoll] += runs_lib.count(runs)
         for index, codec in self._output_codecs.get(pcoll, ()):
             self._pending.setdefault(index, (codec, []))[1].extend(runs)
-        for spec in self._consumers.get(pcoll, ()):
-            for out_pcoll, out_runs in self._steps[spec.transform_id].process(runs):
-                self._emit(out_pcoll, out_runs)
+        consumers = self._consumers.get(pcoll)
+        if not consumers:
+            return
+        for chunk in runs_lib.chunks(runs, CHUNK_ELEMENTS):
+            for spec in consumers:
+                for out_pcoll, out_runs in self._steps[spec.transform_id].process(chunk):
+                    self._emit(out_pcoll, out_runs)
 
     def _flush(self, min_elements):
         """Yields encoded blocks of pending outputs (all when min is 0)."""

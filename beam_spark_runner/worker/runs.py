@@ -16,9 +16,40 @@ from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 
 
+class DecodedBlock:
+    """Runs handed from one step of a Spark task to the next as Python
+    objects, where both ends run in the same worker and nothing else reads
+    them (no encoding at all). Picklable, should Spark move it anyway."""
+    __slots__ = ("runs",)
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def __reduce__(self):
+        return DecodedBlock, (self.runs,)
+
+
 def windowed_values(runs):
     """The runs as a list of WindowedValues."""
     return [template.with_value(v) for template, values in runs for v in values]
+
+
+def chunks(runs, size):
+    """The runs cut into lists of runs holding at most `size` values each."""
+    chunk, held = [], 0
+    for template, values in runs:
+        start = 0
+        while start < len(values):
+            take = min(size - held, len(values) - start)
+            part = values if (start == 0 and take == len(values)) else values[start:start + take]
+            chunk.append((template, part))
+            held += take
+            start += take
+            if held >= size:
+                yield chunk
+                chunk, held = [], 0
+    if chunk:
+        yield chunk
 
 
 def count(runs):
