@@ -36,7 +36,8 @@ from apache_beam.utils.counters import Counter, CounterName
 
 from beam_spark_runner.worker import context, runs as runs_lib
 from beam_spark_runner.worker.python_steps import (
-    PARDO, PRECOMBINE, CombinePhaseStep, ParDoStep, PrecombineStep, StepFailed, plain_callable)
+    ASSIGN_WINDOWS, PARDO, PRECOMBINE, AssignWindowsStep, CombinePhaseStep, ParDoStep, PrecombineStep,
+    StepFailed, plain_callable)
 from beam_spark_runner.worker.stage_runner import StageFailed
 
 _COMBINE = common_urns.combine_components
@@ -49,6 +50,7 @@ _COMBINE_PHASES = {
 }
 _PRECOMBINE_URN = _COMBINE.COMBINE_PER_KEY_PRECOMBINE.urn
 _PAR_DO_URN = common_urns.primitives.PAR_DO.urn
+_ASSIGN_WINDOWS_URN = common_urns.primitives.ASSIGN_WINDOWS.urn
 _ELEMENT_COUNT = monitoring_infos.ELEMENT_COUNT_URN
 # Output blocks are cut once this many elements are pending for an output.
 FLUSH_ELEMENTS = 8192
@@ -64,7 +66,7 @@ class StepSpec:
     """One transform of a plain-Python stage."""
     transform_id: str
     name: str
-    kind: str                       # PARDO, PRECOMBINE or a combine phase
+    kind: str                       # PARDO, ASSIGN_WINDOWS, PRECOMBINE or a combine phase
     input_pcoll: str
     outputs: Tuple[Tuple[str, str], ...]   # (tag, pcollection)
 
@@ -99,6 +101,8 @@ def plan_python_stage(descriptor, input_ids, output_ids) -> Optional[PythonStage
             kind = PARDO
         elif urn == _PRECOMBINE_URN:
             kind = PRECOMBINE
+        elif urn == _ASSIGN_WINDOWS_URN:
+            kind = ASSIGN_WINDOWS
         elif urn in _COMBINE_PHASES:
             kind = _COMBINE_PHASES[urn]
         else:
@@ -243,6 +247,9 @@ def _make_step(spec, transform, descriptor, ctx, scoped):
     windowing = ctx.windowing_strategies[descriptor.pcollections[spec.input_pcoll].windowing_strategy_id]
     if spec.kind == PARDO:
         return ParDoStep(spec, plain_callable(transform), windowing.windowfn, scoped)
+    if spec.kind == ASSIGN_WINDOWS:
+        strategy = beam_runner_api_pb2.WindowingStrategy.FromString(transform.spec.payload)
+        return AssignWindowsStep(spec, core.Windowing.from_runner_api(strategy, ctx).windowfn, scoped)
     payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.CombinePayload)
     combine_fn = core.CombineFn.from_runner_api(payload.combine_fn, ctx)
     if spec.kind == PRECOMBINE:

@@ -7,6 +7,8 @@ Each step mirrors what Beam's SDK harness does for the same transform:
   `WindowedValue` (taken as is) and a `TaggedOutput` (routed by tag; a tag
   the transform does not declare is dropped), as `common._OutputHandler`
   does; a callable taking a WindowParam is called once per window;
+- WindowInto: new windows from the WindowFn per input window, timestamp
+  kept, pane reset, as the harness's WindowIntoDoFn;
 - lifted pre-combine: one accumulator per (window, key) fed with the
   CombineFn's own `add_inputs`, compacted on output, the table bounded as in
   Beam's `PGBKCVOperation`;
@@ -27,6 +29,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 PARDO = "pardo"
+ASSIGN_WINDOWS = "assign_windows"
 PRECOMBINE = "precombine"
 # Any DoFn parameter default (ElementParam, TimestampParam, StateParam(...), ...)
 # is an instance of this class.
@@ -234,6 +237,47 @@ class ParDoStep(Step):
             outputs[target].append((wv, [wv.value]))
         if plain:
             outputs[self._main].append((template, plain))
+
+
+# WindowFns whose assign() reads only the timestamp (and not the element):
+# one assignment serves a whole run. Exact types: a subclass may override.
+_TIMESTAMP_ONLY_WINDOWFNS = (window.GlobalWindows, window.FixedWindows, window.SlidingWindows,
+                             window.Sessions)
+
+
+class AssignWindowsStep(Step):
+    """WindowInto, as the harness's WindowIntoDoFn: per input window, the
+    element's new windows from the WindowFn, same timestamp, default pane."""
+
+    def __init__(self, spec, windowfn, scoped):
+        super().__init__(spec, scoped)
+        self._windowfn = windowfn
+        self._per_run = type(windowfn) in _TIMESTAMP_ONLY_WINDOWFNS
+
+    def process(self, runs):
+        out = []
+        assign = self._windowfn.assign
+        with self._scoped:
+            try:
+                for template, values in runs:
+                    windows = template.windows
+                    if len(windows) == 1:
+                        self._assign(assign, template.timestamp, windows[0], values, out)
+                    else:   # once per window, as for any WindowParam DoFn
+                        for w in windows:
+                            self._assign(assign, template.timestamp, w, values, out)
+            except Exception:
+                raise self._failed() from None
+        return [(self._main, out)] if out else []
+
+    def _assign(self, assign, timestamp, w, values, out):
+        if self._per_run:
+            new = assign(window.WindowFn.AssignContext(timestamp, element=values[0], window=w))
+            out.append((WindowedValue(None, timestamp, new), values))
+            return
+        for v in values:
+            new = assign(window.WindowFn.AssignContext(timestamp, element=v, window=w))
+            out.append((WindowedValue(None, timestamp, new), [v]))
 
 
 class PrecombineStep(Step):

@@ -88,6 +88,29 @@ def test_timestamp_window_and_pane_parameters(harness_only):
                                    (12, 12.0, 5, True), (12, 12.0, 10, True)]))
 
 
+class _ByValueWindows(window.NonMergingWindowFn):
+    """Assigns from the element, not the timestamp: one window per value."""
+
+    def assign(self, context):
+        return [window.IntervalWindow(context.element, context.element + 1)]
+
+    def get_window_coder(self):
+        return beam.coders.coders.IntervalWindowCoder()
+
+
+@BOTH_WAYS
+def test_window_into_builtin_and_element_dependent_windowfns(harness_only):
+    def window_start(x, w=beam.DoFn.WindowParam):
+        return x, int(w.start)
+
+    with _pipeline(harness_only) as p:
+        stamped = p | beam.Create([3, 12, 14]) | beam.Map(lambda x: window.TimestampedValue(x, x))
+        fixed = stamped | "Fixed" >> beam.WindowInto(window.FixedWindows(10)) | "F" >> beam.Map(window_start)
+        by_value = stamped | "ByValue" >> beam.WindowInto(_ByValueWindows()) | "V" >> beam.Map(window_start)
+        assert_that(fixed, equal_to([(3, 0), (12, 10), (14, 10)]), label="fixed")
+        assert_that(by_value, equal_to([(3, 3), (12, 12), (14, 14)]), label="by_value")
+
+
 @BOTH_WAYS
 def test_tagged_outputs_reach_their_pcollections(harness_only):
     def route(x):
