@@ -150,7 +150,8 @@ class StreamingExecution:
         for row in rows:
             if row.kind == R.REPORT:
                 op = row.dest[len("report:"):]
-                holds.setdefault(op, {})[row.kg] = json.loads(row.payload)["hold"]
+                report = json.loads(row.payload)
+                holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"]]
             elif row.kind == R.METRICS:
                 with self._lock:
                     self._metrics.setdefault(row.dest, []).extend(pickle.loads(row.payload))

@@ -136,7 +136,8 @@ class KeyGroupProcessor(StatefulProcessor):
         for out in result.rows:
             yield Row(**dict(zip(R.FIELDS, out)))
         if steps is not None:
-            yield Row(**dict(zip(R.FIELDS, R.report(self._name, key[0], batch, result.hold))))
+            yield Row(**dict(zip(R.FIELDS, R.report(
+                self._name, key[0], batch, result.hold, result.hold_without_processing_time))))
 
     def close(self):
         pass

@@ -52,6 +52,15 @@ class KeyGroupResult:
     blob: Optional[bytes]        # new state of the key-group (None: empty)
     rows: List[tuple]            # rows to emit
     hold: Optional[int]          # micros; None when nothing is held
+    # The part of `hold` that does not come from processing-time timers: what
+    # still holds once processing time can no longer advance (a finished
+    # TestStream). Defaults to `hold`.
+    event_hold: Optional[int] = dataclasses.field(default=None)
+    event_hold_set: bool = dataclasses.field(default=False, repr=False)
+
+    @property
+    def hold_without_processing_time(self):
+        return self.event_hold if self.event_hold_set else self.hold
 
 
 class RowWriter:
@@ -176,10 +185,14 @@ class StatefulStageOperator(_StageBase):
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
+        event_hold = (runner.timers.earliest_hold(
+            [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME])
+            if runner.timers is not None else None)
         empty = not user[0] and not timers
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(
             {"wm": wm, "pt": pt, "user": user, "timers": timers})
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold,
+                              event_hold, True)
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)

@@ -46,8 +46,10 @@ def control(operator_name, kg, batch, steps):
     return (CONTROL, control_dest(operator_name), kg, None, json.dumps(steps).encode(), None, batch)
 
 
-def report(operator_name, kg, batch, hold):
-    return (REPORT, report_dest(operator_name), kg, None, json.dumps({"hold": hold}).encode(), None, batch)
+def report(operator_name, kg, batch, hold, event_hold):
+    """`event_hold`: the part of `hold` not due to processing-time timers."""
+    payload = {"hold": hold, "event_hold": event_hold}
+    return (REPORT, report_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
 def metrics(operator_name, payload):

@@ -53,9 +53,11 @@ class PendingTimers:
             fired[key] = [out.get()]
         return fired
 
-    def earliest_hold(self):
-        """Micros of the earliest output-timestamp hold of a pending timer."""
-        holds = [t.hold_timestamp.micros for pending in self._pending.values() for t in pending.values()]
+    def earliest_hold(self, families=None):
+        """Micros of the earliest output-timestamp hold of a pending timer
+        (of the given family keys only, when given)."""
+        holds = [t.hold_timestamp.micros for key, pending in self._pending.items()
+                 if families is None or key in families for t in pending.values()]
         return min(holds, default=None)
 
     def snapshot(self):

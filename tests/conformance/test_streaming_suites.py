@@ -4,6 +4,8 @@
   every transcript of `trigger_transcripts.yaml` through TestStream, a
   GroupByKey and a CombinePerKey, checked by a stateful DoFn. They build
   `TestPipeline()`, so SparkRunner is made TestPipeline's default here.
+* `deduplicate_test.DeduplicateTest`: a processing-time timer still pending
+  when the TestStream ends.
 * `test_stream_test.TestStreamTest`: these build `TestPipeline(options=...)`,
   which ignores the default runner; the module's `TestPipeline` name is
   pointed at a subclass that runs on SparkRunner (the tests are unmodified).
@@ -17,7 +19,7 @@ import unittest
 import pytest
 from apache_beam.testing import test_stream_test
 from apache_beam.testing.test_pipeline import TestPipeline
-from apache_beam.transforms import trigger_test
+from apache_beam.transforms import deduplicate_test, trigger_test
 
 from beam_spark_runner import SparkRunner
 from tests.conformance.skips import TEST_STREAM_SKIPS, TRANSCRIPT_SKIPS
@@ -88,6 +90,12 @@ def _with_skips(case, skips):
 
 SparkTestStreamTest = type("SparkTestStreamTest", (test_stream_test.TestStreamTest,),
                            _with_skips(test_stream_test.TestStreamTest, TEST_STREAM_SKIPS))
+
+
+# A processing-time timer still pending when the TestStream ends: the run
+# must end anyway (the timer can never fire), as on Beam's DirectRunner.
+SparkDeduplicateTest = type("SparkDeduplicateTest", (deduplicate_test.DeduplicateTest,),
+                            {"__module__": __name__})
 
 
 def test_test_stream_tests_here_run_on_spark_runner():

@@ -113,6 +113,34 @@ def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_
     assert third["done"] and planner.next_offset(third) is third
 
 
+def test_processing_time_holds_stop_counting_once_the_test_stream_is_exhausted(tmp_path):
+    """A processing-time timer pending at the end of a TestStream can never
+    fire (its clock does not move any more): its hold must not keep the
+    watermark, and the run, from reaching the end (Beam's DirectRunner ends
+    with such timers unfired)."""
+    plan, planner = _planner(tmp_path)
+    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    first = planner.next_offset(planner.initial_offset())
+    # Batch 1 exhausted the stream; G1 reports [hold, hold without
+    # processing-time timers]: only a processing-time timer holds at 5 s.
+    write_holds(str(tmp_path), 1, {g1: {"0": [5_000_000, None]}, g2: {}})
+    second = planner.next_offset(first)
+    assert second["steps"][g2] == [[AFTER_ALL, MAX_MICROS, 0]]
+    write_holds(str(tmp_path), 2, {g1: {"0": [5_000_000, None]}})
+    assert planner.next_offset(second)["done"]
+
+
+def test_processing_time_holds_count_while_the_test_stream_has_events(tmp_path):
+    plan, planner = _planner(tmp_path)
+    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    start = planner.initial_offset()
+    write_holds(str(tmp_path), 0, {})
+    # The stream is not exhausted at the start: a processing-time hold counts.
+    assert not planner._processing_time_frozen(start)
+    first = planner.next_offset(start)
+    assert planner._processing_time_frozen(first)
+
+
 def test_a_restarted_planner_continues_from_the_offset_it_is_given(tmp_path):
     plan, planner = _planner(tmp_path)
     first = planner.next_offset(planner.initial_offset())
