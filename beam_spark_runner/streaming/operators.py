@@ -24,7 +24,7 @@ import collections
 import dataclasses
 import functools
 import pickle
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
@@ -47,6 +47,9 @@ EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
 
+SAME_AS_HOLD = "same as hold"   # KeyGroupResult.event_hold when no timer is processing-time
+
+
 @dataclasses.dataclass
 class KeyGroupResult:
     blob: Optional[bytes]        # new state of the key-group (None: empty)
@@ -54,13 +57,12 @@ class KeyGroupResult:
     hold: Optional[int]          # micros; None when nothing is held
     # The part of `hold` that does not come from processing-time timers: what
     # still holds once processing time can no longer advance (a finished
-    # TestStream). Defaults to `hold`.
-    event_hold: Optional[int] = dataclasses.field(default=None)
-    event_hold_set: bool = dataclasses.field(default=False, repr=False)
+    # TestStream).
+    event_hold: Any = SAME_AS_HOLD
 
     @property
     def hold_without_processing_time(self):
-        return self.event_hold if self.event_hold_set else self.hold
+        return self.hold if self.event_hold is SAME_AS_HOLD else self.event_hold
 
 
 class RowWriter:
@@ -191,8 +193,7 @@ class StatefulStageOperator(_StageBase):
         empty = not user[0] and not timers
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(
             {"wm": wm, "pt": pt, "user": user, "timers": timers})
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold,
-                              event_hold, True)
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)
