@@ -16,18 +16,26 @@ import gc
 
 YOUNG_THRESHOLD = 10_000
 _frozen = False
+_depth = 0          # open bulk_data_gc blocks in this process
+_saved = None       # the thresholds to restore when the last one closes
 
 
 @contextlib.contextmanager
 def bulk_data_gc():
-    """Within the block: collector tuned for bulk data; restored after."""
-    global _frozen
+    """Within the block: collector tuned for bulk data; restored when the
+    last open block closes. Blocks may overlap without nesting (the stages
+    of one Spark task are chained generators that finish in any order)."""
+    global _frozen, _depth, _saved
     if not _frozen:
         gc.freeze()
         _frozen = True
-    previous = gc.get_threshold()
-    gc.set_threshold(max(previous[0], YOUNG_THRESHOLD), *previous[1:])
+    if _depth == 0:
+        _saved = gc.get_threshold()
+        gc.set_threshold(max(_saved[0], YOUNG_THRESHOLD), *_saved[1:])
+    _depth += 1
     try:
         yield
     finally:
-        gc.set_threshold(*previous)
+        _depth -= 1
+        if _depth == 0:
+            gc.set_threshold(*_saved)
