@@ -40,8 +40,8 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--sdk_harness_only", action="store_true", default=False,
             help="Batch: run every stage through Beam's SDK harness, also those the "
-                 "runner would run as plain Python loops (Map/FlatMap/Filter chains "
-                 "and combiner phases).")
+                 "runner would run as plain Python loops (Map/FlatMap/Filter chains, "
+                 "WindowInto and combiner phases).")
         parser.add_argument(
             "--beam_io_only", action="store_true", default=False,
             help="Batch: keep Beam's own expansions of ReadFromText and of file writes "
