@@ -12,18 +12,16 @@ stage holding one native transform, like a fused stage's `mapPartitions`:
 """
 import functools
 
-from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.transforms import window
-from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.native_io import READ_TEXT_URN, WRITE_FILES_URN, decode_payload
 from beam_spark_runner.worker import context, files
-from beam_spark_runner.worker.runs import DecodedBlock
+from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE, DecodedBlock, RunCodec
 
 BLOCK_ELEMENTS = 8192
-_GLOBAL = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
 
 
 def read_text_rdd(execution, stage):
@@ -41,32 +39,28 @@ def read_text_rdd(execution, stage):
 def _read_text_partition(config, components, ports, in_process, partitions):
     """Blocks of lines; as DecodedBlocks when the only reader is a plain
     Python stage in the same task (no encoding, see runs.DecodedBlock)."""
-    impls = [(i, context.coder_impl(components, coder_id)) for i, coder_id in ports]
+    codecs = _codecs(components, ports)
     for ranges in partitions:
         batch = []
         for value in files.read_text_ranges(config, ranges):
             batch.append(value)
             if len(batch) >= BLOCK_ELEMENTS:
-                yield from _read_blocks(impls, batch, in_process)
+                yield from _read_blocks(codecs, batch, in_process)
                 batch = []
         if batch:
-            yield from _read_blocks(impls, batch, in_process)
+            yield from _read_blocks(codecs, batch, in_process)
 
 
-def _read_blocks(impls, values, in_process):
+def _codecs(components, ports):
+    ctx = context.components_context(components)
+    return [(i, RunCodec(ctx.coders[coder_id])) for i, coder_id in ports]
+
+
+def _read_blocks(codecs, values, in_process):
+    runs = [(GLOBAL_TEMPLATE, values)]
     if in_process:
-        return [(impls[0][0], DecodedBlock([(_GLOBAL, values)]))]
-    return _blocks(impls, values, _GLOBAL)
-
-
-def _blocks(impls, values, template):
-    for index, impl in impls:
-        stream = create_OutputStream()
-        encode = impl.encode_to_stream
-        with_value = template.with_value
-        for value in values:
-            encode(with_value(value), stream, True)
-        yield index, stream.get()
+        return [(codecs[0][0], DecodedBlock(runs))]
+    return [(index, codec.encode(runs)) for index, codec in codecs]
 
 
 def write_files_rdd(execution, stage):
@@ -84,20 +78,15 @@ def write_files_rdd(execution, stage):
     names = files.finalize_write(sink, init_result, results)
     # WriteImpl emits the final names at the end of the global window.
     final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))
-    impls = [(i, context.coder_impl(execution.plan.components, p.coder_id)) for i, p in enumerate(stage.outputs)]
-    return sc.parallelize(list(_blocks(impls, names, final)) if names else [], 1)
+    codecs = _codecs(execution.plan.components, [(i, p.coder_id) for i, p in enumerate(stage.outputs)])
+    blocks = [(index, codec.encode([(final, names)])) for index, codec in codecs] if names else []
+    return sc.parallelize(blocks, 1)
 
 
 def _write_partition(sink, init_result, components, coder_id, blocks):
-    decode = context.coder_impl(components, coder_id).decode_from_stream
-
-    def values():
-        for block in blocks:
-            stream = create_InputStream(block)
-            while stream.size() > 0:
-                yield decode(stream, True).value
-
-    return files.write_partition(sink, init_result, values())
+    (_, codec), = _codecs(components, [(0, coder_id)])
+    values = (v for block in blocks for _, run in codec.decode(block) for v in run)
+    return files.write_partition(sink, init_result, values)
 
 
 def _second(pair):

@@ -15,6 +15,7 @@ Each step mirrors what Beam's SDK harness does for the same transform:
 - merge / extract / convert / grouped-values: `PhasedCombineFnExecutor`.
 """
 import collections
+import functools
 import traceback
 
 from apache_beam.internal import pickler
@@ -25,8 +26,9 @@ from apache_beam.transforms import core, window
 from apache_beam.transforms.combiners import PhasedCombineFnExecutor, curry_combine_fn
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils import proto_utils
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
 
 PARDO = "pardo"
 ASSIGN_WINDOWS = "assign_windows"
@@ -48,7 +50,6 @@ _PLAIN_TYPES = frozenset([str, bytes, int, float, bool, tuple, list, dict, set, 
 MAX_PRECOMBINE_KEYS = 100 * 1000
 # Values buffered per key before they are added to the accumulators.
 PRECOMBINE_BUFFER = 1 << 19
-_GLOBAL = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
 
 
 def _single_output_wrappers():
@@ -192,13 +193,14 @@ class ParDoStep(Step):
             results = []
             extend = results.extend
             process, args, kwargs = plain.process, plain.args, plain.kwargs
+            if bound:
+                call = functools.partial(process, **bound)
+            elif args or kwargs:
+                call = functools.partial(_with_extra_args, process, args, kwargs)
+            else:
+                call = process
             for v in values:
-                if bound:
-                    out = process(v, **bound)
-                elif args or kwargs:
-                    out = process(v, *args, **kwargs)
-                else:
-                    out = process(v)
+                out = call(v)
                 if out is not None:
                     extend(out)
         if not results:
@@ -278,6 +280,10 @@ class AssignWindowsStep(Step):
         for v in values:
             new = assign(window.WindowFn.AssignContext(timestamp, element=v, window=w))
             out.append((WindowedValue(None, timestamp, new), [v]))
+
+
+def _with_extra_args(process, args, kwargs, value):
+    return process(value, *args, **kwargs)
 
 
 class PrecombineStep(Step):
@@ -366,14 +372,14 @@ class PrecombineStep(Step):
         if not out:
             return []
         if self._default_windowing:   # one run: every output is globally windowed
-            return [(self._main, [(_GLOBAL, [value for _, [value] in out])])]
+            return [(self._main, [(GLOBAL_TEMPLATE, [value for _, [value] in out])])]
         return [(self._main, out)]
 
     def _output(self, wkey, accumulator, timestamp):
         """A run of one (key, accumulator) in its window."""
         value = accumulator if self._compact is None else self._compact(accumulator)
         if self._default_windowing:
-            return _GLOBAL, [(wkey, value)]
+            return GLOBAL_TEMPLATE, [(wkey, value)]
         w, key = wkey
         if self._timestamp_combiner is None or timestamp is None:
             timestamp = w.max_timestamp()

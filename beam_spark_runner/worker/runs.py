@@ -14,6 +14,14 @@ byte-wise while decoding.
 """
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+
+# The metadata of a globally windowed element at the minimum timestamp (what
+# reads and impulses produce).
+GLOBAL_TEMPLATE = WindowedValue(None, MIN_TIMESTAMP, (window.GlobalWindow(),))
 
 
 class DecodedBlock:
