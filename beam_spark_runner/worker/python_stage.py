@@ -16,9 +16,10 @@ Guarantees:
   reported per PCollection as the harness reports them;
 - a user exception fails the stage with its traceback and the transform name.
 
-A stage with anything else (DoFn classes, side inputs, state, timers,
-splittable DoFns, DoFn parameters other than the element's timestamp,
-window and pane) runs on the harness: `plan_python_stage` returns None for it.
+A stage with anything else (side inputs, state, timers, splittable DoFns,
+batched DoFns, runtime type checks, DoFn parameters other than the
+element's timestamp, window and pane) runs on the harness:
+`plan_python_stage` returns None for it.
 """
 import collections
 import dataclasses
@@ -167,9 +168,12 @@ class PythonStageRunner:
                 step, descriptor.transforms[step.transform_id], descriptor, ctx, scoped)
         self._counts = collections.Counter()
         self._pending = {}      # output index -> (codec, [runs])
+        # Steps are set up once, before the first bundle (`run`), and torn
+        # down by `close`; every `run` is one bundle (start / finish).
+        self._set_up = False
 
     def run(self, tagged_blocks, bundle_bytes=None):
-        """Yields (output index, block) for all input blocks of the partition."""
+        """Yields (output index, block) for all input blocks: one bundle."""
         try:
             yield from self._run(tagged_blocks)
         except StepFailed as e:
@@ -182,8 +186,12 @@ class PythonStageRunner:
         previous = statesampler.get_current_tracker()
         statesampler.set_current_tracker(self._sampler)
         try:
+            if not self._set_up:
+                self._set_up = True
+                for step in self._steps.values():
+                    step.setup()
             for step in self._steps.values():
-                step.setup()
+                step.start_bundle()
             for index, block in tagged_blocks:
                 runs = (block.runs if isinstance(block, runs_lib.DecodedBlock)
                         else self._input_codecs[index].decode(block))
@@ -193,8 +201,6 @@ class PythonStageRunner:
                 for pcoll, runs in self._steps[spec.transform_id].finish():
                     self._emit(pcoll, runs)
             yield from self._flush(0)
-            for step in self._steps.values():
-                step.teardown()
         finally:
             statesampler.set_current_tracker(previous)
 
@@ -232,8 +238,26 @@ class PythonStageRunner:
             infos.append(monitoring_infos.int64_counter(_ELEMENT_COUNT, count, pcollection=pcoll))
         return infos
 
+    def take_monitoring_infos(self):
+        """The metrics reported since the last call (streaming reports each
+        micro-batch's own), and starts counting from zero."""
+        infos = self.monitoring_infos
+        for container in self._containers.values():
+            container.reset()
+        self._counts.clear()
+        return infos
+
     def close(self):
-        pass
+        """Tears the steps down (DoFn.teardown, CombineFn.teardown) if they
+        were set up."""
+        if not self._set_up:
+            return
+        self._set_up = False
+        try:
+            for step in self._steps.values():
+                step.teardown()
+        except StepFailed as e:
+            raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, e)) from None
 
 
 class _NoCounters:

@@ -1,12 +1,17 @@
 """The steps of a plain-Python stage, each over runs (see runs.py).
 
 Each step mirrors what Beam's SDK harness does for the same transform:
-- ParDo of a `CallableWrapperDoFn` (Map, FlatMap, Filter, MapTuple, ...):
+- ParDo of a `CallableWrapperDoFn` (Map, FlatMap, Filter, MapTuple, ...) or
+  of a DoFn class with only `process` and the lifecycle methods (setup,
+  start_bundle, finish_bundle, teardown; see `plain_callable`):
   outputs keep the input's timestamp, windows and pane, except a
   `TimestampedValue` (re-windowed with the input's WindowFn), a
   `WindowedValue` (taken as is) and a `TaggedOutput` (routed by tag; a tag
   the transform does not declare is dropped), as `common._OutputHandler`
-  does; a callable taking a WindowParam is called once per window;
+  does; a callable taking a WindowParam is called once per window; a DoFn
+  class's `finish_bundle` may output only `WindowedValue`s (optionally
+  tagged), and a `process` that returns (not yields) a str, bytes or dict
+  fails, as in the harness;
 - WindowInto: new windows from the WindowFn per input window, timestamp
   kept, pane reset, as the harness's WindowIntoDoFn;
 - lifted pre-combine: one accumulator per (window, key) fed with the
@@ -16,6 +21,7 @@ Each step mirrors what Beam's SDK harness does for the same transform:
 """
 import collections
 import functools
+import inspect
 import traceback
 
 from apache_beam.internal import pickler
@@ -25,6 +31,7 @@ from apache_beam.runners import common as runners_common
 from apache_beam.transforms import core, window
 from apache_beam.transforms.combiners import PhasedCombineFnExecutor, curry_combine_fn
 from apache_beam.transforms.window import TimestampedValue
+from apache_beam.typehints.typecheck import AbstractDoFnWrapper
 from apache_beam.utils import proto_utils
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -74,12 +81,17 @@ _SINGLE_OUTPUT_WRAPPERS = _single_output_wrappers()
 class PlainCallable:
     """A ParDo's callable as the plain path calls it."""
 
-    def __init__(self, process, args, kwargs, params):
+    def __init__(self, process, args, kwargs, params, dofn=None, check_first_output=False):
         self.process = process      # returns an iterable of outputs
         self.args = args
         self.kwargs = kwargs
         self.params = params        # keyword -> 'timestamp' | 'window' | 'pane'
         self.single = None          # returns exactly one output, when known
+        # A DoFn class instance: the step calls its lifecycle methods.
+        self.dofn = dofn
+        # The harness rejects a str/bytes/dict *returned* by a DoFn class's
+        # process (a `return` meant as `yield`); it checks the first call.
+        self.check_first_output = check_first_output
         unwrap = _SINGLE_OUTPUT_WRAPPERS.get(getattr(process, "__code__", None))
         if unwrap is not None and process.__closure__:
             cells = dict(zip(process.__code__.co_freevars, process.__closure__))
@@ -97,13 +109,18 @@ def plain_callable(transform):
         dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
     except Exception:  # e.g. planning a proto from another process: use the harness
         return None
-    # Exactly Map/FlatMap/Filter/MapTuple/FlatMapTuple's wrapper: a subclass
-    # could add start_bundle, setup, ... which only the harness honours.
-    if type(dofn) is not core.CallableWrapperDoFn:
+    # Exactly Map/FlatMap/Filter/MapTuple/FlatMapTuple's wrapper (a subclass
+    # could add start_bundle, setup, ... which it would not call), or a DoFn
+    # class whose methods the step calls as the harness does.
+    is_callable = type(dofn) is core.CallableWrapperDoFn
+    if not is_callable and not _is_plain_dofn_class(dofn):
         return None
     try:
-        method = runners_common.DoFnSignature(dofn).process_method
+        signature = runners_common.DoFnSignature(dofn)
     except Exception:
+        return None
+    method = signature.process_method
+    if not is_callable and not _lifecycle_without_params(signature):
         return None
     if any(isinstance(a, _DOFN_PARAM_TYPE) for a in list(args) + list(kwargs.values())):
         return None
@@ -119,7 +136,35 @@ def plain_callable(transform):
         params[name] = kind
     if params and (args or kwargs):
         return None   # the harness interleaves placeholders and extra arguments
-    return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
+    if is_callable:
+        return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
+    return PlainCallable(dofn.process, tuple(args), dict(kwargs), params, dofn=dofn,
+                         check_first_output=not inspect.isgeneratorfunction(method.method_value))
+
+
+def _is_plain_dofn_class(dofn):
+    """A DoFn class the plain path can run: elements in, elements out.
+    Wrappers (runtime type checks) and batched DoFns stay on the harness;
+    state, timers, SDFs, side inputs and finalization are excluded by the
+    ParDo payload before this is asked."""
+    if not isinstance(dofn, core.DoFn) or isinstance(dofn, (core.CallableWrapperDoFn, AbstractDoFnWrapper)):
+        return False
+    try:
+        return dofn._process_defined and not dofn._process_batch_defined and not dofn._process_yields_batches
+    except Exception:
+        return False
+
+
+def _lifecycle_without_params(signature):
+    """setup / start_bundle / finish_bundle / teardown take no DoFn
+    parameter (e.g. a BundleFinalizerParam): the plain path passes none."""
+    for method in (signature.setup_lifecycle_method, signature.start_bundle_method,
+                   signature.finish_bundle_method, signature.teardown_lifecycle_method):
+        if any(isinstance(d, _DOFN_PARAM_TYPE) for d in method.defaults):
+            return False
+        if len(method.args) > len(method.defaults):
+            return False    # a required argument only the harness could fill
+    return True
 
 
 class StepFailed(RuntimeError):
@@ -142,9 +187,13 @@ class Step:
             self._main = self._tags.get("None")
 
     def setup(self):
-        pass
+        """Once per step object, before its first bundle."""
+
+    def start_bundle(self):
+        """At the start of every bundle (a PythonStageRunner.run)."""
 
     def finish(self):
+        """At the end of every bundle: [(output pcollection, runs)]."""
         return ()
 
     def teardown(self):
@@ -160,6 +209,51 @@ class ParDoStep(Step):
         self._plain = plain
         self._per_window = "window" in plain.params.values()
         self._windowfn = windowfn
+        self._check_output = plain.check_first_output
+        self._dofn = plain.dofn
+        self._timestamp_only_windowfn = type(windowfn) in _TIMESTAMP_ONLY_WINDOWFNS
+
+    def setup(self):
+        if self._dofn is not None:
+            self._call(self._dofn.setup)
+
+    def start_bundle(self):
+        if self._dofn is not None:
+            self._call(self._dofn.start_bundle)
+
+    def teardown(self):
+        if self._dofn is not None:
+            self._call(self._dofn.teardown)
+
+    def finish(self):
+        """A DoFn class's finish_bundle outputs, as the harness's
+        `finish_bundle_outputs`: WindowedValues only, TaggedOutput routed."""
+        if self._dofn is None:
+            return ()
+        outputs = collections.defaultdict(list)
+        with self._scoped:
+            try:
+                for r in self._dofn.finish_bundle() or ():
+                    tag = None
+                    if isinstance(r, core.pvalue.TaggedOutput):
+                        tag = r.tag
+                        if not isinstance(tag, str):
+                            raise TypeError("In %s, tag %s is not a string" % (self.spec.name, tag))
+                        r = r.value
+                    if not isinstance(r, WindowedValue):
+                        raise RuntimeError("Finish Bundle should only output WindowedValue type but got %s"
+                                           % type(r))
+                    outputs[self._main if tag is None else self._tags.get(tag)].append((r, [r.value]))
+            except Exception:
+                raise self._failed() from None
+        return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
+
+    def _call(self, method):
+        with self._scoped:
+            try:
+                method()
+            except Exception:
+                raise self._failed() from None
 
     def process(self, runs):
         outputs = collections.defaultdict(list)
@@ -199,6 +293,15 @@ class ParDoStep(Step):
                 call = functools.partial(_with_extra_args, process, args, kwargs)
             else:
                 call = process
+            if self._check_output and values:
+                self._check_output = False
+                first = call(values[0])
+                if isinstance(first, (str, bytes, dict)):
+                    raise TypeError("Returning a %s from a ParDo or FlatMap is not allowed. Please use "
+                                    "list(%r) if you really want this behavior." % (type(first).__name__, first))
+                if first is not None:
+                    extend(first)
+                values = values[1:]
             for v in values:
                 out = call(v)
                 if out is not None:
@@ -212,8 +315,11 @@ class ParDoStep(Step):
 
     def _split_special(self, template, results, outputs):
         """Routes TaggedOutput / TimestampedValue / WindowedValue outputs as
-        common._OutputHandler does; plain outputs keep the template."""
+        common._OutputHandler does; plain outputs keep the template.
+        TimestampedValues with equal timestamps (and target) share one run
+        when the WindowFn assigns windows from the timestamp alone."""
         plain = []
+        shared = {} if self._timestamp_only_windowfn else None   # (target, timestamp) -> run
         for r in results:
             if not isinstance(r, _SPECIAL_OUTPUTS):
                 plain.append(r)
@@ -229,6 +335,16 @@ class ParDoStep(Step):
                 if len(template.windows) != 1:
                     wv.windows *= len(template.windows)
             elif isinstance(r, TimestampedValue):
+                if shared is not None:
+                    target = self._main if tag is None else self._tags.get(tag)
+                    run = shared.get((target, r.timestamp))
+                    if run is None:
+                        windows = self._windowfn.assign(window.WindowFn.AssignContext(r.timestamp, r.value))
+                        run = shared[(target, r.timestamp)] = (
+                            WindowedValue(None, r.timestamp, windows * len(template.windows)), [])
+                        outputs[target].append(run)
+                    run[1].append(r.value)
+                    continue
                 assign = window.WindowFn.AssignContext(r.timestamp, r.value)
                 wv = WindowedValue(r.value, r.timestamp, self._windowfn.assign(assign))
                 if len(template.windows) != 1:
@@ -300,9 +416,19 @@ class PrecombineStep(Step):
         self._compact = (None if type(self._fn).compact is core.CombineFn.compact
                          else self._fn.compact)
         self._table = {}
-        self._buffer = collections.defaultdict(list)
+        # Default windowing: key -> [values]; else window -> {key: [values]}.
+        self._buffer = self._new_buffer()
         self._timestamps = {}
         self._buffered = 0
+
+    def _new_buffer(self):
+        return collections.defaultdict(list) if self._default_windowing else {}
+
+    def _buffered_values(self, batch):
+        """(table key, [values]) of a buffer: the key, or (window, key)."""
+        if self._default_windowing:
+            return batch.items()
+        return (((w, key), vals) for w, per_key in batch.items() for key, vals in per_key.items())
 
     def setup(self):
         with self._scoped:
@@ -321,8 +447,13 @@ class PrecombineStep(Step):
                     batch[key].append(value)
                 continue
             for w in template.windows:
+                # Keyed by window first: a window's hash is Python code,
+                # paid once per run rather than once per value.
+                per_key = batch.get(w)
+                if per_key is None:
+                    per_key = batch[w] = collections.defaultdict(list)
                 for key, value in values:
-                    batch[(w, key)].append(value)
+                    per_key[key].append(value)
                 if combine_ts is not None:
                     for key, _ in values:
                         prev = timestamps.get((w, key))
@@ -336,13 +467,13 @@ class PrecombineStep(Step):
     def _fold(self):
         """Adds the buffered values to the table; returns evicted runs."""
         batch, timestamps = self._buffer, self._timestamps
-        self._buffer, self._timestamps = collections.defaultdict(list), {}
+        self._buffer, self._timestamps = self._new_buffer(), {}
         self._buffered = 0
         out = []
         table, fn, combine_ts = self._table, self._fn, self._timestamp_combiner
         with self._scoped:
             try:
-                for wkey, vals in batch.items():
+                for wkey, vals in self._buffered_values(batch):
                     entry = table.get(wkey)
                     if entry is None:
                         if len(table) >= MAX_PRECOMBINE_KEYS:

@@ -202,6 +202,11 @@ class StageRunner:
                     return self._find_data_input(next(iter(t.inputs.values())))
         raise StageFailed("No data input of stage %r feeds PCollection %s" % (self.stage.name, pcoll))
 
+    def take_monitoring_infos(self):
+        """The MonitoringInfos of the bundles run since the last call."""
+        infos, self.monitoring_infos = self.monitoring_infos, []
+        return infos
+
     def close(self):
         self._harness.close()
 

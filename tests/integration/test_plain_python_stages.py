@@ -2,15 +2,21 @@
 with the same results, windows, tags, metrics and errors as on the SDK
 harness. Each pipeline runs both ways (`--sdk_harness_only` is the harness)
 against expectations computed here, not against each other only."""
+import os
 import traceback
+import uuid
+from typing import Iterator
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner import PipelineExecutionError, SparkRunner
 from beam_spark_runner.runner import plan_pipeline, pipeline_proto_of
@@ -158,9 +164,88 @@ def test_user_error_names_the_transform_and_keeps_the_traceback(harness_only):
     assert "Traceback" in message and "in explode" in message
 
 
+class _BundleSums(beam.DoFn):
+    """Checks the lifecycle order as it goes; finish_bundle outputs the
+    bundle's sum on the main output and on tag 'side'."""
+
+    def setup(self):
+        self.phase = "set up"
+
+    def start_bundle(self):
+        assert self.phase in ("set up", "finished"), self.phase
+        self.phase, self.total = "started", 0
+
+    def process(self, x):
+        assert self.phase == "started", self.phase
+        self.total += x
+        yield x
+
+    def finish_bundle(self):
+        assert self.phase == "started", self.phase
+        self.phase = "finished"
+        yield WindowedValue(("bundle", self.total), 0, [GlobalWindow()])
+        yield beam.pvalue.TaggedOutput("side", WindowedValue(self.total, 0, [GlobalWindow()]))
+
+    def teardown(self):
+        with open(os.path.join(self.teardown_dir, uuid.uuid4().hex), "w"):
+            pass
+
+
+def _label(v):
+    return ("bundle", v[1]) if isinstance(v, tuple) else ("element", v)
+
+
+@BOTH_WAYS
+def test_dofn_class_lifecycle_and_finish_bundle_outputs(harness_only, tmp_path):
+    fn = _BundleSums()
+    fn.teardown_dir = str(tmp_path)
+    with _pipeline(harness_only) as p:
+        out = (p | beam.Create(list(range(10)), reshuffle=False)
+               | beam.ParDo(fn).with_outputs("side", main="main"))
+        assert_that(out.main | beam.Map(_label) | beam.CombinePerKey(sum),
+                    equal_to([("element", 45), ("bundle", 45)]), label="main")
+        assert_that(out.side | beam.CombineGlobally(sum), equal_to([45]), label="side")
+    assert os.listdir(str(tmp_path)), "teardown was never called"
+
+
+class _ReturnsString(beam.DoFn):
+    def process(self, x):
+        return "oops"
+
+
+class _FinishesWithPlainValue(beam.DoFn):
+    def process(self, x):
+        yield x
+
+    def finish_bundle(self):
+        yield 1
+
+
+@BOTH_WAYS
+@pytest.mark.parametrize("fn, message", [
+    (_ReturnsString(), "Returning a str from a ParDo or FlatMap is not allowed"),
+    (_FinishesWithPlainValue(), "Finish Bundle should only output WindowedValue"),
+], ids=["process-returns-str", "finish-bundle-plain-value"])
+def test_dofn_class_misuse_fails_as_on_the_harness(harness_only, fn, message):
+    p = _pipeline(harness_only)
+    _ = p | beam.Create([1, 2]) | "Misused" >> beam.ParDo(fn)
+    with pytest.raises(PipelineExecutionError) as e:
+        p.run().wait_until_finish()
+    assert message in str(e.value)
+    assert "Misused" in str(e.value)
+
+
 class _Doubler(beam.DoFn):
     def process(self, x):
         yield x * 2
+
+
+class _BatchDoubler(beam.DoFn):
+    def process_batch(self, batch: np.ndarray) -> Iterator[np.ndarray]:
+        yield batch * 2
+
+    def infer_output_type(self, input_type):
+        return input_type
 
 
 def _stage_kinds(build):
@@ -181,10 +266,22 @@ def test_only_stages_of_simple_callables_and_combiner_phases_are_planned_plain()
         _ = source("N3") | "DoFnClass" >> beam.ParDo(_Doubler())
         _ = source("N4") | "WantsFinalizer" >> beam.Map(lambda x, f=beam.DoFn.BundleFinalizerParam: x)
         _ = source("N5") | "SideInput" >> beam.Map(lambda x, s: x + s, beam.pvalue.AsSingleton(source("N6")))
+        _ = (source("N7") | "ToArray" >> beam.Map(lambda x: np.int64(x)).with_output_types(np.int64)
+             | "BatchDoFn" >> beam.ParDo(_BatchDoubler()))
 
     kinds = _stage_kinds(build)
     assert kinds["Simple"] and kinds["Sum/Precombine"] and kinds["Sum/Merge"]
     assert kinds["WantsTimestamp"]     # filled from the element, see above
-    assert not kinds["DoFnClass"]
+    assert kinds["DoFnClass"]
     assert not kinds["WantsFinalizer"]
     assert not kinds["SideInput"]
+    assert not kinds["BatchDoFn"]
+
+
+def test_runtime_type_check_wrappers_stay_on_the_harness():
+    from apache_beam.typehints.typecheck import OutputCheckWrapperDoFn, TypeCheckWrapperDoFn
+    from beam_spark_runner.worker.python_steps import _is_plain_dofn_class
+    assert _is_plain_dofn_class(_Doubler())
+    wrapped = OutputCheckWrapperDoFn(TypeCheckWrapperDoFn(_Doubler(), beam.typehints.decorators.IOTypeHints.empty()),
+                                     "Doubler")
+    assert not _is_plain_dofn_class(wrapped)
