@@ -22,6 +22,8 @@ operator appears exactly once in Spark's plan.
 import json
 import zlib
 
+from beam_spark_runner.streaming.key_groups import labels as key_group_labels
+
 FIELDS = ("kind", "dest", "kg", "key", "payload", "seq", "batch")
 SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
 
@@ -61,8 +63,9 @@ def status(batch, payload):
 
 
 def key_group(encoded_key: bytes, key_groups: int) -> int:
-    """Deterministic across processes (unlike hash() of bytes)."""
-    return zlib.crc32(encoded_key) % key_groups
+    """The `kg` of a key: deterministic across processes (unlike hash() of
+    bytes), and one key-group per Spark partition (see key_groups.py)."""
+    return key_group_labels(key_groups)[zlib.crc32(encoded_key) % key_groups]
 
 
 def parse_steps(payload):

@@ -216,7 +216,7 @@ class SourcePlanner:
                 if s.events[seq][0] == ELEMENTS:
                     out.extend(s.events[seq][1])
         for op, steps in end["steps"].items():
-            for kg in range(self.script.key_groups):
+            for kg in R.key_group_labels(self.script.key_groups):
                 out.append(R.control(op, kg, end["batch"], steps))
         out.append(R.status(end["batch"], json.dumps(end).encode()))
         return out
