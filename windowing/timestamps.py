@@ -15,6 +15,8 @@ Rules (the same the Python SDK's trigger driver applies, so panes agree):
  * a pane's timestamp is the combined hold, or ``window.max_timestamp()`` when
    no element could hold the watermark.
 """
+import functools
+
 from apache_beam.transforms.window import TimestampCombiner
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.timestamp import Duration
@@ -70,11 +72,14 @@ class OutputTimePolicy(object):
     return window.max_timestamp() if hold is None else hold
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def gc_time(window, allowed_lateness):
   """Last watermark at which ``window`` still accepts data.
 
   ``window.max_timestamp() + allowed_lateness`` (the Java SDK's rule), capped at
   MAX_TIMESTAMP so the global window is never collected before the end of time.
+  Memoized: a streaming GroupByKey asks for the same few windows once per key
+  and batch, and Timestamp arithmetic costs microseconds per operation.
   """
   mt = window.max_timestamp()
   lateness = Duration.of(allowed_lateness)

@@ -4,7 +4,8 @@ One streaming query per pipeline, a single chain (see streaming/rows.py):
 
     Beam source (Python DataSourceStreamReader: TestStream, Impulse, CONTROL rows)
       -> per plan operator, in topological order:
-           stateless SDK stage:  mapInArrow
+           stateless stage:  mapInArrow (after a repartition by key-group when
+                             it reads a splittable DoFn's output)
            GroupByKey / stateful DoFn: groupBy(kg).transformWithState (RocksDB state)
       -> foreachBatch sink on the driver: REPORT rows become the holds file the
          source reads to plan the next batch; METRICS rows are merged; the
@@ -125,6 +126,8 @@ class StreamingExecution:
                 df = df.groupBy("kg").transformWithState(
                     KeyGroupProcessor(self._token, op.name, op.inputs, pickled), R.SCHEMA, "Append", "None")
             else:
+                if op.rebalance_input:
+                    df = df.repartition(self.key_groups, "kg")
                 df = df.mapInArrow(functools.partial(
                     stateless_batches, self._token, pickled, op.inputs), R.SCHEMA)
         writer = (df.writeStream.foreachBatch(self._sink)

@@ -1,6 +1,6 @@
 """What each streaming operator does with one micro-batch, without Spark.
 
-* `StatelessOperator.run(data_rows)`: a fused SDK stage over the DATA rows
+* `StatelessOperator.run(data_rows)`: a fused stage over the DATA rows
   addressed to it, one bundle per `seq`; returns the DATA rows it writes
   (same `seq`) and a METRICS row.
 * `GroupOperator` and `StatefulStageOperator`: `run(blob, data_rows, steps)`
@@ -36,6 +36,7 @@ from beam_spark_runner.metrics import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.stage_runner import StageRunner
 from triggers.driver import PROCESSING, WATERMARK, ReduceSpec
 from triggers.state import ManualClock
@@ -82,7 +83,7 @@ class RowWriter:
     def rows(self, dest, block, seq):
         if dest in self._broadcast:
             # A side input: every key-group of its reader needs all of it.
-            return [R.data(dest, block, seq, kg) for kg in range(self._key_groups)]
+            return [R.data(dest, block, seq, kg) for kg in R.key_group_labels(self._key_groups)]
         if dest not in self._keyed:
             return [R.data(dest, block, seq)]
         coder_id = self._keyed[dest]
@@ -138,12 +139,16 @@ def _metrics_row(name, infos, records_in=0, records_out=0):
 class _StageBase:
     def __init__(self, op, plan, key_groups):
         self.op = op
-        self.runner = StageRunner(op.stage, (), plan.components)
+        self.runner = self._make_runner(op, plan)
         self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
         from beam_spark_runner.translation.streaming_plan import write_dest
         self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
         self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
                                  plan.broadcast_dests)
+
+    @staticmethod
+    def _make_runner(op, plan):
+        return StageRunner(op.stage, (), plan.components)
 
     def _bundle(self, group):
         return [(self._input_index[row[1]], row[4]) for row in group]
@@ -153,15 +158,24 @@ class _StageBase:
             out.extend(self._writer.rows(self._output_dests[index], block, seq))
 
     def _take_metrics(self, records_in, out):
-        infos, self.runner.monitoring_infos = self.runner.monitoring_infos, []
+        infos = self.runner.take_monitoring_infos()
         return _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA))
 
 
 class StatelessOperator(_StageBase):
+    """A fused stage without state: one bundle per `seq`. A stage the plain
+    path can run (worker/python_stage.py) runs there, as in batch."""
+
+    @staticmethod
+    def _make_runner(op, plan):
+        if op.stage.python_spec is not None:
+            return PythonStageRunner(op.stage, op.stage.python_spec, plan.components)
+        return StageRunner(op.stage, (), plan.components)
+
     def run(self, data_rows):
         out = []
         for seq, group in _by_seq(data_rows):
-            self._emit(self.runner.process(self._bundle(group)), seq, out)
+            self._emit(self.runner.run(self._bundle(group)), seq, out)
         return out + self._take_metrics(len(data_rows), out)
 
 
@@ -360,16 +374,18 @@ class GroupOperator:
                 for row in item:
                     wkv = decode(row[4])
                     by_key[row[3]].append(wkv.with_value(wkv.value[1]))
+                watermark = Timestamp(micros=wm)
                 for key, wvs in by_key.items():
-                    panes.extend((key, p) for p in reducer_of(key).process(wvs, Timestamp(micros=wm)))
+                    panes.extend((key, p) for p in reducer_of(key).process(wvs, watermark))
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
                 for key, (wake_wm, wake_pt, _) in wake.items():
                     if key not in active and (wake_wm <= wm or wake_pt <= pt):
                         reducer_of(key)
+                watermark, now = Timestamp(micros=wm), Timestamp(micros=pt)
                 for key, reducer in active.items():
-                    panes.extend((key, p) for p in reducer.advance_processing_time(Timestamp(micros=pt)))
-                    panes.extend((key, p) for p in reducer.advance_watermark(Timestamp(micros=wm)))
+                    panes.extend((key, p) for p in reducer.advance_processing_time(now))
+                    panes.extend((key, p) for p in reducer.advance_watermark(watermark))
             if panes:
                 out.extend(self._encode(panes, seq))
         for key, reducer in active.items():

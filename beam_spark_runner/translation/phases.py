@@ -43,6 +43,36 @@ BATCH_PHASES = (
 # it must not be fused into an SDK stage.
 STREAMING_RUNNER_URNS = (RUNNER_URNS - NATIVE_IO_URNS) | {common_urns.primitives.TEST_STREAM.urn}
 
+_SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
+
+
+def sdf_outputs_start_stages(stages, context):
+    """Streaming: whatever reads a splittable DoFn's output starts a new
+    stage instead of being fused into the SDF's.
+
+    Why: an SDF operator keeps its restrictions per key-group, so all the
+    work fused after it runs where its restrictions live; PeriodicImpulse's
+    single restriction put a whole pipeline's per-element work on one core.
+    As its own stage, that work runs as a stateless operator over the SDF's
+    output spread across partitions (translation/streaming_plan.py), and on
+    the plain-Python path when it qualifies.
+    """
+    stages = list(stages)
+    sdf_outputs = set()
+    for stage in stages:
+        for t in stage.transforms:
+            if t.spec.urn == _SDF_PROCESS_URN:
+                sdf_outputs.update(t.outputs.values())
+    for stage in stages:
+        if any(pcoll in sdf_outputs for t in stage.transforms for pcoll in t.inputs.values()):
+            stage.forced_root = True
+    return stages
+
+
+STREAMING_PHASES = tuple(
+    phase for p in BATCH_PHASES
+    for phase in ((sdf_outputs_start_stages, p) if p is translations.greedily_fuse else (p,)))
+
 
 def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):
     """Returns (TransformContext, ordered stages) for a pipeline proto.

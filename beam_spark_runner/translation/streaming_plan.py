@@ -75,6 +75,9 @@ class Operator:
     stage: object = None            # StagePlan (all but GROUP)
     group: object = None            # GroupPlan (GROUP)
     side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS)
+    # STATELESS reading an SDF operator's output: its rows are spread over
+    # key-groups by element and re-partitioned by key-group before it runs.
+    rebalance_input: bool = False
 
     @property
     def is_keyed(self):
@@ -102,10 +105,13 @@ class StreamingPlan:
         if self.impulse_dests:
             lines.append("Source Impulse -> %s" % ", ".join(self.impulse_dests))
         for i, op in enumerate(self.operators):
-            how = {STATELESS: "mapInArrow", STATEFUL: "transformWithState by key-group",
+            how = {STATELESS: "mapInArrow" + (" after repartition by key-group" if op.rebalance_input else ""),
+                   STATEFUL: "transformWithState by key-group",
                    SDF: "splittable DoFn as transformWithState by key-group",
                    SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
                    GROUP: "GroupByKey as transformWithState by key-group"}[op.kind]
+            if op.stage is not None and op.stage.python_spec is not None:
+                how += ", plain Python"
             lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
             lines.append("    reads  %s" % ", ".join(op.inputs))
             if op.stage is not None:
@@ -121,7 +127,7 @@ def plan_streaming(pipeline_proto, drain=False) -> StreamingPlan:
     the streaming runner cannot run (checks common to both engines are in
     translation/requirements.py)."""
     context, stages = phases.create_stages(
-        pipeline_proto, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
+        pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
     execution = plan_lib.build_plan(context, stages)
     test_streams = {}
     for stage in stages:
@@ -137,6 +143,8 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
     keyed_dests, element_coders, broadcast = {}, {}, []
+    sdf_outputs = {write_dest(port.buffer) for stage in execution.stages
+                   if stage.rebalance and not stage.keyed for port in stage.outputs}
     for stage in execution.stages:
         if stage.name in test_streams:
             sources.append(_test_stream_source(stage, *test_streams[stage.name]))
@@ -151,7 +159,8 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             inputs.append(dest)
             if stage.keyed:
                 keyed_dests[dest] = port.coder_id
-            elif (stage.rebalance or stage.side_inputs) and dest.startswith(plan_lib.MATERIALIZE):
+            elif ((stage.rebalance or stage.side_inputs or dest in sdf_outputs)
+                  and dest.startswith(plan_lib.MATERIALIZE)):
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
         for port in stage.outputs:
@@ -170,7 +179,8 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             broadcast.extend(d for d, _ in side if d not in broadcast)
         kind = STATEFUL if stage.keyed else SDF if stage.rebalance else SIDE_INPUTS if side else STATELESS
         operators.append(Operator(kind, stage.name, stage.display_name,
-                                  tuple(inputs) + tuple(d for d, _ in side), stage=stage, side_inputs=side))
+                                  tuple(inputs) + tuple(d for d, _ in side), stage=stage, side_inputs=side,
+                                  rebalance_input=kind == STATELESS and any(d in sdf_outputs for d in inputs)))
     # A GroupByKey runs right before its first reader, after all its writers.
     ordered = []
     for op in operators:

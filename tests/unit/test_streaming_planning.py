@@ -52,6 +52,48 @@ def test_plan_chains_operators_and_keeps_test_stream_out_of_sdk_stages():
     assert "transformWithState" in plan.describe()
 
 
+class _Expand(beam.DoFn):
+    def process(self, tick):
+        for i in range(3):
+            yield int(tick) * 10 + i, i
+
+
+def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_key_groups():
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+    from beam_spark_runner.streaming.operators import RowWriter
+    from beam_spark_runner.translation.streaming_plan import SDF
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    (p | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=5, fire_interval=1)
+     | "Expand" >> beam.ParDo(_Expand()) | beam.WindowInto(window.FixedWindows(2))
+     | beam.CombinePerKey(sum) | beam.Map(print))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    sdf = next(op for op in plan.operators if op.kind == SDF)
+    # The SDF operator runs only the splittable DoFn ...
+    assert sdf.stage.sdk_transforms == ("Ticks/GenSequence/Process",)
+    # ... and what reads its output is a plain-Python stateless operator
+    # whose input is re-partitioned by key-group.
+    after = next(op for op in plan.operators if any(d in op.inputs for d in
+                                                    ["materialize:" + p.buffer.name for p in sdf.stage.outputs]))
+    assert after.kind == STATELESS and after.rebalance_input
+    assert "Expand" in after.stage.sdk_transforms and after.stage.python_spec is not None
+    assert "after repartition by key-group, plain Python" in plan.describe()
+    # Its input rows carry one element each, spread over the key-groups.
+    (dest,) = after.inputs
+    assert plan.keyed_dests[dest] is None
+    writer = RowWriter(plan.keyed_dests, plan.components, 4, plan.element_coders)
+    from beam_spark_runner.worker import context
+    impl = context.coder_impl(plan.components, plan.element_coders[dest])
+    from apache_beam.coders.coder_impl import create_OutputStream
+    from apache_beam.utils.windowed_value import WindowedValue
+    out = create_OutputStream()
+    for t in range(40):
+        impl.encode_to_stream(WindowedValue(float(t), t, [window.GlobalWindow()]), out, True)
+    rows = writer.rows(dest, out.get(), seq=0)
+    assert len(rows) == 40 and len({row[2] for row in rows}) == 4
+    # Other operators are not re-partitioned.
+    assert not any(op.rebalance_input for op in plan.operators if op is not after)
+
+
 def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group():
     from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
