@@ -42,6 +42,8 @@ _QUERY_CONF = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+    # Each batch uploads the changed state only, not a RocksDB snapshot.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.shuffle.partitions": None,
 }
 

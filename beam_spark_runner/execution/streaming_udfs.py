@@ -1,8 +1,8 @@
 """The Python code Spark runs for a streaming query: the source, the
 stateless (mapInArrow) and keyed (transformWithState) operators.
 
-This module imports only pyspark, pyarrow and the Beam-free row and planner
-modules: Spark unpickles these objects in its source-planning process and in
+This module imports only pyspark, pyarrow and the Beam-free row, planner
+and GC-settings modules: Spark unpickles these objects in its source-planning process and in
 a driver-side worker per stateful operator at every query start, where
 importing Beam would cost seconds each. Operators carry the plan pickled
 and build their Beam objects lazily, on executors (whose workers fork from
@@ -18,6 +18,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.source_planner import SourcePlanner
+from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 
 SOURCE_FORMAT = "beam_spark_runner_stream"
 
@@ -89,19 +90,20 @@ def stateless_batches(token, pickled, inputs, batches):
     other rows pass through."""
     wanted = pa.array(list(inputs), pa.string())
     mine = []
-    for batch in batches:
-        is_mine = pc.fill_null(pc.and_(pc.equal(batch.column("kind"), R.DATA),
-                                       pc.is_in(batch.column("dest"), wanted)), False)
-        passing = batch.filter(pc.invert(is_mine))
-        if passing.num_rows:
-            yield passing
-        selected = batch.filter(is_mine)
-        if selected.num_rows:
-            mine.extend(zip(*(selected.column(f).to_pylist() for f in R.FIELDS)))
-    if mine:
-        out = _operator(token, pickled).run(mine)
-        if out:
-            yield _record_batch(out)
+    with bulk_data_gc():
+        for batch in batches:
+            is_mine = pc.fill_null(pc.and_(pc.equal(batch.column("kind"), R.DATA),
+                                           pc.is_in(batch.column("dest"), wanted)), False)
+            passing = batch.filter(pc.invert(is_mine))
+            if passing.num_rows:
+                yield passing
+            selected = batch.filter(is_mine)
+            if selected.num_rows:
+                mine.extend(zip(*(selected.column(f).to_pylist() for f in R.FIELDS)))
+        if mine:
+            out = _operator(token, pickled).run(mine)
+            if out:
+                yield _record_batch(out)
 
 
 class KeyGroupProcessor(StatefulProcessor):
@@ -128,7 +130,8 @@ class KeyGroupProcessor(StatefulProcessor):
         if not mine and steps is None:
             return
         saved = self._state.get() if self._state.exists() else None
-        result = _operator(self._token, self._pickled).run(saved[0] if saved else None, mine, steps)
+        with bulk_data_gc():
+            result = _operator(self._token, self._pickled).run(saved[0] if saved else None, mine, steps)
         if result.blob is None:
             self._state.clear()
         else:
