@@ -39,9 +39,9 @@ class SparkRunnerOptions(PipelineOptions):
             help="Print the Spark execution plan before running.")
         parser.add_argument(
             "--sdk_harness_only", action="store_true", default=False,
-            help="Batch: run every stage through Beam's SDK harness, also those the "
-                 "runner would run as plain Python loops (Map/FlatMap/Filter chains, "
-                 "WindowInto and combiner phases).")
+            help="Run every stage through Beam's SDK harness, also those the runner "
+                 "would run as plain Python loops (Map/FlatMap/Filter chains, simple DoFn "
+                 "classes, WindowInto and combiner phases).")
         parser.add_argument(
             "--beam_io_only", action="store_true", default=False,
             help="Batch: keep Beam's own expansions of ReadFromText and of file writes "

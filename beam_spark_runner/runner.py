@@ -31,11 +31,12 @@ def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
     return plan_lib.build_plan(context, stages, plain_python=plain_python)
 
 
-def plan_streaming_pipeline(pipeline_proto, drain=False):
-    """Checks and plans an unbounded pipeline (Structured Streaming)."""
+def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True):
+    """Checks and plans an unbounded pipeline (Structured Streaming);
+    `plain_python=False` keeps every stateless stage on the SDK harness."""
     validate_pipeline_graph(pipeline_proto)
     requirements.check_pipeline(pipeline_proto, streaming=True)
-    return streaming_plan.plan_streaming(_rewrite(pipeline_proto), drain=drain)
+    return streaming_plan.plan_streaming(_rewrite(pipeline_proto), drain=drain, plain_python=plain_python)
 
 
 def _rewrite(pipeline_proto):
@@ -95,7 +96,8 @@ class SparkRunner(beam_runner.PipelineRunner):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
         if is_streaming(pipeline_proto, options):
-            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain)
+            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain,
+                                                     plain_python=not spark_options.sdk_harness_only)
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain,
                                            plain_python=not spark_options.sdk_harness_only)

@@ -122,13 +122,13 @@ class StreamingPlan:
         return "\n".join(lines)
 
 
-def plan_streaming(pipeline_proto, drain=False) -> StreamingPlan:
+def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingPlan:
     """Plans an unbounded pipeline; raises UnsupportedPipelineError for what
     the streaming runner cannot run (checks common to both engines are in
     translation/requirements.py)."""
     context, stages = phases.create_stages(
         pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
-    execution = plan_lib.build_plan(context, stages)
+    execution = plan_lib.build_plan(context, stages, plain_python=plain_python)
     test_streams = {}
     for stage in stages:
         for t in stage.transforms:

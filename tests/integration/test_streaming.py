@@ -218,6 +218,34 @@ def test_periodic_impulse_is_an_unbounded_source_whose_watermark_closes_windows(
         assert_that(out, equal_to([3, 3]))
 
 
+class _ThreeEventsPerTick(beam.DoFn):
+    """Three events at each tick's time, keyed by which executor ran this
+    DoFn (plain-Python steps or Beam's SDK harness, from the call stack)."""
+
+    def process(self, tick):
+        import traceback
+        files = [frame.filename for frame in traceback.extract_stack()]
+        who = ("plain" if any(f.endswith("python_steps.py") for f in files)
+               else "harness" if any(f.endswith("bundle_processor.py") for f in files) else "unknown")
+        for _ in range(3):
+            yield window.TimestampedValue((who, 1), tick)
+
+
+@pytest.mark.parametrize("harness_only", [False, True], ids=["plain", "harness"])
+def test_work_after_periodic_impulse_runs_on_the_chosen_executor_with_the_same_result(harness_only):
+    """The stage reading PeriodicImpulse's output is its own operator, spread
+    over key-groups; it runs as plain Python unless --sdk_harness_only."""
+    import time
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+    start = (int(time.time()) // 3 + 1) * 3
+    with _pipeline(*(["--sdk_harness_only"] if harness_only else [])) as p:
+        out = (p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 6, fire_interval=1)
+               | beam.ParDo(_ThreeEventsPerTick()) | beam.WindowInto(window.FixedWindows(3))
+               | beam.CombinePerKey(sum))
+        who = "harness" if harness_only else "plain"
+        assert_that(out, equal_to([(who, 9), (who, 9)]))
+
+
 class _WritePerElement(beam.DoFn):
     """An idempotent sink, as in examples/streaming_leaderboard.py: one file
     per element, named by the element, so a replayed batch rewrites it. The
