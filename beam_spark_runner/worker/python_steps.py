@@ -234,19 +234,24 @@ class ParDoStep(Step):
         with self._scoped:
             try:
                 for r in self._dofn.finish_bundle() or ():
-                    tag = None
-                    if isinstance(r, core.pvalue.TaggedOutput):
-                        tag = r.tag
-                        if not isinstance(tag, str):
-                            raise TypeError("In %s, tag %s is not a string" % (self.spec.name, tag))
-                        r = r.value
+                    target, r = self._target_of(r)
                     if not isinstance(r, WindowedValue):
                         raise RuntimeError("Finish Bundle should only output WindowedValue type but got %s"
                                            % type(r))
-                    outputs[self._main if tag is None else self._tags.get(tag)].append((r, [r.value]))
+                    outputs[target].append((r, [r.value]))
             except Exception:
                 raise self._failed() from None
         return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
+
+    def _target_of(self, r):
+        """(output pcollection, value) of an output: a TaggedOutput goes to
+        its tag's PCollection (None for a tag the transform does not
+        declare: dropped), anything else to the main output."""
+        if not isinstance(r, core.pvalue.TaggedOutput):
+            return self._main, r
+        if not isinstance(r.tag, str):
+            raise TypeError("In %s, tag %s is not a string" % (self.spec.name, r.tag))
+        return self._tags.get(r.tag), r.value
 
     def _call(self, method):
         with self._scoped:
@@ -324,19 +329,13 @@ class ParDoStep(Step):
             if not isinstance(r, _SPECIAL_OUTPUTS):
                 plain.append(r)
                 continue
-            tag = None
-            if isinstance(r, core.pvalue.TaggedOutput):
-                tag = r.tag
-                if not isinstance(tag, str):
-                    raise TypeError("In %s, tag %s is not a string" % (self.spec.name, tag))
-                r = r.value
+            target, r = self._target_of(r)
             if isinstance(r, WindowedValue):
                 wv = r
                 if len(template.windows) != 1:
                     wv.windows *= len(template.windows)
             elif isinstance(r, TimestampedValue):
                 if shared is not None:
-                    target = self._main if tag is None else self._tags.get(tag)
                     run = shared.get((target, r.timestamp))
                     if run is None:
                         windows = self._windowfn.assign(window.WindowFn.AssignContext(r.timestamp, r.value))
@@ -351,7 +350,6 @@ class ParDoStep(Step):
                     wv.windows *= len(template.windows)
             else:
                 wv = template.with_value(r)
-            target = self._main if tag is None else self._tags.get(tag)
             outputs[target].append((wv, [wv.value]))
         if plain:
             outputs[self._main].append((template, plain))
