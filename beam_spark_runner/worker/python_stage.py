@@ -190,6 +190,7 @@ class PythonStageRunner:
                 self._set_up = True
                 for step in self._steps.values():
                     step.setup()
+            self._pending = {}      # what a failed bundle left is not output
             for step in self._steps.values():
                 step.start_bundle()
             for index, block in tagged_blocks:

@@ -432,6 +432,12 @@ class PrecombineStep(Step):
         with self._scoped:
             self._fn.setup()
 
+    def start_bundle(self):
+        # Empty already unless the previous bundle failed half-way: a retried
+        # task in the same worker must not see its accumulators.
+        self._table = {}
+        self._buffer, self._timestamps, self._buffered = self._new_buffer(), {}, 0
+
     def process(self, runs):
         """Buffers values per (window, key); folds them into accumulators
         once PRECOMBINE_BUFFER values are buffered, so that `add_inputs` is

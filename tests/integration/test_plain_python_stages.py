@@ -285,3 +285,38 @@ def test_runtime_type_check_wrappers_stay_on_the_harness():
     wrapped = OutputCheckWrapperDoFn(TypeCheckWrapperDoFn(_Doubler(), beam.typehints.decorators.IOTypeHints.empty()),
                                      "Doubler")
     assert not _is_plain_dofn_class(wrapped)
+
+
+def _fails_on_three(x):
+    if x == 3:
+        raise ValueError("three")
+    return "k", x
+
+
+def test_a_bundle_after_a_failed_one_starts_clean():
+    """Streaming keeps one runner per worker across bundles; a retried task
+    may run in the worker where the failed attempt ran. What the failed
+    bundle pre-combined must not reach the next bundle's output."""
+    from beam_spark_runner.worker import context, runs
+    from beam_spark_runner.worker.python_stage import PythonStageRunner
+    from beam_spark_runner.worker.stage_runner import StageFailed
+    p = beam.Pipeline()
+    # After a Flatten (run by Spark), the stage reads encoded ints.
+    both = (p | "A" >> beam.Create([1]), p | "B" >> beam.Create([2])) | beam.Flatten()
+    _ = both | "MaybeFail" >> beam.Map(_fails_on_three) | beam.CombinePerKey(sum)
+    plan = plan_pipeline(pipeline_proto_of(p))
+    (stage,) = [s for s in plan.stages if "MaybeFail" in s.sdk_transforms]
+    assert stage.python_spec is not None
+    ctx = context.components_context(plan.components)
+    in_codec = runs.RunCodec(ctx.coders[stage.inputs[0].coder_id])
+    out_codec = runs.RunCodec(ctx.coders[stage.outputs[0].coder_id])
+
+    def block(*values):
+        return 0, in_codec.encode([(runs.GLOBAL_TEMPLATE, list(values))])
+
+    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    with pytest.raises(StageFailed, match="three"):
+        list(runner.run([block(1, 2), block(3)]))
+    outputs = [v for _, b in runner.run([block(5)]) for _, vs in out_codec.decode(b) for v in vs]
+    assert outputs == [("k", [5])]   # sum's accumulator, compacted
+    runner.close()
