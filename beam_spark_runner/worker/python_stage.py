@@ -23,6 +23,7 @@ element's timestamp, window and pane) runs on the harness:
 """
 import collections
 import dataclasses
+import traceback
 from typing import Optional, Tuple
 
 from apache_beam.metrics import monitoring_infos
@@ -164,8 +165,12 @@ class PythonStageRunner:
             scoped = self._sampler.scoped_state(
                 runners_common.NameContext(step.name, step.transform_id), "process",
                 metrics_container=container)
-            self._steps[step.transform_id] = _make_step(
-                step, descriptor.transforms[step.transform_id], descriptor, ctx, scoped)
+            try:
+                self._steps[step.transform_id] = _make_step(
+                    step, descriptor.transforms[step.transform_id], descriptor, ctx, scoped)
+            except Exception:
+                raise StageFailed("Beam stage %r failed:\n%s\n[while loading %r]" % (
+                    stage.display_name, traceback.format_exc().rstrip(), step.name)) from None
         self._counts = collections.Counter()
         self._pending = {}      # output index -> (codec, [runs])
         # Steps are set up once, before the first bundle (`run`), and torn
@@ -271,7 +276,10 @@ class _NoCounters:
 def _make_step(spec, transform, descriptor, ctx, scoped):
     windowing = ctx.windowing_strategies[descriptor.pcollections[spec.input_pcoll].windowing_strategy_id]
     if spec.kind == PARDO:
-        return ParDoStep(spec, plain_callable(transform), windowing.windowfn, scoped)
+        plain = plain_callable(transform, loading=True)
+        if plain is None:
+            raise ValueError("%s was planned as a plain-Python step but is not one" % spec.name)
+        return ParDoStep(spec, plain, windowing.windowfn, scoped)
     if spec.kind == ASSIGN_WINDOWS:
         strategy = beam_runner_api_pb2.WindowingStrategy.FromString(transform.spec.payload)
         return AssignWindowsStep(spec, core.Windowing.from_runner_api(strategy, ctx).windowfn, scoped)

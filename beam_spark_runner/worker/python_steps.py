@@ -98,8 +98,13 @@ class PlainCallable:
             self.single = unwrap(cells["fn"].cell_contents, args, kwargs)
 
 
-def plain_callable(transform):
-    """The PlainCallable of a ParDo the plain path can run, else None."""
+def plain_callable(transform, loading=False):
+    """The PlainCallable of a ParDo the plain path can run, else None.
+
+    Planning (`loading=False`): a DoFn that cannot be unpickled here (a proto
+    from another process) is left to the harness. In a worker
+    (`loading=True`) the stage was planned plain, so failing to unpickle is
+    the user's error (e.g. a module the workers cannot import) and raises."""
     payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
     if (payload.side_inputs or payload.state_specs or payload.timer_family_specs
             or payload.restriction_coder_id or payload.requests_finalization
@@ -107,7 +112,9 @@ def plain_callable(transform):
         return None
     try:
         dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
-    except Exception:  # e.g. planning a proto from another process: use the harness
+    except Exception:
+        if loading:
+            raise
         return None
     # Exactly Map/FlatMap/Filter/MapTuple/FlatMapTuple's wrapper (a subclass
     # could add start_bundle, setup, ... which it would not call), or a DoFn

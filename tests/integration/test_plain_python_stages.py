@@ -320,3 +320,30 @@ def test_a_bundle_after_a_failed_one_starts_clean():
     outputs = [v for _, b in runner.run([block(5)]) for _, vs in out_codec.decode(b) for v in vs]
     assert outputs == [("k", [5])]   # sum's accumulator, compacted
     runner.close()
+
+
+def test_a_dofn_workers_cannot_unpickle_fails_naming_it(tmp_path, monkeypatch):
+    """Planned plain on the driver, where the DoFn's module is importable; a
+    worker that cannot import it must fail with that error and the
+    transform's name, not fall over later."""
+    import sys
+    from beam_spark_runner.worker.python_stage import PythonStageRunner
+    from beam_spark_runner.worker.stage_runner import StageFailed
+    (tmp_path / "only_on_the_driver.py").write_text(
+        "import apache_beam as beam\n\n"
+        "class Tripler(beam.DoFn):\n"
+        "    def process(self, x):\n"
+        "        yield x * 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import only_on_the_driver
+    p = beam.Pipeline()
+    _ = p | beam.Create([1]) | "Triple" >> beam.ParDo(only_on_the_driver.Tripler()) | beam.Map(print)
+    plan = plan_pipeline(pipeline_proto_of(p))
+    (stage,) = [s for s in plan.stages if "Triple" in s.sdk_transforms]
+    assert stage.python_spec is not None
+    # Now the "worker": the module is gone.
+    monkeypatch.delitem(sys.modules, "only_on_the_driver")
+    monkeypatch.setattr(sys, "path", [e for e in sys.path if e != str(tmp_path)])
+    with pytest.raises(StageFailed) as e:
+        PythonStageRunner(stage, stage.python_spec, plan.components)
+    assert "only_on_the_driver" in str(e.value) and "Triple" in str(e.value)
