@@ -181,7 +181,16 @@ class StatelessOperator(_StageBase):
 
 class StatefulStageOperator(_StageBase):
     """A stage with user state and/or timers, one key-group at a time: the
-    harness's state and timers are swapped in from the blob and out again."""
+    harness's state and timers are swapped in from the blob and out again.
+
+    With side inputs, a main-input element waits in state until its side
+    windows are ready (`_SideInputs`, as for a stateless stage) and holds the
+    output watermark at its timestamp meanwhile; timers fire with the side
+    input data seen so far."""
+
+    def __init__(self, op, plan, key_groups):
+        super().__init__(op, plan, key_groups)
+        self._side_inputs = _SideInputs(op, plan) if op.side_inputs else None
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "user": None, "timers": None}
@@ -189,24 +198,48 @@ class StatefulStageOperator(_StageBase):
         runner.harness.restore_state(saved["user"])
         if runner.timers is not None:
             runner.timers.restore(saved["timers"])
+        sides = self._side_inputs
+        side, side_wm, pending = saved.get("side", {}), saved.get("side_wm", {}), saved.get("pending", [])
+        if sides is not None:
+            runner.harness.install_side_inputs(sides.state_entries(side))
         out = []
         wm, pt = saved["wm"], saved["pt"]
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
-                self._emit(runner.process(self._bundle(item)), seq, out)
+                if sides is None:
+                    self._emit(runner.process(self._bundle(item)), seq, out)
+                    continue
+                side_rows = [row for row in item if row[1] in sides.dests]
+                for row in side_rows:
+                    side.setdefault(row[1], []).append(row[4])
+                if side_rows:
+                    runner.harness.install_side_inputs(sides.state_entries(side))
+                pending.extend(sides.pending(row, seq) for row in item if row[1] not in sides.dests)
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
-                if runner.timers is not None:
-                    self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
+                if sides is not None:
+                    sides.advance(side_wm, item)
+            if sides is not None:
+                ready, pending = sides.split_ready(pending, side_wm)
+                for ready_seq, bundle in _bundles_by_seq(ready, self._input_index):
+                    self._emit(runner.process(bundle), ready_seq, out)
+            if what == "step" and runner.timers is not None:
+                self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
         event_hold = (runner.timers.earliest_hold(
             [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME])
             if runner.timers is not None else None)
-        empty = not user[0] and not timers
-        new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(
-            {"wm": wm, "pt": pt, "user": user, "timers": timers})
+        if pending:     # waiting main input holds the output watermark too
+            waiting = min(p[3] for p in pending)
+            hold = waiting if hold is None else min(hold, waiting)
+            event_hold = waiting if event_hold is None else min(event_hold, waiting)
+        state = {"wm": wm, "pt": pt, "user": user, "timers": timers}
+        if sides is not None:
+            state.update(side=side, side_wm=side_wm, pending=pending)
+        empty = not user[0] and not timers and not side and not side_wm and not pending
+        new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
         return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):
@@ -251,17 +284,17 @@ class SdfOperator(_StageBase):
         return [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
 
 
-class SideInputOperator(_StageBase):
-    """A stage reading side inputs, one key-group at a time (every key-group
-    receives all side input rows). A main input element is processed once,
-    for each side input, the side window its window maps to is complete:
-    the side input's watermark passed the end of that window (so a side
-    input in the global window is complete at the end of its input). Until
-    then it waits in state and holds the output watermark at its timestamp.
-    Guarantee: the DoFn sees every pane of the side window, never a part."""
+class _SideInputs:
+    """A stage's side inputs in streaming: which rows are side input, which
+    side window a main-input element needs, and when that window is ready.
 
-    def __init__(self, op, plan, key_groups):
-        super().__init__(op, plan, key_groups)
+    A main input element may run once, for each side input, the side window
+    its window maps to is complete: the side input's watermark passed the
+    end of that window (a side input in the global window is complete at the
+    end of its input). Guarantee: the DoFn sees every pane of the side
+    window, never a part."""
+
+    def __init__(self, op, plan):
         from apache_beam.portability.api import beam_fn_api_pb2
         from apache_beam.pvalue import SideInputData
         from apache_beam.utils import proto_utils
@@ -273,26 +306,79 @@ class SideInputOperator(_StageBase):
                                               beam_runner_api_pb2.ParDoPayload)
             mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
             self._sides.append((dest, si, mapping))
-        self._side_dests = frozenset(d for d, _, _ in self._sides)
-        self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders[d])
-                            for d in op.inputs if d not in self._side_dests}
+        self.dests = frozenset(d for d, _, _ in self._sides)
+        # Main inputs decode with the coder their rows carry: the element
+        # coder, or for a keyed (stateful) stage the windowed KV coder.
+        self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
+                                                   or plan.keyed_dests[d])
+                            for d in op.inputs if d not in self.dests}
+
+    def pending(self, row, seq):
+        """A main-input row as a pending entry: (dest, element, seq,
+        timestamp micros, {side dest: latest side window end it needs})."""
+        wv = self._main_impls[row[1]].decode_nested(row[4])
+        needs = {side_dest: max(mapping(w).max_timestamp().micros for w in wv.windows)
+                 for side_dest, _, mapping in self._sides}
+        return (row[1], row[4], seq, wv.timestamp.micros, needs)
+
+    @staticmethod
+    def advance(side_wm, step):
+        """Applies a step's side-input watermarks ([seq, wm, pt, {dest: wm}])."""
+        if len(step) > 2 and step[2]:
+            for dest, wm in step[2].items():
+                side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
+
+    @staticmethod
+    def split_ready(pending, side_wm):
+        """(ready, still waiting) pending entries."""
+        ready, waiting = [], []
+        for p in pending:
+            is_ready = all(side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items())
+            (ready if is_ready else waiting).append(p)
+        return ready, waiting
+
+    def state_entries(self, side):
+        """The harness state entries of the side input data seen so far."""
+        from beam_spark_runner.worker.side_inputs import state_entries
+        entries = []
+        for dest, si, _ in self._sides:
+            entries.extend(state_entries(si, side.get(dest, []), self._components))
+        return entries
+
+
+def _bundles_by_seq(ready, input_index):
+    """Ready pending entries as [(seq, bundle)] in seq order."""
+    by_seq = collections.defaultdict(list)
+    for dest, element, seq, _, _ in ready:
+        by_seq[seq].append((input_index[dest], element))
+    return sorted(by_seq.items())
+
+
+class SideInputOperator(_StageBase):
+    """A stateless stage reading side inputs, one key-group at a time (every
+    key-group receives all side input rows). A main input element waits in
+    state until its side windows are ready (`_SideInputs`) and holds the
+    output watermark at its timestamp meanwhile."""
+
+    def __init__(self, op, plan, key_groups):
+        super().__init__(op, plan, key_groups)
+        self._side_inputs = _SideInputs(op, plan)
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {
             "side": {}, "side_wm": {}, "pending": [], "pt": MIN_MICROS}
         side, side_wm, pending = saved["side"], saved["side_wm"], saved["pending"]
+        sides = self._side_inputs
         out = []
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
                 for row in item:
-                    if row[1] in self._side_dests:
+                    if row[1] in sides.dests:
                         side.setdefault(row[1], []).append(row[4])
                     else:
-                        wv = self._main_impls[row[1]].decode_nested(row[4])
-                        pending.append((row[1], row[4], seq, wv.timestamp.micros, self._needs(wv)))
-            elif len(item) > 2 and item[2]:
-                for dest, wm in item[2].items():
-                    side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
+                        pending.append(sides.pending(row, seq))
+            else:
+                sides.advance(side_wm, item)
             pending = self._process_ready(pending, side, side_wm, out)
         hold = min((p[3] for p in pending), default=None)
         new_blob = pickle.dumps({"side": side, "side_wm": side_wm, "pending": pending, "pt": saved["pt"]}) \
@@ -300,36 +386,15 @@ class SideInputOperator(_StageBase):
         return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
 
     def _process_ready(self, pending, side, side_wm, out):
-        ready, waiting = [], []
-        for p in pending:
-            (ready if self._is_ready(p, side_wm) else waiting).append(p)
+        ready, waiting = self._side_inputs.split_ready(pending, side_wm)
         if not ready:
             return waiting
         harness = self.runner.harness
         harness.restore_state(None)
-        from beam_spark_runner.worker.side_inputs import state_entries
-        from apache_beam.portability.api import beam_fn_api_pb2
-        for dest, si, _ in self._sides:
-            for key, data in state_entries(si, side.get(dest, []), self._components):
-                harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(key), data)
-        by_seq = collections.defaultdict(list)
-        for dest, element, seq, _, _ in ready:
-            by_seq[seq].append((self._input_index[dest], element))
-        for seq in sorted(by_seq):
-            self._emit(self.runner.process(by_seq[seq]), seq, out)
+        harness.install_side_inputs(self._side_inputs.state_entries(side))
+        for seq, bundle in _bundles_by_seq(ready, self._input_index):
+            self._emit(self.runner.process(bundle), seq, out)
         return waiting
-
-    def _needs(self, wv):
-        """{side dest: the latest end (micros) of the side windows this
-        element's windows map to}: it may run once each side watermark
-        passed that end. Computed once, when the element arrives."""
-        return {side_dest: max(mapping(w).max_timestamp().micros for w in wv.windows)
-                for side_dest, _, mapping in self._sides}
-
-    @staticmethod
-    def _is_ready(pending_element, side_wm):
-        needs = pending_element[4]
-        return all(side_wm.get(dest, MIN_MICROS) > end for dest, end in needs.items())
 
 
 class GroupOperator:

@@ -74,7 +74,7 @@ class Operator:
     inputs: Tuple[str, ...]         # dests this operator consumes
     stage: object = None            # StagePlan (all but GROUP)
     group: object = None            # GroupPlan (GROUP)
-    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS)
+    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL)
     # STATELESS reading an SDF operator's output: its rows are spread over
     # key-groups by element and re-partitioned by key-group before it runs.
     rebalance_input: bool = False
@@ -169,11 +169,10 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            if stage.keyed or stage.rebalance:
+            if stage.rebalance and not stage.keyed:
                 raise UnsupportedPipelineError(
-                    "%s: a %s with side inputs is not supported in streaming yet: %s" % (
-                        stage.display_name, "stateful DoFn" if stage.keyed else "splittable DoFn",
-                        STREAMING_ISSUE))
+                    "%s: a splittable DoFn with side inputs is not supported in streaming yet: %s" % (
+                        stage.display_name, STREAMING_ISSUE))
             side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
                          for si in stage.side_inputs)
             broadcast.extend(d for d, _ in side if d not in broadcast)

@@ -40,6 +40,7 @@ class InProcessSdkHarness:
         )
         self._worker = sdk_worker.SdkWorker(self._cache)
         self._next_id = 0
+        self._side_keys = set()     # state keys install_side_inputs added
 
     def new_instruction_id(self) -> str:
         self._next_id += 1
@@ -82,9 +83,11 @@ class InProcessSdkHarness:
     # restore are the streaming runner's way to move one key-group's state
     # in and out of Spark's state store between micro-batches.
     def snapshot_state(self):
-        """User state and ordered-list indexes as plain picklable data."""
+        """User state and ordered-list indexes as plain picklable data
+        (side inputs installed with `install_side_inputs` excluded)."""
         state = self.state
-        return ({k: list(v) for k, v in state._state.items() if v},
+        side = self._side_keys
+        return ({k: list(v) for k, v in state._state.items() if v and k not in side},
                 {k: list(v) for k, v in state._ordered_list_keys.items() if v})
 
     def restore_state(self, snapshot):
@@ -92,12 +95,28 @@ class InProcessSdkHarness:
         state = self.state
         state._state.clear()
         state._ordered_list_keys.clear()
+        self._side_keys = set()
         if snapshot is not None:
             entries, ordered = snapshot
             for k, v in entries.items():
                 state._state[k] = list(v)
             for k, v in ordered.items():
                 state._ordered_list_keys[k].update(v)
+
+
+    def install_side_inputs(self, entries):
+        """Replaces the side-input entries the previous call installed with
+        `entries` ((serialized StateKey, data) pairs), leaving user state
+        alone: a stateful stage's side inputs change between bundles while
+        its user state carries on."""
+        state = self.state
+        for key in self._side_keys:
+            state._state.pop(key, None)
+        self._side_keys = set()
+        for key, data in entries:
+            state_key = beam_fn_api_pb2.StateKey.FromString(key)
+            state.append_raw(state_key, data)
+            self._side_keys.add(state_key.SerializeToString())    # StateServicer's own key
 
 
 def fake_timer_endpoint():

@@ -218,6 +218,36 @@ def test_periodic_impulse_is_an_unbounded_source_whose_watermark_closes_windows(
         assert_that(out, equal_to([3, 3]))
 
 
+class _ScaledRunningSum(beam.DoFn):
+    """A running sum per key in state; each value is scaled by a side input."""
+    TOTAL = userstate.ReadModifyWriteStateSpec("total", beam.coders.VarIntCoder())
+
+    def process(self, kv, factor, total=beam.DoFn.StateParam(TOTAL)):
+        value = (total.read() or 0) + kv[1] * factor
+        total.write(value)
+        yield kv[0], value
+
+
+def test_stateful_dofn_with_a_side_input_waits_for_it_and_keeps_its_state():
+    side_stream = (TestStream()
+                   .advance_watermark_to(10)
+                   .add_elements([_tv(10, 12)])
+                   .advance_watermark_to(20)
+                   .advance_watermark_to_infinity())
+    main_stream = (TestStream()
+                   .add_elements([_tv(("a", 1), 12), _tv(("a", 2), 13), _tv(("b", 5), 14)])
+                   .advance_watermark_to(30)
+                   .add_elements([_tv(("a", 4), 15)])
+                   .advance_watermark_to_infinity())
+    with _pipeline() as p:
+        # The side window [10, 20) is complete only once the side stream's
+        # watermark passes 20: every main element of that window waits for it.
+        factor = (p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10)))
+        out = (p | "Main" >> main_stream | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+               | beam.ParDo(_ScaledRunningSum(), beam.pvalue.AsSingleton(factor)))
+        assert_that(out, equal_to([("a", 10), ("a", 30), ("b", 50), ("a", 70)]))
+
+
 class _ThreeEventsPerTick(beam.DoFn):
     """Three events at each tick's time, keyed by which executor ran this
     DoFn (plain-Python steps or Beam's SDK harness, from the call stack)."""

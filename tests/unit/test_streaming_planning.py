@@ -106,8 +106,9 @@ def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group
     assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
 
 
-def test_a_stateful_dofn_with_side_inputs_is_rejected_in_streaming_naming_it():
+def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_watermarks():
     from apache_beam.transforms import userstate
+    from beam_spark_runner.translation.streaming_plan import STATEFUL
 
     class Stateful(beam.DoFn):
         S = userstate.BagStateSpec("s", beam.coders.VarIntCoder())
@@ -121,8 +122,13 @@ def test_a_stateful_dofn_with_side_inputs_is_rejected_in_streaming_naming_it():
     side = p | "Side" >> beam.Create([("s", 1)])
     (p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
      | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side)))
-    with pytest.raises(UnsupportedPipelineError, match="StatefulWithSide.*side inputs"):
-        plan_streaming_pipeline(pipeline_proto_of(p))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (op,) = [o for o in plan.operators if o.kind == STATEFUL]
+    (side_dest,) = [d for d, _ in op.side_inputs]
+    main = [d for d in op.inputs if d != side_dest]
+    assert side_dest in plan.broadcast_dests
+    assert all(plan.keyed_dests[d] is not None for d in main)     # keyed by the user key
+    assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
 
 
 def _planner(tmp_path):
