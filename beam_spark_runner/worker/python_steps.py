@@ -9,9 +9,9 @@ Each step mirrors what Beam's SDK harness does for the same transform:
   `WindowedValue` (taken as is) and a `TaggedOutput` (routed by tag; a tag
   the transform does not declare is dropped), as `common._OutputHandler`
   does; a callable taking a WindowParam is called once per window; a DoFn
-  class's `finish_bundle` may output only `WindowedValue`s (optionally
-  tagged), and a `process` that returns (not yields) a str, bytes or dict
-  fails, as in the harness;
+  class's `start_bundle` may output nothing, its `finish_bundle` only
+  `WindowedValue`s (optionally tagged), and a `process` that returns (not
+  yields) a str, bytes or dict fails, as in the harness;
 - WindowInto: new windows from the WindowFn per input window, timestamp
   kept, pane reset, as the harness's WindowIntoDoFn;
 - lifted pre-combine: one accumulator per (window, key) fed with the
@@ -226,7 +226,7 @@ class ParDoStep(Step):
 
     def start_bundle(self):
         if self._dofn is not None:
-            self._call(self._dofn.start_bundle)
+            self._call(self._dofn.start_bundle, outputs_allowed=False)
 
     def teardown(self):
         if self._dofn is not None:
@@ -260,10 +260,13 @@ class ParDoStep(Step):
             raise TypeError("In %s, tag %s is not a string" % (self.spec.name, r.tag))
         return self._tags.get(r.tag), r.value
 
-    def _call(self, method):
+    def _call(self, method, outputs_allowed=True):
         with self._scoped:
             try:
-                method()
+                results = method()
+                if results is not None and not outputs_allowed:
+                    # The harness's rule (_OutputHandler.start_bundle_outputs).
+                    raise RuntimeError("Start Bundle should not output any elements but got %s" % results)
             except Exception:
                 raise self._failed() from None
 

@@ -221,11 +221,20 @@ class _FinishesWithPlainValue(beam.DoFn):
         yield 1
 
 
+class _StartsWithOutput(beam.DoFn):
+    def start_bundle(self):
+        return [1]
+
+    def process(self, x):
+        yield x
+
+
 @BOTH_WAYS
 @pytest.mark.parametrize("fn, message", [
     (_ReturnsString(), "Returning a str from a ParDo or FlatMap is not allowed"),
     (_FinishesWithPlainValue(), "Finish Bundle should only output WindowedValue"),
-], ids=["process-returns-str", "finish-bundle-plain-value"])
+    (_StartsWithOutput(), "Start Bundle should not output any elements"),
+], ids=["process-returns-str", "finish-bundle-plain-value", "start-bundle-output"])
 def test_dofn_class_misuse_fails_as_on_the_harness(harness_only, fn, message):
     p = _pipeline(harness_only)
     _ = p | beam.Create([1, 2]) | "Misused" >> beam.ParDo(fn)
