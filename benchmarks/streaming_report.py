@@ -1,0 +1,111 @@
+"""The report of benchmarks/streaming.py: every run's details and the table
+of the issue's targets (PASS / MISS). Kept apart so the benchmark script
+stays readable; the numbers it prints are defined in that script's
+docstring."""
+import statistics
+
+
+def _fmt(value, spec="%.2f", unit=""):
+    return "n/a" if value is None else (spec % value) + unit
+
+
+def _verdict(ok):
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def report(args, query, session_s, warm, nt, nl, bt, bl, b3):
+    """Prints every run's details and the targets table; `query` describes the query."""
+    print("\n== Streaming benchmark (issue #5): %s, --seconds %d" % (query, args.seconds))
+    print("SparkSession start-up %.1f s and warm-up runs %s (excluded)" % (
+        session_s, ", ".join("%s %.1f s" % kv for kv in warm.items())))
+
+    def cpu(run):
+        c = run.get("cpu") if run else None
+        return "" if not c else "  [own CPU %.0f s, other processes' CPU %.0f s over %.0f s wall]" % (
+            c["own_cpu_s"], c["other_cpu_s"], c["wall_s"])
+
+    if nt:
+        print("native throughput: %d batches of %d rows after warm-up, %s rows/s; batch p50 %s p99 %s%s" % (
+            nt["batches"], args.native_rows_per_batch, _fmt(nt["rows_per_s"], "%.0f"),
+            _fmt(nt["batch_p50_s"], "%.2f", " s"), _fmt(nt["batch_p99_s"], "%.2f", " s"), cpu(nt)))
+    for run in (bt, bl, b3):
+        if not run:
+            continue
+        print("%s: offered %.0f events/s for %s s; %d events in %.1f s wall (query start %.1f s, tail "
+              "after the last tick %s); busy %s events/s, whole run %s events/s; %d batches, p50 %s "
+              "p99 %s; kept up with the offered rate: %s; panes %s; sampled events %d/%d%s" % (
+                  run["label"], run["offered_per_s"], _fmt(run["gen_s"], "%.0f"), run["events"],
+                  run["wall_s"], run["first_batch_s"] or 0, _fmt(run["tail_s"], "%.1f", " s"),
+                  _fmt(run["events_per_s_busy"], "%.0f"), _fmt(run["events_per_s_run"], "%.0f"),
+                  run["batches"], _fmt(run["batch_p50_s"], "%.2f", " s"), _fmt(run["batch_p99_s"], "%.2f", " s"),
+                  "no (saturated)" if run["saturated"] else "yes",
+                  run["panes"], run["probes"], run["probes_total"], cpu(run)))
+        if run.get("spark"):
+            sp = run["spark"]
+            print("    Spark's progress, batches 2+: %.1f s in batches = addBatch %.1f + query planning %.1f + "
+                  "source offsets %.1f + WAL/commit %.1f; summed over the 2 tasks of each keyed operator "
+                  "(task time, not wall): %s" % (
+                      sp.get("triggerExecution", 0), sp.get("addBatch", 0), sp.get("queryPlanning", 0),
+                      sp.get("latestOffset", 0), sp.get("walCommit", 0) + sp.get("commitOffsets", 0),
+                      ", ".join("%s %.1f s" % (k, v) for k, v in sp.items() if ":" in k)))
+        if run["counted_events"] is not None:
+            print("    sum of the last pane's count over keys and windows: %d of %d events generated (%s)" % (
+                run["counted_events"], run["events"],
+                "complete" if run["counted_events"] == run["events"] else "MISMATCH"))
+    if nl:
+        print("native latency run: %d batches (%d with rows), %s rows/s offered by the rate source%s" % (
+            nl["batches"], nl["data_batches"], _fmt(nl["rows_per_s"], "%.0f"), cpu(nl)))
+
+    # -- targets --
+    thr_ratio = (bt["events_per_s_busy"] / nt["rows_per_s"]) if bt and nt and bt["events_per_s_busy"] and \
+        nt["rows_per_s"] else None
+    lat_ratio = (bl["e2o_p50_s"] / nl["batch_p50_s"]) if bl and nl and bl["e2o_p50_s"] and nl["batch_p50_s"] \
+        else None
+    lags = [x for pair in (b3["stage_lags"] if b3 else []) for x in pair]
+    max_lag = max(lags) if lags else None
+    mean_lag = statistics.mean(lags) if lags else None
+    def per_extra_stage(key):
+        """(3-GBK value / its batch p50 - 1-GBK value / its batch p50) / extra stages."""
+        if not (b3 and bl and b3[key] is not None and bl[key] is not None and b3["batch_p50_s"]
+                and bl["batch_p50_s"]):
+            return None
+        return (b3[key] / b3["batch_p50_s"] - bl[key] / bl["batch_p50_s"]) / (b3["groups"] - bl["groups"])
+
+    print("\n| measurement | native Spark | Beam on SparkRunner | ratio | target | |")
+    print("|---|---:|---:|---:|---|---|")
+    print("| sustained throughput, events/s | %s | %s%s | %s | >= 0.5x | %s |" % (
+        _fmt(nt and nt["rows_per_s"], "%.0f"), _fmt(bt and bt["events_per_s_busy"], "%.0f"),
+        "" if not bt or bt["saturated"] else " (not saturated: a lower bound)",
+        _fmt(thr_ratio, "%.3f", "x"), _verdict(None if thr_ratio is None else thr_ratio >= 0.5)))
+    rate = bl["offered_per_s"] if bl else (nl and args.rate)
+    print("| at %s events/s: micro-batch duration p50 / p99, s | %s / %s | %s / %s | | | |" % (
+        _fmt(rate, "%.0f"), _fmt(nl and nl["batch_p50_s"]), _fmt(nl and nl["batch_p99_s"]),
+        _fmt(bl and bl["batch_p50_s"]), _fmt(bl and bl["batch_p99_s"])))
+    print("| at %s events/s: event-to-output latency p50 / p99, s | %s / %s | %s / %s | %s | | |" % (
+        _fmt(rate, "%.0f"), _fmt(nl and nl["e2o_p50_s"]), _fmt(nl and nl["e2o_p99_s"]),
+        _fmt(bl and bl["e2o_p50_s"]), _fmt(bl and bl["e2o_p99_s"]),
+        _fmt((bl["e2o_p50_s"] / nl["e2o_p50_s"]) if bl and nl and bl["e2o_p50_s"] and nl["e2o_p50_s"] else None,
+             "%.1f", "x")))
+    print("| Beam event-to-output p50 / native micro-batch p50 | %s | %s | %s | <= 2x | %s |" % (
+        _fmt(nl and nl["batch_p50_s"], "%.2f", " s"), _fmt(bl and bl["e2o_p50_s"], "%.2f", " s"),
+        _fmt(lat_ratio, "%.1f", "x"), _verdict(None if lat_ratio is None else lat_ratio <= 2.0)))
+    print("| watermark lag per extra GroupByKey, micro-batches (max / mean over windows) | | %s / %s | | <= 1 | %s |" % (
+        _fmt(max_lag, "%d"), _fmt(mean_lag, "%.2f"), _verdict(None if max_lag is None else max_lag <= 1)))
+    print("| on-time pane delay after window end p50, 1 vs 3 GroupByKeys, s (in each run's batches) | | "
+          "%s (%s) vs %s (%s) | %s batches per extra stage | | |" % (
+              _fmt(bl and bl["on_time_p50_s"]), _fmt(_in_batches(bl, "on_time_p50_s"), "%.1f"),
+              _fmt(b3 and b3["on_time_p50_s"]), _fmt(_in_batches(b3, "on_time_p50_s"), "%.1f"),
+              _fmt(per_extra_stage("on_time_p50_s"), "%+.2f")))
+    print("| event-to-output p50, 1 vs 3 GroupByKeys, s (in each run's batches) | | %s (%s) vs %s (%s) | "
+          "%s batches per extra stage | | |" % (
+              _fmt(bl and bl["e2o_p50_s"]), _fmt(_in_batches(bl, "e2o_p50_s"), "%.1f"),
+              _fmt(b3 and b3["e2o_p50_s"]), _fmt(_in_batches(b3, "e2o_p50_s"), "%.1f"),
+              _fmt(per_extra_stage("e2o_p50_s"), "%+.2f")))
+    print("| micro-batch p50, 1 vs 3 GroupByKeys, s | | %s vs %s | | | |" % (
+        _fmt(bl and bl["batch_p50_s"]), _fmt(b3 and b3["batch_p50_s"])))
+
+
+def _in_batches(run, key):
+    if not run or run[key] is None or not run["batch_p50_s"]:
+        return None
+    return run[key] / run["batch_p50_s"]
