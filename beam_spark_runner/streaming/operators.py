@@ -200,8 +200,15 @@ class StatefulStageOperator(_StageBase):
             runner.timers.restore(saved["timers"])
         sides = self._side_inputs
         side, side_wm, pending = saved.get("side", {}), saved.get("side_wm", {}), saved.get("pending", [])
-        if sides is not None:
-            runner.harness.install_side_inputs(sides.state_entries(side))
+        # The side data goes into the harness only before user code runs,
+        # and again only after new side rows arrived.
+        stale = [sides is not None]
+
+        def with_side_inputs():
+            if stale[0]:
+                runner.harness.install_side_inputs(sides.state_entries(side))
+                stale[0] = False
+
         out = []
         wm, pt = saved["wm"], saved["pt"]
         for what, seq, item in _schedule(data_rows, steps):
@@ -209,12 +216,12 @@ class StatefulStageOperator(_StageBase):
                 if sides is None:
                     self._emit(runner.process(self._bundle(item)), seq, out)
                     continue
-                side_rows = [row for row in item if row[1] in sides.dests]
-                for row in side_rows:
-                    side.setdefault(row[1], []).append(row[4])
-                if side_rows:
-                    runner.harness.install_side_inputs(sides.state_entries(side))
-                pending.extend(sides.pending(row, seq) for row in item if row[1] not in sides.dests)
+                for row in item:
+                    if row[1] in sides.dests:
+                        side.setdefault(row[1], []).append(row[4])
+                        stale[0] = True
+                    else:
+                        pending.append(sides.pending(row, seq))
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
                 if sides is not None:
@@ -222,8 +229,11 @@ class StatefulStageOperator(_StageBase):
             if sides is not None:
                 ready, pending = sides.split_ready(pending, side_wm)
                 for ready_seq, bundle in _bundles_by_seq(ready, self._input_index):
+                    with_side_inputs()
                     self._emit(runner.process(bundle), ready_seq, out)
-            if what == "step" and runner.timers is not None:
+            if what == "step" and runner.timers:
+                if sides is not None:
+                    with_side_inputs()
                 self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
