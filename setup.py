@@ -24,6 +24,8 @@ setup(
     description="Run Apache Beam pipelines (batch and streaming) on Apache Spark via PySpark.",
     python_requires=">=3.10",
     packages=find_packages(include=["beam_spark_runner*", "windowing*", "triggers*"]),
+    # The Spark UI metrics helper (built from java/ by tools/build_ui_jar.sh).
+    package_data={"beam_spark_runner": ["jars/*.jar"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES},
     entry_points={

@@ -5,6 +5,8 @@ import sys
 
 from beam_spark_runner.options import parse_spark_conf
 
+UI_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner-ui.jar")
+
 
 def ensure_python_workers_match_driver():
     """Spark's Python workers must run this interpreter (same Beam, same
@@ -23,7 +25,22 @@ def runner_spark_conf():
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         # Forked Python workers start with Beam already imported.
         "spark.python.daemon.module": "beam_spark_runner.execution.spark_daemon",
+        # The JVM helper that shows Beam metrics in the Spark UI
+        # (execution/ui_metrics.py).
+        "spark.jars": UI_JAR,
     }
+
+
+def merged_spark_conf(user_conf):
+    """The runner's settings updated by the user's; a user's `spark.jars`
+    keeps the runner's jar beside its own."""
+    conf = runner_spark_conf()
+    user_conf = dict(user_conf)
+    jars = user_conf.pop("spark.jars", None)
+    conf.update(user_conf)
+    if jars:
+        conf["spark.jars"] = "%s,%s" % (jars, UI_JAR)
+    return conf
 
 
 def get_or_create_session(spark_options):
@@ -34,8 +51,7 @@ def get_or_create_session(spark_options):
     if active is not None:
         return active
     builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)
-    conf = runner_spark_conf()
-    conf.update(parse_spark_conf(spark_options.spark_conf))
+    conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf))
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -16,6 +16,7 @@ import zlib
 from pyspark import StorageLevel
 
 from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.native_io import NATIVE_STAGES
@@ -26,6 +27,7 @@ from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
 from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.stage_runner import StageRunner
+
 
 def key_partition(key: bytes) -> int:
     """Deterministic across processes (unlike hash() of bytes)."""
@@ -75,6 +77,7 @@ class BatchExecution:
                 self.sc.setJobDescription("Beam: %s" % stage.display_name)
                 with spark_call_site(self.sc, stage.display_name):
                     rdd.count()
+            self._publish_ui_metrics()
         finally:
             self.sc.setJobDescription(None)
             self._release()
@@ -83,6 +86,12 @@ class BatchExecution:
 
     def metrics_so_far(self):
         return spark_metrics.by_stage(self.metrics.value)
+
+    def _publish_ui_metrics(self):
+        """The committed user metrics into the Spark UI (ui_metrics)."""
+        self.check_not_cancelled()
+        ui_metrics.UiMetricsPublisher(self.sc).publish_safely(
+            "Beam metrics: pipeline finished", self.metrics_so_far())
 
     def _stage_rdd(self, stage):
         if stage.native is not None:

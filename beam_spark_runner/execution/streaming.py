@@ -26,6 +26,7 @@ import time
 import uuid
 
 from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT, BeamStreamSource, KeyGroupProcessor, stateless_batches)
@@ -77,6 +78,8 @@ class StreamingExecution:
         self.last_status = None
         self._started = self._last_batch_end = None
         self._saved_conf = None
+        # How often a running pipeline refreshes its metrics in the Spark UI.
+        self.ui_metrics_interval_s = 10.0
 
     def cancel(self):
         self._cancelled.set()
@@ -88,15 +91,20 @@ class StreamingExecution:
 
     def run(self):
         query = self._start()
+        ui = ui_metrics.UiMetricsPublisher(self.spark.sparkContext)
+        ui_policy = ui_metrics.PublishPolicy(self.ui_metrics_interval_s)
         try:
             while not self._done.wait(0.2):
                 if not query.isActive:
                     break
+                if ui_policy.due():
+                    ui.publish_safely("Beam metrics: streaming run so far", self.metrics_so_far(), ui_policy)
             exception = query.exception()
             if exception is not None:
                 raise exception
             if self._cancelled.is_set():
                 raise RunCancelled("the pipeline was cancelled")
+            ui.publish_safely("Beam metrics: streaming run finished", self.metrics_so_far(), ui_policy)
         finally:
             if query.isActive:
                 query.stop()

@@ -6,22 +6,31 @@ per process, and the test process already has a local one):
     python standalone_pipeline.py --input FILE --output DIR \
         --runner=beam_spark_runner.SparkRunner --spark_master=spark://HOST:PORT ...
 
-Reads text, and writes two results, each needing a shuffle:
+Reads text, counts the words in a Beam counter, and writes two results,
+each needing a shuffle:
   DIR/counts-*  `word: count`                   (CombinePerKey)
   DIR/groups-*  `initial: n word1,word2,...`    (GroupByKey; n = occurrences,
                                                  words distinct and sorted)
 `expected_counts` / `expected_groups` compute the same lines in plain Python.
+With --ui_metrics_out FILE, the Beam metrics the Spark UI lists (the
+accumulators of the "Beam metrics" jobs, read from the UI's REST API) are
+written to FILE as JSON before the application stops.
 """
 import argparse
 import collections
+import json
 import sys
+import urllib.request
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
 def split_words(line):
-    return line.split()
+    words = line.split()
+    Metrics.counter("standalone", "words").inc(len(words))
+    return words
 
 
 def format_count(word, count):
@@ -62,18 +71,37 @@ def expected_groups(lines):
     return sorted(format_group(k, ws) for k, ws in groups.items())
 
 
+def ui_metrics(sc):
+    """{accumulator name: value} of the Spark UI's "Beam metrics" jobs."""
+    def rest(path):
+        url = "%s/api/v1/applications/%s/%s" % (sc.uiWebUrl, sc.applicationId, path)
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return json.load(response)
+    shown = {}
+    for job in rest("jobs"):
+        if (job.get("description") or "").startswith("Beam metrics"):
+            for stage_id in job["stageIds"]:
+                for attempt in rest("stages/%d" % stage_id):
+                    shown.update((a["name"], a["value"]) for a in attempt.get("accumulatorUpdates", []))
+    return shown
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True, help="Output directory.")
+    parser.add_argument("--ui_metrics_out", help="Where to write the metrics the Spark UI lists.")
     known, pipeline_args = parser.parse_known_args(argv)
     options = PipelineOptions(pipeline_args)
+    from pyspark.sql import SparkSession
     try:
         with beam.Pipeline(options=options) as p:
             build(p, known.input, known.output)
+        if known.ui_metrics_out:
+            with open(known.ui_metrics_out, "w") as f:
+                json.dump(ui_metrics(SparkSession.getActiveSession().sparkContext), f)
     finally:
         # End the Spark application now, so the master lists it as completed.
-        from pyspark.sql import SparkSession
         session = SparkSession.getActiveSession()
         if session is not None:
             session.stop()

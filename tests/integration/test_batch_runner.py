@@ -109,6 +109,42 @@ def test_metrics_are_aggregated_across_executors():
     assert (dist.count, dist.sum, dist.min, dist.max) == (100, 5050, 1, 100)
 
 
+def ui_metric_stages(spark, metric_name):
+    """{job description: {accumulator name: value}} of the Spark UI stages
+    listing an accumulator whose name contains `metric_name`."""
+    descriptions = {j["jobId"]: j.get("description") for j in _rest(spark, "jobs")}
+    found = {}
+    for job in _rest(spark, "jobs"):
+        for stage_id in job["stageIds"]:
+            for attempt in _rest(spark, "stages/%d" % stage_id):
+                accumulators = {a["name"]: a["value"] for a in attempt.get("accumulatorUpdates", [])}
+                if any(metric_name in name for name in accumulators):
+                    found[descriptions[job["jobId"]]] = accumulators
+    return found
+
+
+def test_metrics_are_listed_in_the_spark_ui_with_their_committed_values(spark_session):
+    class Measure(beam.DoFn):
+        def process(self, x):
+            Metrics.counter("ui", "ui_seen").inc()
+            Metrics.distribution("ui", "ui_sizes").update(x)
+            Metrics.string_set("ui", "ui_parity").add("odd" if x % 2 else "even")
+            yield x
+
+    p = _pipeline()
+    p | beam.Create(list(range(1, 21)), reshuffle=True) | "UiMeasure" >> beam.ParDo(Measure())
+    result = p.run()
+    assert result.wait_until_finish() == PipelineState.DONE
+    stages = ui_metric_stages(spark_session, "ui:ui_seen")
+    assert list(stages) == ["Beam metrics: pipeline finished"], stages
+    (shown,) = stages.values()
+    assert shown == {
+        "Beam counter UiMeasure ui:ui_seen": "20",
+        "Beam distribution UiMeasure ui:ui_sizes": "count=20 sum=210 min=1 max=20 mean=10.5",
+        "Beam string set UiMeasure ui:ui_parity": "{'even', 'odd'}",
+    }
+
+
 def test_flatten_side_inputs_and_windowed_group():
     from apache_beam.transforms import window
     with _pipeline("--parallelism=3") as p:

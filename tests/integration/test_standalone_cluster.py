@@ -4,7 +4,8 @@ The cluster is started from the scripts shipped inside the pyspark package,
 on 127.0.0.1 only, with its work and log dirs in a temp dir. The pipeline
 runs in a fresh Python process (this process already holds the local
 SparkContext of tests/conftest.py, and a process may have only one). The
-test checks the exact output and that the master ran the application.
+test checks the exact output, that the master ran the application, and
+that the Beam metrics reached the Spark UI through the cluster's executors.
 """
 import contextlib
 import glob
@@ -227,7 +228,8 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
         "--spark_conf=spark.executor.cores=1",
         "--spark_conf=spark.driver.host=%s" % HOST,
         "--spark_conf=spark.driver.bindAddress=%s" % HOST,
-        "--spark_conf=spark.ui.enabled=false",
+        "--spark_conf=spark.ui.port=0",
+        "--ui_metrics_out", str(tmp_path / "ui_metrics.json"),
         "--spark_conf=spark.executorEnv.PYTHONPATH=%s" % REPO_ROOT,
     ]
     log_path = tmp_path / "pipeline.log"
@@ -247,6 +249,11 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
 
     assert _read_shards(str(output_dir / "counts")) == standalone_pipeline.expected_counts(lines)
     assert _read_shards(str(output_dir / "groups")) == standalone_pipeline.expected_groups(lines)
+    # The runner's UI helper jar reached the cluster's executors: its job
+    # lists the word counter in the Spark UI.
+    with open(tmp_path / "ui_metrics.json") as f:
+        shown = json.load(f)
+    assert shown == {"Beam counter Split standalone:words": str(sum(len(line.split()) for line in lines))}
 
     # The master ran it: the application is listed (completed once the driver stopped).
     def app_listed(state):

@@ -140,6 +140,29 @@ def test_metrics_of_a_streaming_run():
     assert batches and batches[0] >= 2 and durations[0].count == batches[0]
 
 
+def test_a_streaming_run_lists_its_metrics_in_the_spark_ui_when_it_ends(spark_session):
+    from tests.integration.test_batch_runner import ui_metric_stages
+    counter = Metrics.counter("streaming_ui", "ui_stream_seen")
+
+    def count(x):
+        counter.inc()
+        return x
+
+    p = _pipeline()
+    _ = (p | TestStream().add_elements([1, 2]).advance_watermark_to(10).add_elements([3])
+         .advance_watermark_to_infinity() | "UiCount" >> beam.Map(count))
+    result = p.run()
+    assert result.wait_until_finish() == PipelineState.DONE
+    stages = ui_metric_stages(spark_session, "ui_stream_seen")
+    assert list(stages) == ["Beam metrics: streaming run finished"], stages
+    (shown,) = stages.values()
+    assert shown["Beam counter UiCount streaming_ui:ui_stream_seen"] == "3"
+    # The runner's own progress metrics are listed too, as the result has them.
+    from beam_spark_runner.streaming.progress import NAMESPACE
+    (batches,) = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name("batches"))["counters"]
+    assert shown["Beam counter (pipeline) %s:batches" % NAMESPACE] == str(batches.committed) != "0"
+
+
 _SESSION_EVENTS = [("elements", [(5, 1)]), ("elements", [(7, 10)]), ("watermark", 8),
                    ("elements", [(3, 6)]), ("watermark", None)]
 _SESSION_TRIGGER = trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1))
