@@ -116,3 +116,13 @@ def test_a_session_without_the_helper_jar_warns_once_and_publishes_nothing(caplo
         assert publisher.publish("d", [("n", "v")]) is False
     warnings = [r for r in caplog.records if "not shown in the Spark UI" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_sessions_the_runner_creates_carry_the_helper_jar_beside_the_users_jars():
+    import os
+    from beam_spark_runner import session
+    assert os.path.isfile(session.UI_JAR)
+    assert session.merged_spark_conf({})["spark.jars"] == session.UI_JAR
+    conf = session.merged_spark_conf({"spark.jars": "/u/a.jar,/u/b.jar", "spark.ui.showConsoleProgress": "true"})
+    assert conf["spark.jars"] == "/u/a.jar,/u/b.jar,%s" % session.UI_JAR
+    assert conf["spark.ui.showConsoleProgress"] == "true"
