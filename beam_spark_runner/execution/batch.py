@@ -15,6 +15,7 @@ import zlib
 
 from pyspark import StorageLevel
 
+from beam_spark_runner.execution import finalization
 from beam_spark_runner.execution import metrics as spark_metrics
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
@@ -44,6 +45,7 @@ class BatchExecution:
         self.bundle_bytes = bundle_bytes
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
         self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
+        self.finalizer = finalization.Finalizer(self.sc)
         self._written = {}      # BufferRef -> [RDD of blocks]
         self._grouped = {}      # BufferRef -> RDD of blocks after the shuffle
         self._persisted = []
@@ -77,6 +79,7 @@ class BatchExecution:
                 self.sc.setJobDescription("Beam: %s" % stage.display_name)
                 with spark_call_site(self.sc, stage.display_name):
                     rdd.count()
+                self.after_spark_job()
             self._publish_ui_metrics()
         finally:
             self.sc.setJobDescription(None)
@@ -86,6 +89,16 @@ class BatchExecution:
 
     def metrics_so_far(self):
         return spark_metrics.by_stage(self.metrics.value)
+
+    def after_spark_job(self):
+        """Call after each Spark job of the run succeeded: runs the bundle
+        finalization callbacks its tasks handed over (finalization.py)."""
+        self.finalizer.run_new()
+
+    def persist(self, rdd):
+        """Keeps `rdd` (read more than once) until the run ends."""
+        rdd.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(rdd)
 
     def _publish_ui_metrics(self):
         """The committed user metrics into the Spark UI (ui_metrics)."""
@@ -97,13 +110,16 @@ class BatchExecution:
         if stage.native is not None:
             return NATIVE_STAGES[stage.native.urn](self, stage)
         side_entries = self._side_input_entries(stage)
+        rounds = stage.finalizes and not stage.keyed
         with spark_call_site(self.sc, stage.display_name):
             inputs = self.input_rdd(stage)
             run = functools.partial(
                 _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
-                self.metrics, self.warnings)
-            rdd = inputs.mapPartitions(run, preservesPartitioning=True)
-            return name_rdd(rdd, stage.display_name)
+                self.metrics, self.warnings, self.finalizer.accumulator, rounds)
+            if not rounds:
+                rdd = inputs.mapPartitions(run, preservesPartitioning=True)
+                return name_rdd(rdd, stage.display_name)
+        return finalization.run_in_rounds(self, stage, inputs, run)
 
     def feeds_plain_stage_in_process(self, stage):
         """True if `stage` has one output, read by exactly one plain-Python
@@ -124,8 +140,7 @@ class BatchExecution:
         if uses == 0:
             return False
         if uses > 1 or len(stage.outputs) > 1:
-            stage_rdd.persist(StorageLevel.MEMORY_AND_DISK)
-            self._persisted.append(stage_rdd)
+            self.persist(stage_rdd)
         for index, port in enumerate(stage.outputs):
             if len(stage.outputs) == 1:
                 out = stage_rdd.map(_second)
@@ -197,6 +212,7 @@ class BatchExecution:
             with spark_call_site(self.sc, name):
                 blocks = self._union(self._written.get(
                     plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
+            self.after_spark_job()
             entries.extend(state_entries(si, blocks, self.plan.components))
         broadcast = self.sc.broadcast(entries)
         self._broadcasts.append(broadcast)
@@ -211,18 +227,23 @@ class BatchExecution:
 
 # -- functions shipped to executors (module level so they pickle by name) --
 
-def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc, iterator):
+def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
+                         finalizations, rounds, iterator):
     if stage.python_spec is not None:
         runner = PythonStageRunner(stage, stage.python_spec, components)
     else:
         runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
+        runner.finalize_after_commit = stage.finalizes
     with warnings.catch_warnings(record=True) as caught, bulk_data_gc():
         warnings.simplefilter("default")
         try:
-            yield from runner.run(iterator, bundle_bytes)
+            yield from (runner.run_round if rounds else runner.run)(iterator, bundle_bytes)
         finally:
             if runner.monitoring_infos:
                 metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
+            if getattr(runner, "finalizations", None):
+                # Merged by Spark only if this task succeeds (finalization.py).
+                finalizations.add([(stage.display_name, blob) for blob in runner.finalizations])
             if caught:
                 warning_acc.add([spark_metrics.describe_warning(w) for w in caught])
             runner.close()

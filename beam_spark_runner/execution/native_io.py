@@ -75,6 +75,7 @@ def write_files_rdd(execution, stage):
     with spark_call_site(sc, stage.display_name):
         blocks = execution.input_rdd(stage).map(_second)
         results = name_rdd(blocks.mapPartitions(write), stage.display_name).collect()
+    execution.after_spark_job()
     names = files.finalize_write(sink, init_result, results)
     # WriteImpl emits the final names at the end of the global window.
     final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))

@@ -83,6 +83,10 @@ class StagePlan:
     python_spec: Optional[PythonStageSpec] = None
     # Set for a stage holding a runner-native read or write (no SDK code).
     native: Optional[NativeTransform] = None
+    # A DoFn of the stage requests bundle finalization: batch runs its
+    # callbacks after the Spark job that ran the bundle succeeded, and feeds
+    # SDF residuals back in later jobs (execution/finalization.py).
+    finalizes: bool = False
 
     @property
     def display_name(self):
@@ -161,6 +165,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
         inputs, outputs, side_inputs, names = [], [], [], []
         transforms = {}
         native = None
+        finalizes = False
         for t in stage.transforms:
             t = _copy(t)
             if t.spec.urn == bundle_processor.DATA_INPUT_URN:
@@ -181,6 +186,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                     native = NativeTransform(t.unique_name, t.spec.urn, t.spec.payload)
                 if t.spec.urn in translations.PAR_DO_URNS:
                     payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)
+                    finalizes = finalizes or payload.requests_finalization
                     for tag, si in payload.side_inputs.items():
                         pcoll = t.inputs[tag]
                         side_inputs.append(SideInputPlan(
@@ -211,6 +217,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                          if plain_python and not side_inputs and not stage.timers
                          and native is None else None),
             native=native,
+            finalizes=finalizes,
         ))
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
 

@@ -5,6 +5,8 @@ FnApiRunner does it with the classes imported here (the embedded worker
 handler). We wrap them so an upgrade of Beam breaks one module, not the
 runner: every other module imports from here.
 """
+import threading
+
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.portability.api import endpoints_pb2
 from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
@@ -14,8 +16,30 @@ from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
 )
 from apache_beam.runners.worker import data_plane, sdk_worker
 from apache_beam.runners.worker.statecache import StateCache
+from apache_beam.transforms import core
 
 STATE_CACHE_BYTES = 64 << 20
+
+
+# Bundle finalization callbacks live on each DoFn operation's
+# `_BundleFinalizerParam`, behind attributes Cython keeps private, until a
+# FinalizeBundleRequest calls them. The batch runner must call them later
+# (after Spark holds the bundle's output), so while `_capture.sink` is set
+# on this thread, finalizing a bundle collects the callbacks instead of
+# calling them. Outside `take_finalization_callbacks` nothing changes.
+_capture = threading.local()
+_sdk_finalize_bundle = core._BundleFinalizerParam.finalize_bundle
+
+
+def _finalize_or_capture(param):
+    sink = getattr(_capture, "sink", None)
+    if sink is None:
+        return _sdk_finalize_bundle(param)
+    sink.extend(param._callbacks)
+    return None
+
+
+core._BundleFinalizerParam.finalize_bundle = _finalize_or_capture
 
 
 class InProcessSdkHarness:
@@ -75,6 +99,20 @@ class InProcessSdkHarness:
             finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(
                 instruction_id=instruction_id))
         return self._worker.do_instruction(request)
+
+    def take_finalization_callbacks(self, instruction_id):
+        """The callbacks the finished bundle `instruction_id` registered,
+        uncalled; the SDK forgets them and releases the bundle's processor
+        (as a FinalizeBundleRequest would after calling them)."""
+        processor = self._cache.lookup(instruction_id)
+        callbacks = []
+        _capture.sink = callbacks
+        try:
+            processor.finalize_bundle()
+        finally:
+            _capture.sink = None
+        self._cache.release(instruction_id)
+        return callbacks
 
     def close(self):
         self._cache.shutdown()

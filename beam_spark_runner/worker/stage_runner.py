@@ -4,9 +4,12 @@ Input is an iterator of `(input_index, block)` where a block is a run of
 elements encoded with that input's data-channel coder; output is an iterator
 of `(output_index, block)`. A partition is cut into bundles of bounded size;
 SDF residuals (self-checkpoints) are fed back as further bundles until none
-remain, as a bounded input requires.
+remain, as a bounded input requires; `run_round` instead hands them to the
+driver, for stages whose bundles must be finalized first (see
+execution/finalization.py).
 """
 import collections
+import logging
 import time
 
 from apache_beam.portability import common_urns
@@ -15,6 +18,8 @@ from apache_beam.runners.worker import bundle_processor
 
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.utils import proto_utils
+
+from apache_beam.internal import pickler
 
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
@@ -26,6 +31,10 @@ from beam_spark_runner.worker.timers import PendingTimers
 DEFAULT_BUNDLE_BYTES = 32 << 20
 
 _TRUNCATE_URN = common_urns.sdf_components.TRUNCATE_SIZED_RESTRICTION.urn
+_LOG = logging.getLogger(__name__)
+
+# Output index of a residual record of `run_round`.
+RESIDUAL = -1
 
 
 class StageFailed(RuntimeError):
@@ -47,7 +56,11 @@ class StageRunner:
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
         self._resume_delay = None
-        self._deferred = None   # run_once collects residuals here
+        self._deferred = None   # run_once / run_round collect residuals here
+        # Batch: hand finalization callbacks to the driver (pickled, in
+        # `finalizations`) instead of running them when the bundle ends.
+        self.finalize_after_commit = False
+        self.finalizations = []
         self.monitoring_infos = []
         self._timer_domains = {}
         self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
@@ -96,16 +109,37 @@ class StageRunner:
     def process(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
         """Yields (output_index, block) for bundles of these inputs; fires no
         timer."""
+        for inputs in self._bundle_inputs(tagged_blocks, bundle_bytes):
+            yield from self._run_until_no_residuals(inputs)
+
+    def run_round(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
+        """Batch stages that finalize bundles: runs each bundle of these
+        inputs once. Yields its (output_index, block) outputs, then one
+        (RESIDUAL, (input_index, element, resume delay in seconds)) per
+        residual, which the driver feeds back in a later Spark job, after
+        this job's finalization callbacks ran."""
+        self._deferred = []
+        for inputs in self._bundle_inputs(tagged_blocks, bundle_bytes):
+            outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
+            yield from outputs
+            self._after_bundle(finalize)
+        deferred, self._deferred = self._deferred, None
+        index_of = {tid: i for i, tid in enumerate(self._input_ids)}
+        for tid, element, delay, _ in deferred:
+            yield RESIDUAL, (index_of[tid], element, delay)
+
+    def _bundle_inputs(self, tagged_blocks, bundle_bytes):
+        """{input transform id: [block]} per bundle of about `bundle_bytes`."""
         pending = collections.defaultdict(list)
         size = 0
         for index, block in tagged_blocks:
             pending[self._input_ids[index]].append(block)
             size += len(block)
             if size >= bundle_bytes:
-                yield from self._run_until_no_residuals(pending)
+                yield pending
                 pending, size = collections.defaultdict(list), 0
         if pending:
-            yield from self._run_until_no_residuals(pending)
+            yield pending
 
     def run_once(self, tagged_blocks):
         """Streaming SDFs: runs one bundle of these inputs and keeps its
@@ -117,8 +151,7 @@ class StageRunner:
             inputs[self._input_ids[index]].append(block)
         self._deferred = []
         outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
-        if finalize is not None:
-            self._finalize(finalize)
+        self._after_bundle(finalize)
         deferred, self._deferred = self._deferred, None
         index_of = {tid: i for i, tid in enumerate(self._input_ids)}
         return outputs, [(index_of[tid], element, delay, wm) for tid, element, delay, wm in deferred]
@@ -129,11 +162,9 @@ class StageRunner:
             self._resume_delay = None
             outputs, finalize = self._run_bundle(inputs, residuals, fired_timers or {})
             yield from outputs
-            if finalize is not None:
-                # Resumed only once Spark has taken every output of the bundle
-                # (a generator runs on when the next element is requested).
-                # Finalizing after the task's commit needs a driver-side hook.
-                self._finalize(finalize)
+            # Resumed only once Spark has taken every output of the bundle
+            # (a generator runs on when the next element is requested).
+            self._after_bundle(finalize)
             inputs, fired_timers = residuals, None
             if inputs and self._resume_delay:
                 # A self-checkpointing SDF asked to be resumed later (e.g.
@@ -176,6 +207,29 @@ class StageRunner:
         self.monitoring_infos.extend(result.monitoring_infos)
         finalize = iid if result.requires_finalization else None
         return outputs, finalize
+
+    def _after_bundle(self, iid):
+        """Finalization of the bundle `iid` (None: it registered no callback):
+        its callbacks run now, or, with `finalize_after_commit`, are pickled
+        into `finalizations` for the driver. Callbacks that cannot be pickled
+        run now, with a warning saying so."""
+        if iid is None:
+            return
+        if not self.finalize_after_commit:
+            self._finalize(iid)
+            return
+        callbacks = self._harness.take_finalization_callbacks(iid)
+        try:
+            self.finalizations.append(pickler.dumps(callbacks))
+        except Exception as e:  # noqa: BLE001 -- any pickling failure
+            _LOG.warning("Bundle finalization callbacks of %r cannot be pickled (%s): they run when "
+                         "the bundle ends, before Spark holds its output", self.stage.display_name, e)
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception as error:  # noqa: BLE001 -- as the SDK harness: log, go on
+                    _LOG.warning("A bundle finalization callback of %r failed: %s",
+                                 self.stage.display_name, error)
 
     def _finalize(self, iid):
         finalized = self._harness.finalize(iid)

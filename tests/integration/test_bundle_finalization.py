@@ -1,0 +1,141 @@
+"""Bundle finalization in batch (execution/finalization.py): callbacks run
+after the Spark job that ran their bundle succeeded, in the driver; a
+splittable DoFn is resumed only after its earlier bundles were finalized."""
+import json
+import os
+import time
+
+import apache_beam as beam
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.core import RestrictionProvider
+
+from beam_spark_runner import SparkRunner
+from beam_spark_runner.result import PipelineState
+
+
+def _pipeline(*args):
+    return beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(list(args)))
+
+
+def _record(path, event):
+    with open(path, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def _events(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+class _FinalizeEachBundle(beam.DoFn):
+    """Registers one callback per bundle; the bundle of element 0 ends only
+    after the other partitions' bundles ended, and each bundle's end is
+    recorded, so a callback can tell whether its whole Spark job was done."""
+
+    def __init__(self, log, partitions):
+        self._log = log
+        self._partitions = partitions
+
+    def start_bundle(self):
+        self._elements = []
+
+    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
+        if not self._elements:
+            log, partitions = self._log, self._partitions
+
+            def callback():
+                ended = sum(1 for e in _events(log) if e["what"] == "bundle ended")
+                _record(log, {"what": "finalized", "pid": os.getpid(), "bundles ended": ended,
+                              "of": partitions})
+            finalizer.register(callback)
+        self._elements.append(element)
+        yield element
+
+    def finish_bundle(self):
+        if 0 in self._elements:
+            # Wait until the other bundles ended: finalizing in the task
+            # would let this bundle's callback run before they did.
+            deadline = time.time() + 60
+            while (sum(1 for e in _events(self._log) if e["what"] == "bundle ended") < self._partitions - 1
+                   and time.time() < deadline):
+                time.sleep(0.05)
+        _record(self._log, {"what": "bundle ended", "pid": os.getpid()})
+
+
+def test_callbacks_run_in_the_driver_after_the_job_that_ran_their_bundles(tmp_path):
+    log = str(tmp_path / "events")
+    partitions = 2
+    with _pipeline("--parallelism=%d" % partitions) as p:
+        out = (p | beam.Create(list(range(8)), reshuffle=True)
+               | "Finalizing" >> beam.ParDo(_FinalizeEachBundle(log, partitions)))
+        assert_that(out, equal_to(list(range(8))))
+    events = _events(log)
+    ended = [e for e in events if e["what"] == "bundle ended"]
+    finalized = [e for e in events if e["what"] == "finalized"]
+    assert len(finalized) == len(ended) >= partitions, events
+    for e in finalized:
+        assert e["pid"] == os.getpid(), "a callback ran in a worker process: %s" % events
+        assert e["bundles ended"] == len(ended), "a callback ran before its job was done: %s" % events
+
+
+class _CountdownProvider(RestrictionProvider):
+    def initial_restriction(self, element):
+        return OffsetRange(0, element)
+
+    def create_tracker(self, restriction):
+        return OffsetRestrictionTracker(restriction)
+
+    def restriction_size(self, element, restriction):
+        return restriction.size()
+
+
+class _ResumesAfterFinalization(beam.DoFn):
+    """Claims one position per bundle and checkpoints; each bundle's callback
+    records its position. A resumed bundle records which positions it saw
+    finalized: with finalization after the Spark job, all earlier ones."""
+
+    def __init__(self, log):
+        self._log = log
+
+    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam,
+                tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
+        position = tracker.current_restriction().start
+        if not tracker.try_claim(position):
+            return
+        log = self._log
+        seen = sorted(e["position"] for e in _events(log) if e["what"] == "finalized")
+        finalizer.register(lambda: _record(log, {"what": "finalized", "position": position}))
+        yield position, seen
+        tracker.defer_remainder()
+
+
+def test_a_splittable_dofn_resumes_only_after_its_earlier_bundles_were_finalized(tmp_path):
+    log = str(tmp_path / "events")
+    p = _pipeline()
+    out = p | beam.Create([4]) | beam.ParDo(_ResumesAfterFinalization(log))
+    assert_that(out, equal_to([(0, []), (1, [0]), (2, [0, 1]), (3, [0, 1, 2])]))
+    assert p.run().wait_until_finish() == PipelineState.DONE
+    assert sorted(e["position"] for e in _events(log)) == [0, 1, 2, 3]
+
+
+def test_a_callback_that_cannot_be_pickled_still_runs_when_its_bundle_ends(tmp_path):
+    log = str(tmp_path / "events")
+
+    class Unpicklable(beam.DoFn):
+        def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
+            pending = (e for e in [element])   # closes over a generator: cannot be pickled
+
+            def callback():
+                _record(log, {"what": "finalized", "pid": os.getpid(), "element": next(pending)})
+            finalizer.register(callback)
+            yield element
+
+    with _pipeline() as p:
+        assert_that(p | beam.Create([1]) | beam.ParDo(Unpicklable()), equal_to([1]))
+    (event,) = _events(log)
+    assert event["element"] == 1
+    assert event["pid"] != os.getpid()      # in the worker, when the bundle ended
