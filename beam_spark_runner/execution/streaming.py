@@ -134,12 +134,13 @@ class StreamingExecution:
             pickled = pickle.dumps((op, self.plan, self.key_groups))
             if op.is_keyed:
                 df = df.groupBy("kg").transformWithState(
-                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled), R.SCHEMA, "Append", "None")
+                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled, op.pass_on),
+                    R.SCHEMA, "Append", "None")
             else:
                 if op.rebalance_input:
                     df = df.repartition(self.key_groups, "kg")
                 df = df.mapInArrow(functools.partial(
-                    stateless_batches, self._token, pickled, op.inputs), R.SCHEMA)
+                    stateless_batches, self._token, pickled, op.inputs, op.pass_on), R.SCHEMA)
         writer = (df.writeStream.foreachBatch(self._sink)
                   .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
                   .queryName("beam-%s" % self._token[:8])

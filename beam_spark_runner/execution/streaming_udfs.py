@@ -85,16 +85,17 @@ def _record_batch(rows):
         [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS))
 
 
-def stateless_batches(token, pickled, inputs, batches):
+def stateless_batches(token, pickled, inputs, pass_on, batches):
     """mapInArrow body: DATA rows for `inputs` run through the operator, all
-    other rows pass through."""
+    other rows, and those for `pass_on` too, pass through."""
     wanted = pa.array(list(inputs), pa.string())
+    kept = pa.array(list(pass_on), pa.string())
     mine = []
     with bulk_data_gc():
         for batch in batches:
             is_mine = pc.fill_null(pc.and_(pc.equal(batch.column("kind"), R.DATA),
                                            pc.is_in(batch.column("dest"), wanted)), False)
-            passing = batch.filter(pc.invert(is_mine))
+            passing = batch.filter(pc.or_(pc.invert(is_mine), pc.is_in(batch.column("dest"), kept)))
             if passing.num_rows:
                 yield passing
             selected = batch.filter(is_mine)
@@ -110,9 +111,10 @@ class KeyGroupProcessor(StatefulProcessor):
     """transformWithState body: one key-group of a keyed operator per call;
     the key-group's state is one blob in Spark's state store."""
 
-    def __init__(self, token, name, inputs, pickled):
+    def __init__(self, token, name, inputs, pickled, pass_on=()):
         self._token, self._name, self._pickled = token, name, pickled
         self._inputs = frozenset(inputs)
+        self._pass_on = frozenset(pass_on)
         self._control = R.control_dest(name)
 
     def init(self, handle):
@@ -123,6 +125,8 @@ class KeyGroupProcessor(StatefulProcessor):
         for row in rows:
             if row.kind == R.DATA and row.dest in self._inputs:
                 mine.append(tuple(row))
+                if row.dest in self._pass_on:
+                    yield row
             elif row.kind == R.CONTROL and row.dest == self._control:
                 steps, batch = R.parse_steps(row.payload), row.batch
             else:

@@ -184,9 +184,9 @@ class StatefulStageOperator(_StageBase):
     harness's state and timers are swapped in from the blob and out again.
 
     With side inputs, a main-input element waits in state until its side
-    windows are ready (`_SideInputs`, as for a stateless stage) and holds the
-    output watermark at its timestamp meanwhile; timers fire with the side
-    input data seen so far."""
+    windows are ready (`_WaitingForSides`) and holds the output watermark at
+    its timestamp meanwhile; timers fire with the side input data seen so
+    far."""
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
@@ -198,42 +198,25 @@ class StatefulStageOperator(_StageBase):
         runner.harness.restore_state(saved["user"])
         if runner.timers is not None:
             runner.timers.restore(saved["timers"])
-        sides = self._side_inputs
-        side, side_wm, pending = saved.get("side", {}), saved.get("side_wm", {}), saved.get("pending", [])
-        # The side data goes into the harness only before user code runs,
-        # and again only after new side rows arrived.
-        stale = [sides is not None]
-
-        def with_side_inputs():
-            if stale[0]:
-                runner.harness.install_side_inputs(sides.state_entries(side))
-                stale[0] = False
-
+        waiting = _WaitingForSides(self._side_inputs, saved, runner.harness) if self._side_inputs else None
         out = []
         wm, pt = saved["wm"], saved["pt"]
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
-                if sides is None:
+                if waiting is None:
                     self._emit(runner.process(self._bundle(item)), seq, out)
                     continue
-                for row in item:
-                    if row[1] in sides.dests:
-                        side.setdefault(row[1], []).append(row[4])
-                        stale[0] = True
-                    else:
-                        pending.append(sides.pending(row, seq))
+                waiting.take(item, seq)
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
-                if sides is not None:
-                    sides.advance(side_wm, item)
-            if sides is not None:
-                ready, pending = sides.split_ready(pending, side_wm)
-                for ready_seq, bundle in _bundles_by_seq(ready, self._input_index):
-                    with_side_inputs()
+                if waiting is not None:
+                    waiting.advance(item)
+            if waiting is not None:
+                for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                     self._emit(runner.process(bundle), ready_seq, out)
             if what == "step" and runner.timers:
-                if sides is not None:
-                    with_side_inputs()
+                if waiting is not None:
+                    waiting.install()
                 self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
@@ -241,14 +224,12 @@ class StatefulStageOperator(_StageBase):
         event_hold = (runner.timers.earliest_hold(
             [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME])
             if runner.timers is not None else None)
-        if pending:     # waiting main input holds the output watermark too
-            waiting = min(p[3] for p in pending)
-            hold = waiting if hold is None else min(hold, waiting)
-            event_hold = waiting if event_hold is None else min(event_hold, waiting)
         state = {"wm": wm, "pt": pt, "user": user, "timers": timers}
-        if sides is not None:
-            state.update(side=side, side_wm=side_wm, pending=pending)
-        empty = not user[0] and not timers and not side and not side_wm and not pending
+        empty = not user[0] and not timers
+        if waiting is not None:     # waiting main input holds the output watermark too
+            hold, event_hold = _earliest(hold, waiting.hold()), _earliest(event_hold, waiting.hold())
+            state.update(waiting.saved())
+            empty = empty and waiting.is_empty()
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
         return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold, event_hold)
 
@@ -258,6 +239,13 @@ class StatefulStageOperator(_StageBase):
         return timer.fire_timestamp.micros <= limit
 
 
+def _earliest(a, b):
+    """The earlier of two holds (micros or None)."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
 class SdfOperator(_StageBase):
     """A stage running a splittable DoFn on unbounded input, one key-group
     at a time. A bundle's residuals (self-checkpoints) are not resumed in the
@@ -265,26 +253,51 @@ class SdfOperator(_StageBase):
     resume at, and run in the batch whose processing time reaches it. The
     key-group holds the output watermark at the residuals' watermark
     estimates (Beam's watermark estimators), so downstream windows close as
-    the source advances and everything closes when no residual is left."""
+    the source advances and everything closes when no residual is left.
+
+    With side inputs, an input element (element and restriction) waits until
+    its side windows are ready (`_WaitingForSides`), holding the output
+    watermark at its timestamp; it and its residuals run with the side input
+    data seen so far."""
+
+    def __init__(self, op, plan, key_groups):
+        super().__init__(op, plan, key_groups)
+        self._side_inputs = _SideInputs(op, plan) if op.side_inputs else None
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
         pt = saved["pt"]
         residuals = list(saved["residuals"])
+        waiting = _WaitingForSides(self._side_inputs, saved, self.runner.harness) if self._side_inputs else None
         out = []
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
-                residuals.extend(self._run(self._bundle(item), seq, pt, out))
+                if waiting is None:
+                    residuals.extend(self._run(self._bundle(item), seq, pt, out))
+                else:
+                    waiting.take(item, seq)
             else:
                 pt = max(pt, item[1])
+                if waiting is not None:
+                    waiting.advance(item)
                 due = [r for r in residuals if r[2] <= pt]
                 if due:
                     residuals = [r for r in residuals if r[2] > pt]
+                    if waiting is not None:
+                        waiting.install()
                     residuals.extend(self._run([(r[0], r[1]) for r in due], seq, pt, out))
-        holds = [r[3] if r[3] is not None else MIN_MICROS for r in residuals]
-        new_blob = pickle.dumps({"wm": saved["wm"], "pt": pt, "residuals": residuals}) \
-            if residuals or pt != MIN_MICROS else None
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), min(holds, default=None))
+            if waiting is not None:
+                for ready_seq, bundle in waiting.ready_bundles(self._input_index):
+                    residuals.extend(self._run(bundle, ready_seq, pt, out))
+        hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
+        state = {"wm": saved["wm"], "pt": pt, "residuals": residuals}
+        empty = not residuals
+        if waiting is not None:
+            hold = _earliest(hold, waiting.hold())
+            state.update(waiting.saved())
+            empty = empty and waiting.is_empty()
+        new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
 
     def _run(self, tagged, seq, pt, out):
         """Runs one bundle; returns its residuals as (input index, element,
@@ -292,6 +305,56 @@ class SdfOperator(_StageBase):
         outputs, residuals = self.runner.run_once(tagged)
         self._emit(outputs, seq, out)
         return [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
+
+
+class _WaitingForSides:
+    """One key-group's side inputs during one batch of a keyed operator: the
+    side data and side watermarks seen so far, the main-input entries waiting
+    for their side windows (`_SideInputs.pending`), and the harness they are
+    installed into, only before user code runs and only when changed."""
+
+    def __init__(self, sides, saved, harness):
+        self._sides = sides
+        self._harness = harness
+        self.side = saved.get("side", {})
+        self.side_wm = saved.get("side_wm", {})
+        self.pending = saved.get("pending", [])
+        self._stale = True
+
+    def take(self, rows, seq):
+        """DATA rows of one seq: side rows are kept, main rows wait."""
+        for row in rows:
+            if row[1] in self._sides.dests:
+                self.side.setdefault(row[1], []).append(row[4])
+                self._stale = True
+            else:
+                self.pending.append(self._sides.pending(row, seq))
+
+    def advance(self, step):
+        self._sides.advance(self.side_wm, step)
+
+    def ready_bundles(self, input_index):
+        """[(seq, bundle)] of the waiting entries whose side windows are now
+        ready, no longer waiting; the side data is installed if any."""
+        ready, self.pending = self._sides.split_ready(self.pending, self.side_wm)
+        if ready:
+            self.install()
+        return _bundles_by_seq(ready, input_index)
+
+    def install(self):
+        if self._stale:
+            self._harness.install_side_inputs(self._sides.state_entries(self.side))
+            self._stale = False
+
+    def hold(self):
+        """Earliest timestamp (micros) of a waiting element, or None."""
+        return min((p[3] for p in self.pending), default=None)
+
+    def saved(self):
+        return {"side": self.side, "side_wm": self.side_wm, "pending": self.pending}
+
+    def is_empty(self):
+        return not self.side and not self.side_wm and not self.pending
 
 
 class _SideInputs:
@@ -375,36 +438,20 @@ class SideInputOperator(_StageBase):
         self._side_inputs = _SideInputs(op, plan)
 
     def run(self, blob, data_rows, steps):
-        saved = pickle.loads(blob) if blob else {
-            "side": {}, "side_wm": {}, "pending": [], "pt": MIN_MICROS}
-        side, side_wm, pending = saved["side"], saved["side_wm"], saved["pending"]
-        sides = self._side_inputs
+        saved = pickle.loads(blob) if blob else {"pt": MIN_MICROS}
+        harness = self.runner.harness
+        harness.restore_state(None)
+        waiting = _WaitingForSides(self._side_inputs, saved, harness)
         out = []
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
-                for row in item:
-                    if row[1] in sides.dests:
-                        side.setdefault(row[1], []).append(row[4])
-                    else:
-                        pending.append(sides.pending(row, seq))
+                waiting.take(item, seq)
             else:
-                sides.advance(side_wm, item)
-            pending = self._process_ready(pending, side, side_wm, out)
-        hold = min((p[3] for p in pending), default=None)
-        new_blob = pickle.dumps({"side": side, "side_wm": side_wm, "pending": pending, "pt": saved["pt"]}) \
-            if side or pending or side_wm else None
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
-
-    def _process_ready(self, pending, side, side_wm, out):
-        ready, waiting = self._side_inputs.split_ready(pending, side_wm)
-        if not ready:
-            return waiting
-        harness = self.runner.harness
-        harness.restore_state(None)
-        harness.install_side_inputs(self._side_inputs.state_entries(side))
-        for seq, bundle in _bundles_by_seq(ready, self._input_index):
-            self._emit(self.runner.process(bundle), seq, out)
-        return waiting
+                waiting.advance(item)
+            for ready_seq, bundle in waiting.ready_bundles(self._input_index):
+                self._emit(self.runner.process(bundle), ready_seq, out)
+        new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
+        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), waiting.hold())
 
 
 class GroupOperator:

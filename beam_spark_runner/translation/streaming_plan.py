@@ -74,10 +74,13 @@ class Operator:
     inputs: Tuple[str, ...]         # dests this operator consumes
     stage: object = None            # StagePlan (all but GROUP)
     group: object = None            # GroupPlan (GROUP)
-    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL)
+    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
     # STATELESS reading an SDF operator's output: its rows are spread over
     # key-groups by element and re-partitioned by key-group before it runs.
     rebalance_input: bool = False
+    # Inputs a later operator reads too (a side input of several stages):
+    # their rows are passed on as well as consumed.
+    pass_on: Tuple[str, ...] = ()
 
     @property
     def is_keyed(self):
@@ -169,10 +172,6 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            if stage.rebalance and not stage.keyed:
-                raise UnsupportedPipelineError(
-                    "%s: a splittable DoFn with side inputs is not supported in streaming yet: %s" % (
-                        stage.display_name, STREAMING_ISSUE))
             side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
                          for si in stage.side_inputs)
             broadcast.extend(d for d, _ in side if d not in broadcast)
@@ -190,6 +189,7 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                     group = execution.groups[gbk]
                     ordered.append(Operator(GROUP, gbk, group.display_name, ("gbk:%s" % gbk,), group=group))
         ordered.append(op)
+    ordered = _with_pass_on(ordered)
     return StreamingPlan(
         sources=tuple(sources),
         impulse_dests=tuple(impulse_dests),
@@ -223,6 +223,41 @@ def _watermark_graph(sources, impulse_dests, operators):
         if op.is_keyed:
             graph[op.name] = _stage_inputs(set().union(*(feeds.get(d, set()) for d in op.inputs)))
     return graph
+
+
+def _placement(op, dest):
+    """How rows of `dest` must be spread over key-groups for `op`: a copy in
+    each ("broadcast", a side input), by user key ("key"), by element
+    ("element"), or None when any spreading will do (a plain stateless op)."""
+    if dest in {d for d, _ in op.side_inputs}:
+        return "broadcast"
+    if op.kind == STATEFUL:
+        return "key"
+    if op.kind in (SDF, SIDE_INPUTS) or op.rebalance_input:
+        return "element"
+    return None
+
+
+def _with_pass_on(operators):
+    """Sets each operator's `pass_on`: its inputs a later operator reads.
+    Readers of one dest must agree on how its rows are spread over
+    key-groups (the writer places each row once); otherwise the pipeline is
+    rejected."""
+    out = []
+    for i, op in enumerate(operators):
+        later = [o for o in operators[i + 1:]]
+        shared = tuple(d for d in dict.fromkeys(op.inputs) if any(d in o.inputs for o in later))
+        for dest in shared:
+            readers = [op] + [o for o in later if dest in o.inputs]
+            placements = {_placement(o, dest) for o in readers} - {None}
+            if len(placements) > 1:
+                raise UnsupportedPipelineError(
+                    "%s and %s read the same PCollection (%s) in ways that need its elements spread "
+                    "differently over Spark partitions (%s); not supported in streaming yet: %s" % (
+                        readers[0].display_name, readers[1].display_name, dest,
+                        " vs ".join(sorted(placements)), STREAMING_ISSUE))
+        out.append(dataclasses.replace(op, pass_on=shared) if shared else op)
+    return out
 
 
 def _side_watermarks(sources, impulse_dests, operators):

@@ -271,6 +271,71 @@ def test_stateful_dofn_with_a_side_input_waits_for_it_and_keeps_its_state():
         assert_that(out, equal_to([("a", 10), ("a", 30), ("b", 50), ("a", 70)]))
 
 
+class _CountdownProvider(beam.transforms.core.RestrictionProvider):
+    """Positions 0..n-1 of an element (key, n)."""
+
+    def initial_restriction(self, element):
+        from apache_beam.io.restriction_trackers import OffsetRange
+        return OffsetRange(0, element[1])
+
+    def create_tracker(self, restriction):
+        from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
+        return OffsetRestrictionTracker(restriction)
+
+    def restriction_size(self, element, restriction):
+        return restriction.size()
+
+
+class _ScaledPositions(beam.DoFn):
+    """A splittable DoFn with a side input: one position per bundle, scaled
+    by the side input, then a self-checkpoint (the rest runs in later
+    micro-batches, still reading the side input)."""
+
+    def process(self, element, factor, tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
+        position = tracker.current_restriction().start
+        if tracker.try_claim(position):
+            yield element[0], position * factor
+            tracker.defer_remainder()
+
+
+def test_splittable_dofn_with_a_side_input_waits_for_it_and_resumes_with_it():
+    side_stream = (TestStream()
+                   .advance_watermark_to(10)
+                   .add_elements([_tv(10, 12)])
+                   .advance_watermark_to(20)
+                   .advance_watermark_to_infinity())
+    main_stream = (TestStream()
+                   .add_elements([_tv(("a", 3), 12), _tv(("b", 2), 13)])
+                   .advance_watermark_to(30)
+                   .advance_watermark_to_infinity())
+    with _pipeline() as p:
+        factor = (p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10)))
+        out = (p | "Main" >> main_stream | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+               | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)))
+        assert_that(out, equal_to([("a", 0), ("a", 10), ("a", 20), ("b", 0), ("b", 10)]))
+
+
+class _RunningSum(beam.DoFn):
+    TOTAL = userstate.ReadModifyWriteStateSpec("total", beam.coders.VarIntCoder())
+
+    def process(self, kv, total=beam.DoFn.StateParam(TOTAL)):
+        value = (total.read() or 0) + kv[1]
+        total.write(value)
+        yield kv[0], value
+
+
+def test_two_stateful_dofns_reading_one_pcollection_both_see_every_element():
+    import typing
+    stream = (TestStream().add_elements([("a", 1), ("b", 5), ("a", 2)]).advance_watermark_to(10)
+              .add_elements([("a", 3)]).advance_watermark_to_infinity())
+    with _pipeline() as p:
+        keyed = p | stream.with_output_types(typing.Tuple[str, int])
+        first = keyed | "First" >> beam.ParDo(_RunningSum())
+        second = keyed | "Second" >> beam.ParDo(_RunningSum()) | beam.MapTuple(lambda k, v: (k, 10 * v))
+        assert_that(first, equal_to([("a", 1), ("a", 3), ("b", 5), ("a", 6)]), label="first")
+        assert_that(second, equal_to([("a", 10), ("a", 30), ("b", 50), ("a", 60)]), label="second")
+
+
 class _ThreeEventsPerTick(beam.DoFn):
     """Three events at each tick's time, keyed by which executor ran this
     DoFn (plain-Python steps or Beam's SDK harness, from the call stack)."""

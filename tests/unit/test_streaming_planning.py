@@ -131,6 +131,45 @@ def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_waterm
     assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
 
 
+def test_a_side_input_read_by_several_operators_reaches_each_of_them():
+    """A splittable DoFn with a side input: the restriction-splitting stage
+    and the SDF operator both read it; the first passes its rows on."""
+    from beam_spark_runner.translation.streaming_plan import SDF, SIDE_INPUTS
+    from tests.integration.test_streaming import _ScaledPositions
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    side = p | "Side" >> beam.Create([2])
+    (p | TestStream().add_elements([("a", 3)]) | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(side)))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (split,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    (sdf,) = [o for o in plan.operators if o.kind == SDF]
+    (side_dest,) = {d for d, _ in sdf.side_inputs}
+    assert side_dest in plan.broadcast_dests and side_dest in split.inputs
+    assert split.pass_on == (side_dest,) and sdf.pass_on == ()
+    assert plan.side_watermarks[sdf.name][side_dest].sources == ("impulse",)
+
+
+def test_a_main_input_read_by_two_keyed_operators_reaches_both():
+    from beam_spark_runner.translation.streaming_plan import STATEFUL
+    from tests.integration.test_streaming import _RunningSum
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
+    keyed | "First" >> beam.ParDo(_RunningSum())
+    keyed | "Second" >> beam.ParDo(_RunningSum())
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    first, second = [o for o in plan.operators if o.kind == STATEFUL]
+    assert first.pass_on == second.inputs and second.pass_on == ()
+
+
+def test_readers_needing_different_placements_of_one_pcollection_are_rejected_at_submission():
+    from tests.integration.test_streaming import _RunningSum
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
+    keyed | "KeyedReader" >> beam.ParDo(_RunningSum())
+    p | "Other" >> beam.Create([1]) | "SideReader" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(keyed))
+    with pytest.raises(UnsupportedPipelineError, match="read the same PCollection.*broadcast vs key"):
+        plan_streaming_pipeline(pipeline_proto_of(p))
+
+
 def _planner(tmp_path):
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_gbk_pipeline()))
     return plan, SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
