@@ -2,6 +2,7 @@
 is a real Spark shuffle, failures, metrics and UI names."""
 import json
 import os
+import urllib.error
 import urllib.request
 
 import apache_beam as beam
@@ -110,16 +111,25 @@ def test_metrics_are_aggregated_across_executors():
 
 
 def ui_metric_stages(spark, metric_name):
-    """{job description: {accumulator name: value}} of the Spark UI stages
-    listing an accumulator whose name contains `metric_name`."""
-    descriptions = {j["jobId"]: j.get("description") for j in _rest(spark, "jobs")}
+    """{job description: {accumulator name: value}} of the Spark UI's "Beam
+    metrics" jobs listing an accumulator whose name contains `metric_name`
+    (stages the UI no longer retains are skipped: the session is shared)."""
     found = {}
     for job in _rest(spark, "jobs"):
+        description = job.get("description") or ""
+        if not description.startswith("Beam metrics"):
+            continue
         for stage_id in job["stageIds"]:
-            for attempt in _rest(spark, "stages/%d" % stage_id):
+            try:
+                attempts = _rest(spark, "stages/%d" % stage_id)
+            except urllib.error.HTTPError as e:
+                if e.code == 404:
+                    continue
+                raise
+            for attempt in attempts:
                 accumulators = {a["name"]: a["value"] for a in attempt.get("accumulatorUpdates", [])}
                 if any(metric_name in name for name in accumulators):
-                    found[descriptions[job["jobId"]]] = accumulators
+                    found[description] = accumulators
     return found
 
 
