@@ -48,7 +48,11 @@ def format_value(value):
         return "count=%d sum=%s min=%s max=%s mean=%.6g" % (
             value.count, value.sum, value.min, value.max, value.mean)
     if isinstance(value, GaugeResult):
-        return "value=%s timestamp=%s" % (value.value, Timestamp.of(value.timestamp).to_rfc3339())
+        try:
+            when = Timestamp.of(value.timestamp).to_rfc3339()
+        except (OverflowError, ValueError, TypeError):   # not seconds since the epoch
+            when = value.timestamp
+        return "value=%s timestamp=%s" % (value.value, when)
     if isinstance(value, (set, frozenset)):
         return "{%s}" % ", ".join(sorted(repr(v) for v in value))
     return str(value)

@@ -23,13 +23,13 @@ RUN = "streaming run"
 
 def batch_metrics(times: BatchTimes, duration_ms: int):
     """{label: [MonitoringInfo]} describing one finished batch."""
-    now_ms = int(time.time() * 1000)
+    now = time.time()   # GaugeData timestamps are seconds (encoded as millis)
     out = {}
     for op, input_wm in times.input_watermarks.items():
         output_wm = times.output_watermarks[op]
         values = {"input_watermark_ms": input_wm // 1000, "output_watermark_ms": output_wm // 1000,
                   "watermark_lag_ms": (times.processing_time - output_wm) // 1000}
-        out[op] = [monitoring_infos.int64_user_gauge(NAMESPACE, name, GaugeData(value, now_ms), ptransform=op)
+        out[op] = [monitoring_infos.int64_user_gauge(NAMESPACE, name, GaugeData(value, now), ptransform=op)
                    for name, value in values.items()]
     out[RUN] = [
         monitoring_infos.int64_user_distribution(

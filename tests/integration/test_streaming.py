@@ -1,5 +1,7 @@
 """SparkRunner on Structured Streaming: per-stage watermarks, state and
 timers across micro-batches, failures, metrics."""
+import time
+
 import apache_beam as beam
 import pytest
 from apache_beam.metrics import Metrics
@@ -122,6 +124,7 @@ def test_metrics_of_a_streaming_run():
     _ = (p | TestStream().add_elements([1, 2, 3]).advance_watermark_to(10).add_elements([4])
          .advance_watermark_to_infinity() | beam.Map(count) | beam.Map(lambda x: (x % 2, x))
          | beam.WindowInto(window.FixedWindows(5)) | beam.GroupByKey())
+    started = time.time()
     result = p.run()
     assert result.wait_until_finish() == PipelineState.DONE
     counters = result.metrics().query(MetricsFilter().with_name("seen"))["counters"]
@@ -129,6 +132,9 @@ def test_metrics_of_a_streaming_run():
     # The runner's own progress metrics: per-stage watermarks and lag, batches.
     from beam_spark_runner.streaming.progress import NAMESPACE
     ours = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    # Gauge timestamps are seconds since the epoch, as Beam's GaugeData has them.
+    assert all(started <= g.committed.timestamp <= time.time() for g in ours["gauges"]), [
+        g.committed.timestamp for g in ours["gauges"]]
     gauges = {(g.key.step, g.key.metric.name): g.committed.value for g in ours["gauges"]}
     stages = {step for step, name in gauges if name == "output_watermark_ms"}
     assert stages, gauges
@@ -251,12 +257,18 @@ class _ScaledRunningSum(beam.DoFn):
         yield kv[0], value
 
 
+def _late_side_factor_stream():
+    """A side input of 10 in window [10, 20), complete only once its
+    watermark passes 20 (after the main inputs below arrived)."""
+    return (TestStream()
+            .advance_watermark_to(10)
+            .add_elements([_tv(10, 12)])
+            .advance_watermark_to(20)
+            .advance_watermark_to_infinity())
+
+
 def test_stateful_dofn_with_a_side_input_waits_for_it_and_keeps_its_state():
-    side_stream = (TestStream()
-                   .advance_watermark_to(10)
-                   .add_elements([_tv(10, 12)])
-                   .advance_watermark_to(20)
-                   .advance_watermark_to_infinity())
+    side_stream = _late_side_factor_stream()
     main_stream = (TestStream()
                    .add_elements([_tv(("a", 1), 12), _tv(("a", 2), 13), _tv(("b", 5), 14)])
                    .advance_watermark_to(30)
@@ -299,11 +311,7 @@ class _ScaledPositions(beam.DoFn):
 
 
 def test_splittable_dofn_with_a_side_input_waits_for_it_and_resumes_with_it():
-    side_stream = (TestStream()
-                   .advance_watermark_to(10)
-                   .add_elements([_tv(10, 12)])
-                   .advance_watermark_to(20)
-                   .advance_watermark_to_infinity())
+    side_stream = _late_side_factor_stream()
     main_stream = (TestStream()
                    .add_elements([_tv(("a", 3), 12), _tv(("b", 2), 13)])
                    .advance_watermark_to(30)

@@ -55,6 +55,8 @@ def test_value_texts():
     assert ui_metrics.format_value(DistributionResult(DistributionData(0, 0, 0, 0))) == "count=0"
     assert ui_metrics.format_value(GaugeResult(GaugeData(3, Timestamp(seconds=0)))) == \
         "value=3 timestamp=1970-01-01T00:00:00Z"
+    # A timestamp no date can show stays a number rather than losing the metric.
+    assert ui_metrics.format_value(GaugeResult(GaugeData(3, 1e15))) == "value=3 timestamp=%s" % 1e15
     assert ui_metrics.format_value(frozenset({2, 1})) == "{1, 2}"
     assert ui_metrics.format_value(12) == "12"
 
