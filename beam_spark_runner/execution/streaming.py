@@ -60,6 +60,10 @@ _LOCAL_CHECKPOINT_CONF = {
 }
 
 
+# How often a running pipeline refreshes its metrics in the Spark UI, seconds.
+UI_METRICS_INTERVAL_S = 10.0
+
+
 def _is_local_path(path):
     """A path on the local file system (no URI scheme, or file:)."""
     scheme = urllib.parse.urlparse(path).scheme
@@ -95,8 +99,7 @@ class StreamingExecution:
         self.last_status = None
         self._started = self._last_batch_end = None
         self._saved_conf = None
-        # How often a running pipeline refreshes its metrics in the Spark UI.
-        self.ui_metrics_interval_s = 10.0
+        self.ui_metrics_interval_s = UI_METRICS_INTERVAL_S
 
     def cancel(self):
         self._cancelled.set()
@@ -121,7 +124,8 @@ class StreamingExecution:
                 raise exception
             if self._cancelled.is_set():
                 raise RunCancelled("the pipeline was cancelled")
-            ui.publish_safely("Beam metrics: streaming run finished", self.metrics_so_far(), ui_policy)
+            # Always, even if unchanged since the last refresh: the UI says the run ended.
+            ui.publish_safely("Beam metrics: streaming run finished", self.metrics_so_far())
         finally:
             if query.isActive:
                 query.stop()

@@ -169,6 +169,26 @@ def test_a_streaming_run_lists_its_metrics_in_the_spark_ui_when_it_ends(spark_se
     assert shown["Beam counter (pipeline) %s:batches" % NAMESPACE] == str(batches.committed) != "0"
 
 
+def test_a_running_streaming_pipeline_refreshes_its_metrics_in_the_spark_ui(spark_session, monkeypatch):
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+    from beam_spark_runner.execution import streaming as streaming_execution
+    from tests.integration.test_batch_runner import ui_metric_stages
+    monkeypatch.setattr(streaming_execution, "UI_METRICS_INTERVAL_S", 0.5)
+    counter = Metrics.counter("streaming_ui", "ui_ticks")
+
+    def count(x):
+        counter.inc()
+        return x
+
+    start = time.time()
+    with _pipeline() as p:
+        _ = (p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 4, fire_interval=0.5)
+             | "UiTicks" >> beam.Map(count))
+    stages = ui_metric_stages(spark_session, "ui_ticks")
+    assert "Beam metrics: streaming run so far" in stages, stages
+    assert stages["Beam metrics: streaming run finished"]["Beam counter UiTicks streaming_ui:ui_ticks"] == "8"
+
+
 _SESSION_EVENTS = [("elements", [(5, 1)]), ("elements", [(7, 10)]), ("watermark", 8),
                    ("elements", [(3, 6)]), ("watermark", None)]
 _SESSION_TRIGGER = trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1))
