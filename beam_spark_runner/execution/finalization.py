@@ -21,17 +21,13 @@ A splittable DoFn therefore sees its earlier bundles finalized before it
 resumes. A stateful finalizing stage keeps its residual loop inside the task
 (its state lives there); its callbacks still run after the job.
 """
-import logging
 import time
 
 from apache_beam.internal import pickler
 from pyspark.accumulators import AccumulatorParam
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.worker.stage_runner import RESIDUAL
-
-_LOG = logging.getLogger(__name__)
-
+from beam_spark_runner.worker.stage_runner import RESIDUAL, run_finalization_callbacks
 
 class FinalizationsParam(AccumulatorParam):
     """Accumulates [(stage display name, pickled list of callbacks)]."""
@@ -59,12 +55,9 @@ class Finalizer:
         new, self._done = handed[self._done:], len(handed)
         ran = 0
         for stage_name, blob in new:
-            for callback in pickler.loads(blob):
-                ran += 1
-                try:
-                    callback()
-                except Exception as e:  # noqa: BLE001 -- as the SDK harness: log, go on
-                    _LOG.warning("A bundle finalization callback of %r failed: %s", stage_name, e)
+            callbacks = pickler.loads(blob)
+            run_finalization_callbacks(callbacks, stage_name)
+            ran += len(callbacks)
         return ran
 
 

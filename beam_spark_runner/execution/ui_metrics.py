@@ -125,7 +125,7 @@ class UiMetricsPublisher:
             return False
         jvm = self._sc._jvm
         try:
-            publisher = jvm.java.lang.Class.forName(
+            jvm.java.lang.Class.forName(
                 _PUBLISHER, True, jvm.java.lang.Thread.currentThread().getContextClassLoader())
         except Exception:  # noqa: BLE001 -- py4j wraps ClassNotFoundException
             self._unavailable = True
@@ -133,7 +133,6 @@ class UiMetricsPublisher:
                          "without the runner's spark.jars (%s); PipelineResult.metrics() is unaffected",
                          _PUBLISHER)
             return False
-        del publisher
         gateway = self._sc._gateway
         names = gateway.new_array(jvm.java.lang.String, len(entries))
         values = gateway.new_array(jvm.java.lang.String, len(entries))

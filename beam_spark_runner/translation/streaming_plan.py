@@ -245,7 +245,7 @@ def _with_pass_on(operators):
     rejected."""
     out = []
     for i, op in enumerate(operators):
-        later = [o for o in operators[i + 1:]]
+        later = operators[i + 1:]
         shared = tuple(d for d in dict.fromkeys(op.inputs) if any(d in o.inputs for o in later))
         for dest in shared:
             readers = [op] + [o for o in later if dest in o.inputs]

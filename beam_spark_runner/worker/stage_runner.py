@@ -37,6 +37,16 @@ _LOG = logging.getLogger(__name__)
 RESIDUAL = -1
 
 
+def run_finalization_callbacks(callbacks, stage_name):
+    """Calls bundle finalization callbacks as the SDK harness does: a
+    failing one is logged and does not stop the others or fail the run."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception as e:  # noqa: BLE001 -- any callback failure
+            _LOG.warning("A bundle finalization callback of %r failed: %s", stage_name, e)
+
+
 class StageFailed(RuntimeError):
     """A bundle of a stage failed; the message carries the user's traceback."""
 
@@ -123,10 +133,8 @@ class StageRunner:
             outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
             yield from outputs
             self._after_bundle(finalize)
-        deferred, self._deferred = self._deferred, None
-        index_of = {tid: i for i, tid in enumerate(self._input_ids)}
-        for tid, element, delay, _ in deferred:
-            yield RESIDUAL, (index_of[tid], element, delay)
+        for index, element, delay, _ in self._take_deferred():
+            yield RESIDUAL, (index, element, delay)
 
     def _bundle_inputs(self, tagged_blocks, bundle_bytes):
         """{input transform id: [block]} per bundle of about `bundle_bytes`."""
@@ -152,9 +160,14 @@ class StageRunner:
         self._deferred = []
         outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
         self._after_bundle(finalize)
+        return outputs, self._take_deferred()
+
+    def _take_deferred(self):
+        """The residuals collected since `_deferred` was set, as (input
+        index, element, resume delay, watermark estimate); stops collecting."""
         deferred, self._deferred = self._deferred, None
         index_of = {tid: i for i, tid in enumerate(self._input_ids)}
-        return outputs, [(index_of[tid], element, delay, wm) for tid, element, delay, wm in deferred]
+        return [(index_of[tid], element, delay, wm) for tid, element, delay, wm in deferred]
 
     def _run_until_no_residuals(self, inputs, fired_timers=None):
         while inputs or fired_timers:
@@ -224,12 +237,7 @@ class StageRunner:
         except Exception as e:  # noqa: BLE001 -- any pickling failure
             _LOG.warning("Bundle finalization callbacks of %r cannot be pickled (%s): they run when "
                          "the bundle ends, before Spark holds its output", self.stage.display_name, e)
-            for callback in callbacks:
-                try:
-                    callback()
-                except Exception as error:  # noqa: BLE001 -- as the SDK harness: log, go on
-                    _LOG.warning("A bundle finalization callback of %r failed: %s",
-                                 self.stage.display_name, error)
+            run_finalization_callbacks(callbacks, self.stage.display_name)
 
     def _finalize(self, iid):
         finalized = self._harness.finalize(iid)
