@@ -335,24 +335,34 @@ class ParDoStep(Step):
         when the WindowFn assigns windows from the timestamp alone."""
         plain = []
         shared = {} if self._timestamp_only_windowfn else None   # (target, timestamp) -> run
+        # The previous TimestampedValue's run: a DoFn emitting many values
+        # with one Timestamp object skips hashing it per value.
+        last_ts = last_target = last_values = None
+        main = self._main
         for r in results:
-            if not isinstance(r, _SPECIAL_OUTPUTS):
+            if type(r) is TimestampedValue:
+                target = main
+            elif not isinstance(r, _SPECIAL_OUTPUTS):
                 plain.append(r)
                 continue
-            target, r = self._target_of(r)
+            else:
+                target, r = self._target_of(r)
             if isinstance(r, WindowedValue):
                 wv = r
                 if len(template.windows) != 1:
                     wv.windows *= len(template.windows)
             elif isinstance(r, TimestampedValue):
                 if shared is not None:
-                    run = shared.get((target, r.timestamp))
-                    if run is None:
-                        windows = self._windowfn.assign(window.WindowFn.AssignContext(r.timestamp, r.value))
-                        run = shared[(target, r.timestamp)] = (
-                            WindowedValue(None, r.timestamp, windows * len(template.windows)), [])
-                        outputs[target].append(run)
-                    run[1].append(r.value)
+                    ts = r.timestamp
+                    if ts is not last_ts or target is not last_target:
+                        run = shared.get((target, ts))
+                        if run is None:
+                            windows = self._windowfn.assign(window.WindowFn.AssignContext(ts, r.value))
+                            run = shared[(target, ts)] = (
+                                WindowedValue(None, ts, windows * len(template.windows)), [])
+                            outputs[target].append(run)
+                        last_ts, last_target, last_values = ts, target, run[1]
+                    last_values.append(r.value)
                     continue
                 assign = window.WindowFn.AssignContext(r.timestamp, r.value)
                 wv = WindowedValue(r.value, r.timestamp, self._windowfn.assign(assign))
@@ -504,31 +514,38 @@ class PrecombineStep(Step):
     def _evict(self):
         """Outputs and forgets the oldest tenth of the table, as Beam does."""
         keys = [k for k, _ in zip(self._table, range(max(1, len(self._table) // 10)))]
-        return [self._output(k, *self._table.pop(k)) for k in keys]
+        return self._runs([(k, self._table.pop(k)) for k in keys])
 
     def finish(self):
         evicted = self._fold()
         with self._scoped:
             try:
-                out = evicted + [self._output(k, acc, ts) for k, (acc, ts) in self._table.items()]
+                out = evicted + self._runs(self._table.items())
             except Exception:
                 raise self._failed() from None
         self._table = {}
-        if not out:
-            return []
-        if self._default_windowing:   # one run: every output is globally windowed
-            return [(self._main, [(GLOBAL_TEMPLATE, [value for _, [value] in out])])]
-        return [(self._main, out)]
+        return [(self._main, out)] if out else []
 
-    def _output(self, wkey, accumulator, timestamp):
-        """A run of one (key, accumulator) in its window."""
-        value = accumulator if self._compact is None else self._compact(accumulator)
+    def _runs(self, entries):
+        """Runs of ((window, key) or key, (accumulator, timestamp)) entries.
+        Accumulators whose pane timestamp is their window's end share one run
+        per window (one template, not one per key)."""
+        compact = self._compact
         if self._default_windowing:
-            return GLOBAL_TEMPLATE, [(wkey, value)]
-        w, key = wkey
-        if self._timestamp_combiner is None or timestamp is None:
-            timestamp = w.max_timestamp()
-        return WindowedValue(None, timestamp, (w,)), [(key, value)]
+            values = [(key, acc if compact is None else compact(acc)) for key, (acc, _) in entries]
+            return [(GLOBAL_TEMPLATE, values)] if values else []
+        out, by_window = [], {}
+        for (w, key), (acc, timestamp) in entries:
+            value = acc if compact is None else compact(acc)
+            if self._timestamp_combiner is None or timestamp is None:
+                run = by_window.get(w)
+                if run is None:
+                    run = by_window[w] = (WindowedValue(None, w.max_timestamp(), (w,)), [])
+                    out.append(run)
+                run[1].append((key, value))
+            else:
+                out.append((WindowedValue(None, timestamp, (w,)), [(key, value)]))
+        return out
 
     def teardown(self):
         with self._scoped:

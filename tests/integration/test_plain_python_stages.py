@@ -133,6 +133,32 @@ def test_tagged_outputs_reach_their_pcollections(harness_only):
         assert_that(results.odd | beam.Map(lambda x: x * 10), equal_to([10, 30, 50]), label="odd")
 
 
+
+@BOTH_WAYS
+def test_outputs_sharing_one_timestamp_object_keep_their_tags_and_windows(harness_only):
+    """The plain path reuses the run of the previous TimestampedValue when the
+    next one carries the same Timestamp object: only for the same output."""
+    from apache_beam.utils.timestamp import Timestamp
+
+    def fan_out(x):
+        early, later = Timestamp.of(x), Timestamp.of(x + 10)
+        for ts, value in ((early, x), (early, x + 1), (later, x + 2), (early, x + 3)):
+            yield window.TimestampedValue(value, ts)
+            yield beam.pvalue.TaggedOutput("tagged", window.TimestampedValue(-value, ts))
+
+    def where(x, t=beam.DoFn.TimestampParam, w=beam.DoFn.WindowParam):
+        return x, float(t), int(w.start)
+
+    with _pipeline(harness_only) as p:
+        results = (p | beam.Create([1]) | beam.WindowInto(window.FixedWindows(10))
+                   | beam.FlatMap(fan_out).with_outputs("tagged", main="main"))
+        # Reshuffles end the stage, so assert_that's Flatten (harness only)
+        # does not join it.
+        assert_that(results.main | "RM" >> beam.Reshuffle() | "M" >> beam.Map(where),
+                    equal_to([(1, 1.0, 0), (2, 1.0, 0), (3, 11.0, 10), (4, 1.0, 0)]), label="main")
+        assert_that(results.tagged | "RT" >> beam.Reshuffle() | "T" >> beam.Map(where),
+                    equal_to([(-1, 1.0, 0), (-2, 1.0, 0), (-3, 11.0, 10), (-4, 1.0, 0)]), label="tagged")
+
 @BOTH_WAYS
 def test_user_metrics_are_attributed_to_their_transform(harness_only):
     def counted(x):
