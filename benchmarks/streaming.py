@@ -101,6 +101,7 @@ from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.transforms import trigger, window  # noqa: E402
 from apache_beam.transforms.periodicsequence import PeriodicImpulse, RebaseMode  # noqa: E402
+from apache_beam.utils.timestamp import Timestamp  # noqa: E402
 
 MASTER = "local[2]"
 PARTITIONS = 2
@@ -258,11 +259,13 @@ class GenerateEvents(beam.DoFn):
         self.ticks.update(int(gen * 1000))
         base = int(round(gen / self.interval)) * self.per_tick
         n, probe_every = self.per_tick, self.probe_every
-        late = gen - LATE_LAG_S
+        # Every event of a tick shares one of two event times: build each
+        # Timestamp once, not once per event from a float.
+        on_time, late = Timestamp.of(gen), Timestamp.of(gen - LATE_LAG_S)
         TV = window.TimestampedValue
         for s in range(base, base + n):
             probe = (s, gen) if s % probe_every == 0 else None
-            yield TV((s % KEYS, probe), late if s % LATE_EVERY == 0 else gen)
+            yield TV((s % KEYS, probe), late if s % LATE_EVERY == 0 else on_time)
         self.events.inc(n)
 
 
