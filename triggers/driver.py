@@ -25,11 +25,14 @@ Guarantees of ``KeyReducer``:
    of all windows merged into it since).
 A leftover, unfired buffer is *not* emitted at garbage collection (the Python
 SDK's behaviour; the Java SDK would emit a final pane).
+
+Times: the methods above take Timestamps (or seconds, as ``Timestamp.of``);
+their ``*_us`` twins take int microseconds, which is what the driver keeps
+internally (``triggers.state``) and what a runner that already has micros
+should call.
 """
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.timestamp import Duration
-from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from triggers import panes
@@ -39,9 +42,15 @@ from triggers.retractions import Retraction
 from triggers.state import KeyState
 from triggers.state import ManualClock
 from triggers.state import WindowState
+from triggers.state import micros_reader
 from windowing.merging import compute_merges
+from windowing.timestamps import MAX_US
 from windowing.timestamps import OutputTimePolicy
-from windowing.timestamps import is_expired
+from windowing.timestamps import from_us
+from windowing.timestamps import gc_time_us
+from windowing.timestamps import to_us
+from windowing.window_keys import window_bounds_us
+from windowing.window_keys import window_key
 
 WATERMARK = TimeDomain.WATERMARK
 PROCESSING = TimeDomain.REAL_TIME
@@ -53,22 +62,21 @@ RETRACTING = 3
 
 class _Ctx(object):
   """Trigger context for one window (see triggers.machines)."""
-  __slots__ = ('window', 'state', '_timers', '_ks', '_clock')
+  __slots__ = ('window', 'end', 'state', '_key', '_timers', '_ks', 'now')
 
-  def __init__(self, ks, window, st, clock):
-    self.window = window
+  def __init__(self, ks, st, now):
+    self.window = st.window
+    self.end = st.end
     self.state = st.trig
+    self._key = st.key
     self._ks = ks
-    self._timers = ks.timers.get(window)
-    self._clock = clock
-
-  def now(self):
-    return self._clock.time()
+    self._timers = ks.timers.get(st.key)
+    self.now = now
 
   def set_timer(self, name, domain, timestamp):
     tm = self._timers
     if tm is None:
-      tm = self._timers = self._ks.timers.setdefault(self.window, {})
+      tm = self._timers = self._ks.timers.setdefault(self._key, {})
     tm[(name, domain)] = timestamp
 
   def clear_timer(self, name, domain):
@@ -76,7 +84,7 @@ class _Ctx(object):
     if tm is not None:
       tm.pop((name, domain), None)
       if not tm:
-        self._ks.timers.pop(self.window, None)
+        self._ks.timers.pop(self._key, None)
         self._timers = None
 
 
@@ -93,6 +101,7 @@ class ReduceSpec(object):
     self.accumulation_mode = mode
     self.policy = OutputTimePolicy(timestamp_combiner, window_fn)
     self.allowed_lateness = Duration.of(allowed_lateness)
+    self.allowed_lateness_us = self.allowed_lateness.micros
     self.merging = window_fn.is_merging()
 
   @classmethod
@@ -109,6 +118,10 @@ class ReduceSpec(object):
   def restore(self, snapshot, clock=None):
     return self.new_reducer(KeyState.restore(snapshot), clock)
 
+  def gc_time_us(self, window_state):
+    """Last input watermark (micros) at which the window still accepts data."""
+    return gc_time_us(window_state.max, self.allowed_lateness_us)
+
 
 class KeyReducer(object):
   """Per-key driver logic over a KeyState (see module docstring)."""
@@ -117,6 +130,7 @@ class KeyReducer(object):
     self.spec = spec
     self.state = state
     self.clock = clock
+    self._now = micros_reader(clock)
     self._trigger = spec.trigger
     self._mode = spec.accumulation_mode
 
@@ -126,82 +140,104 @@ class KeyReducer(object):
   # --- elements -----------------------------------------------------------
 
   def process(self, windowed_values, input_watermark=None, output_watermark=None):
+    return self.process_us(windowed_values,
+                           None if input_watermark is None else to_us(input_watermark),
+                           None if output_watermark is None else to_us(output_watermark))
+
+  def process_us(self, windowed_values, input_watermark=None, output_watermark=None):
     ks = self.state
     if input_watermark is None:
       input_watermark = ks.input_watermark
     if output_watermark is None:
       output_watermark = input_watermark
-    ks.input_watermark = max(ks.input_watermark, input_watermark)
-    ks.output_watermark = max(ks.output_watermark, output_watermark)
-    lateness_us = self.spec.allowed_lateness.micros
-    wm_us = Timestamp.of(input_watermark).micros
+    if input_watermark > ks.input_watermark:
+      ks.input_watermark = input_watermark
+    if output_watermark > ks.output_watermark:
+      ks.output_watermark = output_watermark
+    lateness_us = self.spec.allowed_lateness_us
 
-    groups = {}
+    groups = {}    # window key -> (window, [WindowedValue])
     expired = {}
     for wv in windowed_values:
-      value = wv.value
-      ts = wv.timestamp
       for w in wv.windows:
-        g = groups.get(w)
+        k = window_key(w)
+        g = groups.get(k)
         if g is None:
-          dead = expired.get(w)
+          dead = expired.get(k)
           if dead is None:
-            # is_expired(w, lateness, input_watermark) on integer micros.
-            dead = expired[w] = wm_us > w.end.micros - 1 + lateness_us
+            # Expired: the watermark is past max timestamp + allowed lateness.
+            dead = expired[k] = input_watermark > window_bounds_us(w, k)[1] + lateness_us
           if dead:
             continue
-          g = groups[w] = []
-        g.append((value, ts))
+          g = groups[k] = (w, [])
+        g[1].append(wv)
 
     windows = ks.windows
-    if self.spec.merging and any(w not in windows for w in groups):
-      merged_into = {}
-      for m in compute_merges(self.spec.window_fn,
-                              list(windows) + [w for w in groups
-                                               if w not in windows]):
-        self._merge(m.merged, m.result)
-        for w in m.merged:
-          if w != m.result:
-            merged_into[w] = m.result
-      if merged_into:
-        regrouped = {}
-        for w, elems in groups.items():
-          while w in merged_into:
-            w = merged_into[w]
-          regrouped.setdefault(w, []).extend(elems)
-        groups = regrouped
+    if self.spec.merging and any(k not in windows for k in groups):
+      groups = self._merge_new_windows(groups)
 
     out = []
     trigger = self._trigger
     policy = self.spec.policy
-    for w, elems in groups.items():
-      st = windows.get(w)
+    for k, (w, elems) in groups.items():
+      st = windows.get(k)
       if st is None:
-        st = windows[w] = WindowState()
+        st = windows[k] = WindowState(w, k)
       elif st.finished:
         continue
-      hold = policy.hold_for(w, (ts for _, ts in elems), output_watermark)
+      # (A generator: reading a WindowedValue's timestamp builds a Timestamp,
+      # and end-of-window holds never look at it.)
+      hold = policy.hold_for(st.window, st.max, (wv.timestamp for wv in elems), output_watermark)
       if hold is not None:
         st.hold = policy.combine(st.hold, hold)
-      ctx = _Ctx(ks, w, st, self.clock)
+      ctx = _Ctx(ks, st, self._now)
       buf = st.elements
-      for value, _ in elems:
-        buf.append(value)
+      for wv in elems:
+        buf.append(wv.value)
         trigger.on_element(ctx)
       if trigger.should_fire(ctx, input_watermark):
         finished = trigger.on_fire(ctx, input_watermark)
-        self._emit(out, w, st, finished, output_watermark, False)
+        self._emit(out, st, finished, output_watermark, False)
     return out
+
+  def _merge_new_windows(self, groups):
+    """Merges the windows of ``groups`` with the key's windows; returns the
+    groups regrouped by the windows they merged into."""
+    windows = self.state.windows
+    merged_into = {}
+    candidates = [st.window for st in windows.values()] + [
+        w for k, (w, _) in groups.items() if k not in windows]
+    for m in compute_merges(self.spec.window_fn, candidates):
+      self._merge(m.merged, m.result)
+      result_key = window_key(m.result)
+      for w in m.merged:
+        k = window_key(w)
+        if k != result_key:
+          merged_into[k] = (result_key, m.result)
+    if not merged_into:
+      return groups
+    regrouped = {}
+    for k, (w, elems) in groups.items():
+      while k in merged_into:
+        k, w = merged_into[k]
+      g = regrouped.get(k)
+      if g is None:
+        regrouped[k] = (w, list(elems))
+      else:
+        g[1].extend(elems)
+    return regrouped
 
   def _merge(self, merged, result):
     ks = self.state
     windows = ks.windows
-    own = windows.get(result)
+    result_key = window_key(result)
+    merged_keys = [window_key(w) for w in merged]
+    own = windows.get(result_key)
     parts = [own] if own is not None else []
-    for w in merged:
-      if w != result and w in windows:
-        parts.append(windows.pop(w))
-    new = WindowState()
+    for k in merged_keys:
+      if k != result_key and k in windows:
+        parts.append(windows.pop(k))
+    new = WindowState(result, result_key)
     policy = self.spec.policy
     for p in parts:
       new.elements.extend(p.elements)
@@ -214,24 +250,25 @@ class KeyReducer(object):
       # Pane counters survive only for a window that merges into itself.
       new.index, new.nonspec, new.last = own.index, own.nonspec, own.last
     new.trig = merge_trigger_states([p.trig for p in parts]) if parts else {}
-    windows[result] = new
+    windows[result_key] = new
     # Timers of merged-away windows now belong to the result.
-    tm = ks.timers.get(result)
-    for w in merged:
-      if w != result:
-        old = ks.timers.pop(w, None)
+    tm = ks.timers.get(result_key)
+    for k in merged_keys:
+      if k != result_key:
+        old = ks.timers.pop(k, None)
         if old:
           if tm is None:
-            tm = ks.timers[result] = {}
-          for k, ts in old.items():
-            if k not in tm or ts < tm[k]:
-              tm[k] = ts
-    self._trigger.on_merge(_Ctx(ks, result, new, self.clock), merged)
+            tm = ks.timers[result_key] = {}
+          for timer, ts in old.items():
+            if timer not in tm or ts < tm[timer]:
+              tm[timer] = ts
+    self._trigger.on_merge(_Ctx(ks, new, self._now), merged)
 
   # --- output -------------------------------------------------------------
 
-  def _emit(self, out, window, st, finished, output_watermark, by_wm_timer):
-    pane = panes.next_pane(st, window, finished, output_watermark, by_wm_timer)
+  def _emit(self, out, st, finished, output_watermark, by_wm_timer):
+    window = st.window
+    pane = panes.next_pane(st, finished, output_watermark, by_wm_timer)
     values = st.elements
     mode = self._mode
     if finished or mode == DISCARDING:
@@ -242,27 +279,27 @@ class KeyReducer(object):
       st.finished = True
     hold = st.hold
     if hold is None:
-      ts = window.max_timestamp()
+      ts = st.max
     else:
       ts = hold
-      if not (output_watermark < window.end and self._trigger.has_ontime_pane):
+      if not (output_watermark < st.end and self._trigger.has_ontime_pane):
         # Keep the hold while an on-time pane is still to come.
         st.hold = None
     if mode == RETRACTING:
       for values_, ts_, w_, pane_ in st.pending:
-        out.append(WindowedValue(Retraction(values_), ts_, (w_,), pane_))
+        out.append(WindowedValue(Retraction(values_), from_us(ts_), (w_,), pane_))
       st.pending = []
       if st.last is not None:
         values_, ts_, w_, pane_ = st.last
-        out.append(WindowedValue(Retraction(values_), ts_, (w_,), pane_))
+        out.append(WindowedValue(Retraction(values_), from_us(ts_), (w_,), pane_))
       st.last = (list(values), ts, window, pane)
-    out.append(WindowedValue(values, ts, (window,), pane))
+    out.append(WindowedValue(values, from_us(ts), (window,), pane))
 
   # --- time ---------------------------------------------------------------
 
-  def _fire_timer(self, out, window, domain, timestamp):
+  def _fire_timer(self, out, key, domain, timestamp):
     ks = self.state
-    st = ks.windows.get(window)
+    st = ks.windows.get(key)
     if st is None or st.finished:
       return
     if domain == WATERMARK:
@@ -270,67 +307,92 @@ class KeyReducer(object):
       wm = out_wm = timestamp
     else:
       wm, out_wm = ks.input_watermark, ks.output_watermark
-    ctx = _Ctx(ks, window, st, self.clock)
+    ctx = _Ctx(ks, st, self._now)
     if self._trigger.should_fire(ctx, wm):
       finished = self._trigger.on_fire(ctx, wm)
-      self._emit(out, window, st, finished, out_wm, domain == WATERMARK)
+      self._emit(out, st, finished, out_wm, domain == WATERMARK)
 
   def _fire_due(self, out, domain, limit):
     ks = self.state
     while True:
       due = []
-      for w, tm in ks.timers.items():
-        for k, ts in tm.items():
-          if k[1] == domain and ts <= limit:
-            due.append((ts, w, k))
+      for key, tm in ks.timers.items():
+        for timer, ts in tm.items():
+          if timer[1] == domain and ts <= limit:
+            due.append((ts, key, timer))
       if not due:
         return
       due.sort(key=lambda d: d[0])
-      for ts, w, k in due:
-        tm = ks.timers[w]
-        del tm[k]
+      for ts, key, timer in due:
+        tm = ks.timers[key]
+        del tm[timer]
         if not tm:
-          del ks.timers[w]
-      for ts, w, k in due:
-        self._fire_timer(out, w, domain, ts)
+          del ks.timers[key]
+      for ts, key, timer in due:
+        self._fire_timer(out, key, domain, ts)
 
   def advance_watermark(self, input_watermark, output_watermark=None):
     """Moves the input watermark forward; returns the panes that fire."""
+    return self.advance_watermark_us(
+        to_us(input_watermark), None if output_watermark is None else to_us(output_watermark))
+
+  def advance_watermark_us(self, input_watermark, output_watermark=None):
     ks = self.state
-    input_watermark = Timestamp.of(input_watermark)
     if output_watermark is None:
       output_watermark = input_watermark
-    ks.input_watermark = max(ks.input_watermark, input_watermark)
-    ks.output_watermark = max(ks.output_watermark, output_watermark)
+    if input_watermark > ks.input_watermark:
+      ks.input_watermark = input_watermark
+    if output_watermark > ks.output_watermark:
+      ks.output_watermark = output_watermark
     out = []
     self._fire_due(out, WATERMARK, input_watermark)
-    self.collect_garbage(input_watermark)
+    self.collect_garbage_us(input_watermark)
     return out
 
   def advance_processing_time(self, now):
     """Moves processing time to ``now``; returns the panes that fire."""
+    return self.advance_processing_time_us(to_us(now))
+
+  def advance_processing_time_us(self, now):
     if isinstance(self.clock, ManualClock):
-      self.clock.set(now)
+      self.clock.set_us(now)
     out = []
-    self._fire_due(out, PROCESSING, Timestamp.of(now))
+    self._fire_due(out, PROCESSING, now)
     return out
 
   def collect_garbage(self, input_watermark):
     """Drops state and timers of windows expired at ``input_watermark``."""
+    self.collect_garbage_us(to_us(input_watermark))
+
+  def collect_garbage_us(self, input_watermark):
     ks = self.state
-    lateness = self.spec.allowed_lateness
-    wm = Timestamp.of(input_watermark)
-    dead = [w for w in ks.windows if is_expired(w, lateness, wm)]
-    for w in dead:
-      del ks.windows[w]
-      ks.timers.pop(w, None)
+    gc_time = self.spec.gc_time_us
+    dead = [k for k, st in ks.windows.items() if input_watermark > gc_time(st)]
+    for k in dead:
+      del ks.windows[k]
+      ks.timers.pop(k, None)
 
   def next_timer(self, domain=WATERMARK):
-    return self.state.earliest_timer(domain)
+    """Earliest pending timer of ``domain`` as a Timestamp (None: none)."""
+    us = self.state.earliest_timer(domain)
+    return None if us is None else from_us(us)
+
+  def next_wake_up_us(self):
+    """(earliest input watermark, earliest processing time), in micros, at
+    which this reducer has something to do without new elements: a timer or
+    a window's garbage collection (MAX_US: nothing before the end of time)."""
+    state = self.state
+    gc_time = self.spec.gc_time_us
+    wm = min((gc_time(st) + 1 for st in state.windows.values()), default=MAX_US)
+    timer = state.earliest_timer(WATERMARK)
+    if timer is not None and timer < wm:
+      wm = timer
+    pt = state.earliest_timer(PROCESSING)
+    return wm, MAX_US if pt is None else pt
 
   def finish(self):
     """End of bounded input: the input watermark jumps to +infinity.
 
     Processing time does not advance (batch semantics), so processing-time
     triggers that have not fired by then never fire."""
-    return self.advance_watermark(MAX_TIMESTAMP)
+    return self.advance_watermark_us(MAX_US)

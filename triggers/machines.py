@@ -16,14 +16,14 @@ differences (documented in docs/windowing_and_triggers.md):
  * ``after_synchronized_processing_time`` behaves like Beam's Python SDK: it is
    ready whenever asked (a runner's-discretion trigger).
 
-Context contract (``ctx``): ``ctx.state`` (dict), ``ctx.window``,
-``ctx.now()`` (processing time), ``ctx.set_timer(name, domain, timestamp)``,
-``ctx.clear_timer(name, domain)``.
+Context contract (``ctx``): ``ctx.state`` (dict), ``ctx.window``, ``ctx.end``
+(the window's end), ``ctx.now()`` (processing time),
+``ctx.set_timer(name, domain, timestamp)``, ``ctx.clear_timer(name, domain)``.
+Every time (``ctx.end``, ``now()``, timers, the ``watermark`` arguments) is an
+int of microseconds since the epoch.
 """
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.utils.timestamp import Duration
-from apache_beam.utils.timestamp import Timestamp
 
 WATERMARK = TimeDomain.WATERMARK
 PROCESSING = TimeDomain.REAL_TIME
@@ -108,14 +108,14 @@ class DefaultMachine(TriggerMachine):
     self.timer = path + 'eow'
 
   def on_element(self, ctx):
-    ctx.set_timer(self.timer, WATERMARK, ctx.window.end)
+    ctx.set_timer(self.timer, WATERMARK, ctx.end)
 
   def on_merge(self, ctx, merged_windows):
     # The merged window re-arms its timer on the element that caused the merge.
     ctx.clear_timer(self.timer, WATERMARK)
 
   def should_fire(self, ctx, watermark):
-    if watermark >= ctx.window.end:
+    if watermark >= ctx.end:
       # Late elements re-arm the timer; clear it so they fire only once.
       ctx.clear_timer(self.timer, WATERMARK)
       return True
@@ -180,31 +180,41 @@ class ElementCountMachine(TriggerMachine):
     return 'AfterCount(%d)' % self.count
 
 
-def _apply_transforms(transforms, t):
-  """Runner-API TimestampTransforms (delay, align_to) applied to ``t``."""
+def _compile_transforms(transforms):
+  """Runner-API TimestampTransforms as ('delay', micros) / ('align',
+  period micros, offset micros) tuples."""
+  out = []
   for tt in transforms:
     which = tt.WhichOneof('timestamp_transform')
     if which == 'delay':
-      t = t + Duration(micros=tt.delay.delay_millis * 1000)
-    elif which == 'align_to':
-      period = tt.align_to.period * 1000
-      offset = tt.align_to.offset * 1000
-      if period > 0:
-        # Next instant >= t that is congruent to offset modulo period.
-        m = t.micros
-        r = (m - offset) % period
-        t = Timestamp(micros=m if r == 0 else m + period - r)
+      out.append(('delay', tt.delay.delay_millis * 1000, 0))
+    elif which == 'align_to' and tt.align_to.period > 0:
+      out.append(('align', tt.align_to.period * 1000, tt.align_to.offset * 1000))
+  return tuple(out)
+
+
+def _apply_transforms(transforms, t):
+  """Compiled transforms (delay, align_to) applied to ``t`` (micros)."""
+  for kind, a, b in transforms:
+    if kind == 'delay':
+      t += a
+    else:
+      # Next instant >= t that is congruent to the offset modulo the period.
+      r = (t - b) % a
+      if r:
+        t += a - r
   return t
 
 
 class ProcessingTimeMachine(TriggerMachine):
   """Fires once the clock passes (first element's processing time +
   transforms); finishes when it fires."""
-  __slots__ = ('transforms', 'key', 'timer')
+  __slots__ = ('transforms', 'protos', 'key', 'timer')
 
   def __init__(self, path, transforms):
     super().__init__(path)
-    self.transforms = tuple(transforms)
+    self.protos = tuple(transforms)
+    self.transforms = _compile_transforms(self.protos)
     self.key = path + 'deadline:pt'
     self.timer = path + 'pt'
 
@@ -232,7 +242,7 @@ class ProcessingTimeMachine(TriggerMachine):
 
   def __repr__(self):
     return 'AfterProcessingTime(%s)' % (
-        ', '.join(str(t).strip().replace('\n', ' ') for t in self.transforms))
+        ', '.join(str(t).strip().replace('\n', ' ') for t in self.protos))
 
 
 class RepeatMachine(TriggerMachine):
@@ -283,7 +293,7 @@ class AfterEndOfWindowMachine(TriggerMachine):
     if self._is_late(ctx):
       self.late.on_element(ctx)
     else:
-      ctx.set_timer(self.timer, WATERMARK, ctx.window.end)
+      ctx.set_timer(self.timer, WATERMARK, ctx.end)
       if self.early is not None:
         self.early.on_element(ctx)
 
@@ -291,7 +301,7 @@ class AfterEndOfWindowMachine(TriggerMachine):
     if self._is_late(ctx):
       self.late.on_merge(ctx, merged_windows)
     else:
-      if any(w.end != ctx.window.end for w in merged_windows):
+      if any(w.end.micros != ctx.end for w in merged_windows):
         # The merged window's end moved; the next element re-arms it.
         ctx.clear_timer(self.timer, WATERMARK)
       if self.early is not None:
@@ -300,7 +310,7 @@ class AfterEndOfWindowMachine(TriggerMachine):
   def should_fire(self, ctx, watermark):
     if self._is_late(ctx):
       return self.late.should_fire(ctx, watermark)
-    if watermark >= ctx.window.end:
+    if watermark >= ctx.end:
       ctx.clear_timer(self.timer, WATERMARK)
       return True
     if self.early is not None:
@@ -310,7 +320,7 @@ class AfterEndOfWindowMachine(TriggerMachine):
   def on_fire(self, ctx, watermark):
     if self._is_late(ctx):
       return self.late.on_fire(ctx, watermark)
-    if watermark >= ctx.window.end:
+    if watermark >= ctx.end:
       ctx.state[self.late_key] = True
       return self.late is None
     if self.early is not None:

@@ -30,12 +30,13 @@ def pane_info(is_first, is_last, timing, index, nonspec):
   return p
 
 
-def next_pane(st, window, finished, output_watermark, by_watermark_timer):
-  """PaneInfo of the next pane of ``window`` whose state is ``st``; advances
-  the pane counters in ``st``."""
+def next_pane(st, finished, output_watermark, by_watermark_timer):
+  """PaneInfo of the next pane of the window whose state (a
+  ``triggers.state.WindowState``) is ``st``; advances the pane counters in
+  ``st``. ``output_watermark``: micros."""
   index = st.index
   st.index = index + 1
-  if output_watermark <= window.max_timestamp():
+  if output_watermark <= st.max:
     timing = EARLY
     nonspec = -1
     if st.nonspec:

@@ -19,16 +19,52 @@ import functools
 
 from apache_beam.transforms.window import TimestampCombiner
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.timestamp import Duration
+from apache_beam.utils.timestamp import Timestamp
 
 END_OF_WINDOW = TimestampCombiner.OUTPUT_AT_EOW
 EARLIEST = TimestampCombiner.OUTPUT_AT_EARLIEST
 LATEST = TimestampCombiner.OUTPUT_AT_LATEST
 EARLIEST_TRANSFORMED = TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED
 
+# The model's time range in integer microseconds. The reduce driver keeps
+# every time as such an int: Beam 2.77's Timestamp is a Python object whose
+# comparisons, hashing and pickling cost microseconds each.
+MIN_US = MIN_TIMESTAMP.micros
+MAX_US = MAX_TIMESTAMP.micros
+
+
+def to_us(t):
+  """Micros of a Timestamp, or of a number of seconds (``Timestamp.of``)."""
+  return Timestamp.of(t).micros
+
+
+_FROM_US_LIMIT = 1 << 12
+_from_us = {}
+
+
+def from_us(us):
+  """The Timestamp of ``us`` micros. Memoized (Timestamps are immutable): the
+  panes of a micro-batch share a few timestamps, and building one costs
+  more than a microsecond."""
+  t = _from_us.get(us)
+  if t is None:
+    if len(_from_us) >= _FROM_US_LIMIT:
+      _from_us.clear()
+    t = _from_us[us] = Timestamp(micros=us)
+  return t
+
+
+def max_timestamp_us(window):
+  """``window.max_timestamp()`` in micros."""
+  return window.max_timestamp().micros
+
 
 class OutputTimePolicy(object):
-  """Immutable: how a window's elements determine its panes' timestamps."""
+  """Immutable: how a window's elements determine its panes' timestamps.
+
+  Holds and watermarks are integer micros (see ``MIN_US``)."""
   __slots__ = ('combiner', 'window_fn', 'kind')
 
   def __init__(self, combiner, window_fn=None):
@@ -55,21 +91,28 @@ class OutputTimePolicy(object):
       return a if a <= b else b
     return a if a >= b else b
 
-  def hold_for(self, window, timestamps, output_watermark):
-    """Hold contributed by elements at ``timestamps`` added to ``window``."""
+  def hold_for(self, window, window_max_us, timestamps, output_watermark_us):
+    """Hold (micros) contributed by elements at ``timestamps`` (Timestamps)
+    added to ``window``, whose max timestamp is ``window_max_us``."""
     if self.kind == 'eow':
-      return window.max_timestamp()
+      return window_max_us
     hold = None
+    transformed = self.kind == 'tmin'
     for ts in timestamps:
-      if self.kind == 'tmin':
+      if transformed:
         ts = self.window_fn.get_transformed_output_time(window, ts)
-      if ts >= output_watermark:
-        hold = self.combine(hold, ts)
+      us = ts.micros
+      if us >= output_watermark_us:
+        hold = self.combine(hold, us)
     return hold
 
-  def pane_timestamp(self, window, hold):
-    """Output timestamp of a pane of ``window`` whose combined hold is ``hold``."""
-    return window.max_timestamp() if hold is None else hold
+
+def gc_time_us(window_max_us, allowed_lateness_us):
+  """``gc_time`` on micros: the window's max timestamp plus the lateness,
+  capped at MAX_US."""
+  if window_max_us >= MAX_US - allowed_lateness_us:
+    return MAX_US
+  return window_max_us + allowed_lateness_us
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -78,14 +121,8 @@ def gc_time(window, allowed_lateness):
 
   ``window.max_timestamp() + allowed_lateness`` (the Java SDK's rule), capped at
   MAX_TIMESTAMP so the global window is never collected before the end of time.
-  Memoized: a streaming GroupByKey asks for the same few windows once per key
-  and batch, and Timestamp arithmetic costs microseconds per operation.
   """
-  mt = window.max_timestamp()
-  lateness = Duration.of(allowed_lateness)
-  if mt >= MAX_TIMESTAMP - lateness:
-    return MAX_TIMESTAMP
-  return mt + lateness
+  return from_us(gc_time_us(max_timestamp_us(window), Duration.of(allowed_lateness).micros))
 
 
 def is_expired(window, allowed_lateness, input_watermark):

@@ -28,7 +28,7 @@ from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
 from apache_beam.metrics import monitoring_infos
 
@@ -38,12 +38,10 @@ from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.stage_runner import StageRunner
-from triggers.driver import PROCESSING, WATERMARK, ReduceSpec
+from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
-from windowing.timestamps import gc_time
 
 MIN_MICROS = MIN_TIMESTAMP.micros
-MAX_MICROS = MAX_TIMESTAMP.micros
 EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
@@ -496,18 +494,16 @@ class GroupOperator:
                 for row in item:
                     wkv = decode(row[4])
                     by_key[row[3]].append(wkv.with_value(wkv.value[1]))
-                watermark = Timestamp(micros=wm)
                 for key, wvs in by_key.items():
-                    panes.extend((key, p) for p in reducer_of(key).process(wvs, watermark))
+                    panes.extend((key, p) for p in reducer_of(key).process_us(wvs, wm))
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
                 for key, (wake_wm, wake_pt, _) in wake.items():
                     if key not in active and (wake_wm <= wm or wake_pt <= pt):
                         reducer_of(key)
-                watermark, now = Timestamp(micros=wm), Timestamp(micros=pt)
                 for key, reducer in active.items():
-                    panes.extend((key, p) for p in reducer.advance_processing_time(now))
-                    panes.extend((key, p) for p in reducer.advance_watermark(watermark))
+                    panes.extend((key, p) for p in reducer.advance_processing_time_us(pt))
+                    panes.extend((key, p) for p in reducer.advance_watermark_us(wm))
             if panes:
                 out.extend(self._encode(panes, seq))
         for key, reducer in active.items():
@@ -524,18 +520,11 @@ class GroupOperator:
         metrics = _metrics_row(self.op.name, (), len(data_rows), sum(1 for r in out if r[0] == R.DATA))
         return KeyGroupResult(new_blob, out + metrics, min(holds, default=None))
 
-    def _wake_up(self, reducer):
+    @staticmethod
+    def _wake_up(reducer):
         """(watermark, processing time, hold) in micros at which this key's
         reducer must run again without new data, and what it holds back."""
-        state = reducer.state
-        wm_times = [gc_time(w, self._spec.allowed_lateness).micros + 1 for w in state.windows]
-        timer = reducer.next_timer(WATERMARK)
-        if timer is not None:
-            wm_times.append(timer.micros)
-        pt_timer = reducer.next_timer(PROCESSING)
-        hold = state.earliest_hold()
-        return (min(wm_times, default=MAX_MICROS), MAX_MICROS if pt_timer is None else pt_timer.micros,
-                None if hold is None else hold.micros)
+        return reducer.next_wake_up_us() + (reducer.state.earliest_hold(),)
 
     def _encode(self, panes, seq):
         decode_key = self._codec.key_impl.decode_nested

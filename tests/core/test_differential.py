@@ -81,6 +81,10 @@ def _script(evts):
   return out
 
 
+def _windows(reducer):
+  return {st.window for st in reducer.state.windows.values()}
+
+
 def _comparable_prefix(window_fn, trigger_fn, mode, combiner, lateness, script):
   """Number of leading steps unaffected by Beam never collecting windows."""
   if not window_fn.is_merging():
@@ -90,7 +94,7 @@ def _comparable_prefix(window_fn, trigger_fn, mode, combiner, lateness, script):
   collected = []
   wm = MIN_TIMESTAMP
   for i, (action, arg) in enumerate(script):
-    before = set(reducer.state.windows)
+    before = _windows(reducer)
     if action == 'input':
       bundle = _bundle(window_fn, arg)
       if any(w.start < g.end and g.start < w.end
@@ -99,9 +103,9 @@ def _comparable_prefix(window_fn, trigger_fn, mode, combiner, lateness, script):
       reducer.process(bundle, wm)
     else:
       wm = arg
-    before |= set(reducer.state.windows)
+    before |= _windows(reducer)
     reducer.advance_watermark(wm)
-    collected.extend(w for w in before if w not in reducer.state.windows)
+    collected.extend(before - _windows(reducer))
   return len(script)
 
 

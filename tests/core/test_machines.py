@@ -1,8 +1,8 @@
-"""Unit tests: each trigger state machine, driven directly through a context."""
+"""Unit tests: each trigger state machine, driven directly through a context.
+Times are int micros (the machines' contract); S is one second."""
 from apache_beam.portability.api import beam_runner_api_pb2 as pb
 from apache_beam.transforms import trigger as T
 from apache_beam.transforms.window import IntervalWindow
-from apache_beam.utils.timestamp import Timestamp
 
 from triggers.machines import PROCESSING
 from triggers.machines import WATERMARK
@@ -10,14 +10,16 @@ from triggers.machines import compile_trigger
 from triggers.machines import merge_trigger_states
 
 W = IntervalWindow(0, 10)
+S = 1_000_000
 
 
 class Ctx(object):
   def __init__(self, window=W, now=0):
     self.window = window
+    self.end = window.end.micros
     self.state = {}
     self.timers = {}
-    self._now = Timestamp.of(now)
+    self._now = now * S
 
   def now(self):
     return self._now
@@ -32,10 +34,10 @@ class Ctx(object):
 def test_default():
   m, c = compile_trigger(T.DefaultTrigger()), Ctx()
   m.on_element(c)
-  assert c.timers == {('eow', WATERMARK): W.end}
-  assert not m.should_fire(c, 9)
-  assert m.should_fire(c, 10) and not c.timers  # cleared so it fires once
-  assert m.on_fire(c, 10) is False and m.has_ontime_pane
+  assert c.timers == {('eow', WATERMARK): 10 * S}
+  assert not m.should_fire(c, 10 * S - 1)
+  assert m.should_fire(c, 10 * S) and not c.timers  # cleared so it fires once
+  assert m.on_fire(c, 10 * S) is False and m.has_ontime_pane
 
 
 def test_element_count():
@@ -51,7 +53,7 @@ def test_element_count():
 def test_always_and_never():
   a, n, c = compile_trigger(T.Always()), compile_trigger(T._Never()), Ctx()
   assert a.should_fire(c, 0) and a.on_fire(c, 0) is False
-  assert not n.should_fire(c, 10 ** 6) and n.on_fire(c, 0) is True
+  assert not n.should_fire(c, 10 ** 6 * S) and n.on_fire(c, 0) is True
 
 
 def test_after_synchronized_processing_time_is_always_ready():
@@ -68,10 +70,10 @@ def test_after_processing_time_delay_and_alignment():
               period=5000, offset=1000))]))
   m, c = compile_trigger(proto), Ctx(now=2)
   m.on_element(c)   # 2 + 3 = 5, aligned up to 6 (period 5, offset 1)
-  assert c.timers == {('pt', PROCESSING): Timestamp(6)}
-  c._now = Timestamp(5)
+  assert c.timers == {('pt', PROCESSING): 6 * S}
+  c._now = 6 * S - 1
   assert not m.should_fire(c, 0)
-  c._now = Timestamp(6)
+  c._now = 6 * S
   assert m.should_fire(c, 0) and m.on_fire(c, 0) is True
   m.reset(c)
   assert not c.timers and not c.state
@@ -88,19 +90,20 @@ def test_after_end_of_window_early_on_time_late():
   m = compile_trigger(T.AfterWatermark(early=T.AfterCount(2), late=T.AfterCount(1)))
   c = Ctx()
   m.on_element(c); m.on_element(c)
-  assert m.should_fire(c, 5)          # early
-  assert m.on_fire(c, 5) is False
-  assert not m.should_fire(c, 5)      # early count reset
-  assert m.should_fire(c, 10)         # on time
-  assert m.on_fire(c, 10) is False    # late firings follow
+  assert m.should_fire(c, 5 * S)          # early
+  assert m.on_fire(c, 5 * S) is False
+  assert not m.should_fire(c, 5 * S)      # early count reset
+  assert m.should_fire(c, 10 * S)         # on time
+  assert m.on_fire(c, 10 * S) is False    # late firings follow
   m.on_element(c)
-  assert m.should_fire(c, 11) and m.on_fire(c, 11) is False
+  assert m.should_fire(c, 11 * S) and m.on_fire(c, 11 * S) is False
 
 
 def test_after_end_of_window_without_late_finishes_on_time():
   m, c = compile_trigger(T.AfterWatermark()), Ctx()
   m.on_element(c)
-  assert m.should_fire(c, 10) and m.on_fire(c, 10) is True
+  assert not m.should_fire(c, 10 * S - 1)
+  assert m.should_fire(c, 10 * S) and m.on_fire(c, 10 * S) is True
 
 
 def test_after_any_all_each_or_finally():

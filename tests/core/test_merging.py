@@ -12,9 +12,15 @@ from triggers import ReduceSpec
 from windowing import compute_merges
 from windowing import gc_time
 from windowing import is_expired
+from windowing.window_keys import window_key
 
 SESSIONS = W.Sessions(10)
 
+
+
+def _windows(reducer):
+  """The Beam windows the reducer holds state for."""
+  return {st.window for st in reducer.state.windows.values()}
 
 def _wv(t, fn=SESSIONS):
   return WindowedValue(t, t, fn.assign(WindowFn.AssignContext(t)))
@@ -42,7 +48,7 @@ def test_late_element_bridging_two_sessions():
   assert _panes(out) == [(12, 22, [12], 2, 0)]
   out = red.process([_wv(20)], 50)   # [20, 30) bridges [12, 22) and [25, 35)
   assert _panes(out) == [(12, 35, [12, 20, 25], 2, 0)]
-  assert set(red.state.windows) == {IntervalWindow(1, 11), IntervalWindow(12, 35)}
+  assert _windows(red) == {IntervalWindow(1, 11), IntervalWindow(12, 35)}
 
 
 def test_merge_after_a_fire_resets_pane_index_and_keeps_elements():
@@ -68,12 +74,12 @@ def test_gc_of_merged_windows():
                    allowed_lateness=5).new_reducer()
   red.process([_wv(1), _wv(8), _wv(40)], 0)
   merged = IntervalWindow(1, 18)
-  assert merged in red.state.windows
+  assert merged in _windows(red)
   red.advance_watermark(gc_time(merged, 5))
-  assert merged in red.state.windows       # still accepts late data
+  assert merged in _windows(red)       # still accepts late data
   red.advance_watermark(gc_time(merged, 5) + 0.000001)
-  assert merged not in red.state.windows and merged not in red.state.timers
-  assert IntervalWindow(40, 50) in red.state.windows
+  assert merged not in _windows(red) and window_key(merged) not in red.state.timers
+  assert IntervalWindow(40, 50) in _windows(red)
   assert is_expired(merged, 5, 23) and not is_expired(merged, 5, 22)
   # A late element for the collected window is dropped.
   assert red.process([_wv(2)], 23) == [] and red.advance_watermark(30) == []
@@ -85,7 +91,7 @@ def test_finished_window_drops_elements_until_gc():
   fn = W.FixedWindows(10)
   assert len(red.process([_wv(1, fn)], 0)) == 1
   assert red.process([_wv(2, fn)], 0) == []
-  assert red.state.windows[IntervalWindow(0, 10)].finished
+  assert red.state.windows[window_key(IntervalWindow(0, 10))].finished
 
 
 def test_custom_merging_window_fn():
