@@ -233,7 +233,23 @@ class PythonStageRunner:
             if min_elements and runs_lib.count(runs) < min_elements:
                 continue
             del self._pending[index]
-            yield index, codec.encode(runs)
+            try:
+                block = codec.encode(runs)
+            except Exception as e:
+                raise StageFailed(self._encoding_failure(index, codec, e)) from None
+            yield index, block
+
+    def _encoding_failure(self, index, codec, error):
+        """The message for outputs the stage's data coder cannot encode (e.g.
+        a DoFn emitting a WindowedValue in a window its PCollection's
+        windowing strategy does not have): names the producing transform."""
+        pcoll = self.spec.output_pcolls[index]
+        producer = next((step.name for step in self.spec.steps
+                         if pcoll in (p for _, p in step.outputs)), pcoll)
+        return ("Beam stage %r failed: an output of %r cannot be encoded with its PCollection's coder "
+                "%s (%s: %s). The windows of its elements must be those of the PCollection's "
+                "windowing strategy and its values of the coder's type."
+                % (self.stage.display_name, producer, codec.coder, type(error).__name__, error))
 
     @property
     def monitoring_infos(self):

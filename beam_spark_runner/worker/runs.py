@@ -68,6 +68,7 @@ class RunCodec:
     """Blocks written with one (windowed) data-channel coder <-> runs."""
 
     def __init__(self, coder):
+        self.coder = coder
         self._impl = coder.get_impl()
         # Exactly WindowedValueCoder: subclasses (ParamWindowedValueCoder)
         # encode differently; they take the element-by-element path.

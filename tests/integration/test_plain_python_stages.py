@@ -159,6 +159,29 @@ def test_outputs_sharing_one_timestamp_object_keep_their_tags_and_windows(harnes
         assert_that(results.tagged | "RT" >> beam.Reshuffle() | "T" >> beam.Map(where),
                     equal_to([(-1, 1.0, 0), (-2, 1.0, 0), (-3, 11.0, 10), (-4, 1.0, 0)]), label="tagged")
 
+
+class _GlobalWindowAtFinish(beam.DoFn):
+    """As Beam's trigger_manager._GroupBundlesByKey: outputs into the global
+    window, whatever the windowing of its PCollection."""
+
+    def process(self, x):
+        self.last = x
+
+    def finish_bundle(self):
+        yield WindowedValue(("k", self.last), 0, [GlobalWindow()])
+
+
+def test_an_output_its_coder_cannot_encode_fails_naming_the_transform():
+    p = _pipeline(False)
+    _ = (p | beam.Create([1]) | beam.WindowInto(window.FixedWindows(10))
+         | "WrongWindow" >> beam.ParDo(_GlobalWindowAtFinish()) | beam.GroupByKey())
+    with pytest.raises(PipelineExecutionError) as e:
+        p.run().wait_until_finish()
+    message = str(e.value)
+    assert "an output of 'WrongWindow' cannot be encoded" in message
+    assert "IntervalWindowCoder" in message and "GlobalWindow" in message
+
+
 @BOTH_WAYS
 def test_user_metrics_are_attributed_to_their_transform(harness_only):
     def counted(x):
