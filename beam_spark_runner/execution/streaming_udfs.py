@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming import state_blobs
 from beam_spark_runner.streaming.source_planner import SourcePlanner
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 
@@ -109,7 +110,8 @@ def stateless_batches(token, pickled, inputs, pass_on, batches):
 
 class KeyGroupProcessor(StatefulProcessor):
     """transformWithState body: one key-group of a keyed operator per call;
-    the key-group's state is one blob in Spark's state store."""
+    the key-group's state is one blob in Spark's state store, compressed
+    (state_blobs)."""
 
     def __init__(self, token, name, inputs, pickled, pass_on=()):
         self._token, self._name, self._pickled = token, name, pickled
@@ -135,11 +137,12 @@ class KeyGroupProcessor(StatefulProcessor):
             return
         saved = self._state.get() if self._state.exists() else None
         with bulk_data_gc():
-            result = _operator(self._token, self._pickled).run(saved[0] if saved else None, mine, steps)
+            result = _operator(self._token, self._pickled).run(
+                state_blobs.unpack(saved[0]) if saved else None, mine, steps)
         if result.blob is None:
             self._state.clear()
         else:
-            self._state.update((result.blob,))
+            self._state.update((state_blobs.pack(result.blob),))
         for out in result.rows:
             yield Row(**dict(zip(R.FIELDS, out)))
         if steps is not None:
