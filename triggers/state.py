@@ -38,6 +38,13 @@ class ManualClock(object):
   def __init__(self, now=0):
     self.now_us = to_us(now)
 
+  @classmethod
+  def at_us(cls, us):
+    """A clock showing ``us`` micros."""
+    clock = cls()
+    clock.now_us = us
+    return clock
+
   def time(self):
     return from_us(self.now_us)
 

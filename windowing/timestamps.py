@@ -56,11 +56,6 @@ def from_us(us):
   return t
 
 
-def max_timestamp_us(window):
-  """``window.max_timestamp()`` in micros."""
-  return window.max_timestamp().micros
-
-
 class OutputTimePolicy(object):
   """Immutable: how a window's elements determine its panes' timestamps.
 
@@ -122,7 +117,7 @@ def gc_time(window, allowed_lateness):
   ``window.max_timestamp() + allowed_lateness`` (the Java SDK's rule), capped at
   MAX_TIMESTAMP so the global window is never collected before the end of time.
   """
-  return from_us(gc_time_us(max_timestamp_us(window), Duration.of(allowed_lateness).micros))
+  return from_us(gc_time_us(window.max_timestamp().micros, Duration.of(allowed_lateness).micros))
 
 
 def is_expired(window, allowed_lateness, input_watermark):

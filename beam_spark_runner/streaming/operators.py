@@ -28,7 +28,6 @@ from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 
 from apache_beam.metrics import monitoring_infos
 
@@ -40,8 +39,8 @@ from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.stage_runner import StageRunner
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
+from windowing.timestamps import MIN_US as MIN_MICROS
 
-MIN_MICROS = MIN_TIMESTAMP.micros
 EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
@@ -472,7 +471,7 @@ class GroupOperator:
         the batch, not every key the key-group holds."""
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}, "wake": {}}
         keys, wake = saved["keys"], saved["wake"]
-        clock = ManualClock(Timestamp(micros=saved["pt"]))
+        clock = ManualClock.at_us(saved["pt"])
         spec = self._spec
         active = {}
         wm, pt = saved["wm"], saved["pt"]
