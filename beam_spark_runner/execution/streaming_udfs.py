@@ -54,8 +54,7 @@ class _BeamStreamReader(DataSourceStreamReader):
 
     def partitions(self, start, end):
         rows = self._planner.batch_rows(start, end)
-        n = self._partitions
-        return [InputPartition(rows[i::n]) for i in range(n)]
+        return [InputPartition(part) for part in R.input_partitions(rows, self._partitions)]
 
     def read(self, partition):
         return iter(partition.value)

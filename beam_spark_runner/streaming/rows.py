@@ -68,6 +68,24 @@ def key_group(encoded_key: bytes, key_groups: int) -> int:
     return key_group_labels(key_groups)[zlib.crc32(encoded_key) % key_groups]
 
 
+def input_partitions(rows, partitions):
+    """The source's rows split into `partitions` lists. Keyed DATA rows stay
+    in order with every other row of their key-group, in one partition: a
+    keyed operator then sees one key's elements of a source event in the
+    order the event lists them (TestStream.add_elements([...]) for one key),
+    whatever order Spark's shuffle fetches partitions in. Other rows are
+    dealt round-robin, to spread stateless work."""
+    out = [[] for _ in range(partitions)]
+    spread = 0
+    for row in rows:
+        if row[0] == DATA and row[3] is not None:
+            out[row[2] % partitions].append(row)
+        else:
+            out[spread % partitions].append(row)
+            spread += 1
+    return out
+
+
 def parse_steps(payload):
     """A CONTROL row's steps: [(seq, input watermark, processing time[,
     {side input dest: watermark}])]."""

@@ -304,3 +304,20 @@ def test_only_local_checkpoint_directories_get_the_file_system_checkpoint_manage
     from beam_spark_runner.execution.streaming import _is_local_path
     assert _is_local_path("/tmp/run") and _is_local_path("file:///tmp/run") and _is_local_path("relative/dir")
     assert not _is_local_path("hdfs://nn:8020/run") and not _is_local_path("s3a://bucket/run")
+
+
+def test_source_partitions_keep_a_key_groups_rows_together_and_in_order():
+    """One key's elements of one TestStream event reach its keyed operator in
+    the event's order only if they are not dealt over several input
+    partitions (Spark's shuffle may fetch those in any order)."""
+    kg_a, kg_b = R.key_group_labels(2)
+    keyed = [R.data("keyed", b"%d" % i, 7, kg_a if i % 3 else kg_b, b"k%d" % (i % 3)) for i in range(9)]
+    blocks = [R.data("plain", b"block%d" % i, 7) for i in range(4)]
+    rows = blocks[:2] + keyed + blocks[2:] + [R.status(1, b"{}")]
+    parts = R.input_partitions(rows, 2)
+    assert sorted(r for part in parts for r in part) == sorted(rows)
+    for kg in (kg_a, kg_b):
+        (holder,) = [p for p in parts if any(r[2] == kg and r[3] is not None for r in p)]
+        assert [r for r in holder if r[3] is not None and r[2] == kg] == [r for r in keyed if r[2] == kg]
+    # Unkeyed rows still spread over both partitions.
+    assert all(any(r[3] is None for r in p) for p in parts)
