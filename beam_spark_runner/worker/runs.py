@@ -43,19 +43,22 @@ def windowed_values(runs):
 
 
 def chunks(runs, size):
-    """The runs cut into lists of runs holding at most `size` values each."""
-    chunk, held = [], 0
+    """The runs cut into lists of runs holding at most `size` values each.
+    `size` may be a callable, read before each chunk (the consumer may
+    change its chunk size as it learns how much each value produces)."""
+    next_size = size if callable(size) else (lambda: size)
+    chunk, held, limit = [], 0, next_size()
     for template, values in runs:
         start = 0
         while start < len(values):
-            take = min(size - held, len(values) - start)
+            take = min(limit - held, len(values) - start)
             part = values if (start == 0 and take == len(values)) else values[start:start + take]
             chunk.append((template, part))
             held += take
             start += take
-            if held >= size:
+            if held >= limit:
                 yield chunk
-                chunk, held = [], 0
+                chunk, held, limit = [], 0, next_size()
     if chunk:
         yield chunk
 

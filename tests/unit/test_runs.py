@@ -65,3 +65,27 @@ def test_chunks_keep_order_and_bound_sizes():
     assert all(runs.count(c) <= 5 for c in chunks)
     assert [v for c in chunks for _, values in c for v in values] == list(range(20))
     assert all(t is template or t is ELEMENTS[2] for c in chunks for t, _ in c)
+
+
+def test_chunks_read_a_callable_size_before_each_chunk():
+    sizes = iter([1, 2, 3, 100])
+    data = [(ELEMENTS[0], list(range(10)))]
+    chunks = list(runs.chunks(data, lambda: next(sizes)))
+    assert [runs.count(c) for c in chunks] == [1, 2, 3, 4]
+    assert [v for c in chunks for _, values in c for v in values] == list(range(10))
+
+
+def test_chunk_sizer_starts_at_one_value_grows_while_output_is_small_and_shrinks_for_fan_out():
+    from beam_spark_runner.worker.python_stage import CHUNK_ELEMENTS, CHUNK_OUTPUT_TARGET, ChunkSizer
+    sizer = ChunkSizer()
+    assert sizer.size() == 1
+    while sizer.size() < CHUNK_ELEMENTS:       # one output per value: doubles up to the cap
+        before = sizer.size()
+        sizer.observe(before, before)
+        assert sizer.size() == min(CHUNK_ELEMENTS, before * 2)
+    sizer.observe(CHUNK_ELEMENTS, CHUNK_ELEMENTS * 100)    # 100 outputs per value
+    assert sizer.size() == CHUNK_OUTPUT_TARGET // 100
+    sizer.observe(sizer.size(), sizer.size() * 100)         # at the target: stays
+    assert sizer.size() == CHUNK_OUTPUT_TARGET // 100
+    sizer.observe(1, 100_000)                               # one value is the floor
+    assert sizer.size() == 1
