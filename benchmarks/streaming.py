@@ -43,7 +43,12 @@ beam_throughput    The same query on SparkRunner --streaming (build_beam below),
     equals the offered rate unless it is saturated: "saturated" = busy rate
     < 0.9x offered (if not, the number is only a lower bound). Also printed:
     events / whole-run wall time (query start and the tail in which the
-    last windows close included).
+    last windows close included). Its count is Beam's own
+    `Count.PerKey()` and its events carry no latency probes, as the native
+    query carries none.
+beam_throughput_probes  The same with the latency runs' query: 1 in
+    --probe_every events carries a probe and the count is the CombineFn that
+    keeps the probes of its panes (no target; shows what the probes cost).
 native_latency     The native query at --rate events/s (default 1000: about
     what the three-GroupByKey Beam pipeline below can follow on the 2-core
     machine; the report says whether each Beam run kept up) with Spark's
@@ -255,7 +260,8 @@ class GenerateEvents(beam.DoFn):
     Event number s = tick index * N + i (tick index = tick time / interval,
     consecutive for consecutive ticks); key = s % 10000 as the native
     query's value % 10000; every 20th event lags 15 s (late); every
-    probe_every-th carries (s, generation time) to measure latency."""
+    probe_every-th carries (s, generation time) to measure latency
+    (probe_every 0: none, every event is (key, None))."""
 
     def __init__(self, per_tick, interval, probe_every):
         self.per_tick, self.interval, self.probe_every = per_tick, interval, probe_every
@@ -271,9 +277,13 @@ class GenerateEvents(beam.DoFn):
         # Timestamp once, not once per event from a float.
         on_time, late = Timestamp.of(gen), Timestamp.of(gen - LATE_LAG_S)
         TV = window.TimestampedValue
-        for s in range(base, base + n):
-            probe = (s, gen) if s % probe_every == 0 else None
-            yield TV((s % KEYS, probe), late if s % LATE_EVERY == 0 else on_time)
+        if probe_every:
+            for s in range(base, base + n):
+                probe = (s, gen) if s % probe_every == 0 else None
+                yield TV((s % KEYS, probe), late if s % LATE_EVERY == 0 else on_time)
+        else:
+            for s in range(base, base + n):
+                yield TV((s % KEYS, None), late if s % LATE_EVERY == 0 else on_time)
         self.events.inc(n)
 
 
@@ -305,10 +315,15 @@ def _merge_panes(kv):
     """After a downstream GroupByKey: the panes' counts summed (upstream
     panes accumulate, so this is not an event count) and their sampled events."""
     count, probes = 0, set()
-    for c, p in kv[1]:
+    for c, p in map(_count_and_probes, kv[1]):
         count += c
         probes.update(p)
     return kv[0], (count, tuple(sorted(probes)))
+
+
+def _count_and_probes(value):
+    """A pane's (count, sampled events): Count.PerKey's panes carry none."""
+    return value if isinstance(value, tuple) else (value, ())
 
 
 class RecordPanes(beam.DoFn):
@@ -326,7 +341,7 @@ class RecordPanes(beam.DoFn):
 
     def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         now = time.time()
-        key, (count, probes) = kv
+        key, (count, probes) = kv[0], _count_and_probes(kv[1])
         timing = self.TIMING.get(pane.timing, "unknown")
         self.panes[timing].inc()
         lines = self.lines
@@ -366,7 +381,9 @@ def build_beam(p, rate, seconds, interval, probe_every, out_dir, group_stages, e
                                                  late=trigger.AfterCount(1)),
                   accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
                   allowed_lateness=ALLOWED_LATENESS_S)
-              | "CountPerKey" >> beam.CombinePerKey(CountWithProbes()))
+              # Without probes, Beam's own count: the query the native one runs.
+              | "CountPerKey" >> (beam.CombinePerKey(CountWithProbes()) if probe_every
+                                  else beam.combiners.Count.PerKey()))
     for i, modulus in zip(range(1, group_stages), (1000, 100, 10)):
         counts = (counts
                   | "Rekey%d" % i >> beam.Map(_rekey, modulus)
@@ -622,7 +639,8 @@ def main(argv=None):
     parser.add_argument("--probe_every", type=int, default=101, help="Sample 1 in N events for latency.")
     parser.add_argument("--skip", default="",
                         help="Comma-separated runs to skip: native_throughput, beam_throughput, "
-                             "native_latency, beam_latency, beam_latency_early_1s, beam_latency_3gbk.")
+                             "beam_throughput_probes, native_latency, beam_latency, "
+                             "beam_latency_early_1s, beam_latency_3gbk.")
     parser.add_argument("--verbose", action="store_true", help="Print every Beam micro-batch.")
     parser.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     args = parser.parse_args(argv)
@@ -663,10 +681,15 @@ def main(argv=None):
     if nt:
         print("native_throughput: %s rows/s" % _fmt(nt["rows_per_s"], "%.0f"), flush=True)
     bt = attempt("beam_throughput", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
-                 args.fire_interval, args.probe_every, 1, "beam_throughput", args.verbose)
+                 args.fire_interval, 0, 1, "beam_throughput", args.verbose)
     if bt:
         print("beam_throughput: %s events/s (saturated: %s)" % (
             _fmt(bt["events_per_s_busy"], "%.0f"), bt["saturated"]), flush=True)
+    bp = attempt("beam_throughput_probes", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
+                 args.fire_interval, args.probe_every, 1, "beam_throughput_probes", args.verbose)
+    if bp:
+        print("beam_throughput_probes: %s events/s (saturated: %s)" % (
+            _fmt(bp["events_per_s_busy"], "%.0f"), bp["saturated"]), flush=True)
     rate = max(args.rate, 1.0 / args.fire_interval)
     nl = attempt("native_latency", native_latency, spark, listener, rate, args.seconds, warmup)
     if nl:
@@ -688,11 +711,12 @@ def main(argv=None):
 
     query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
         MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
-    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1)
+    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "session_s": session_s, "warm_up_s": warm, "native_throughput": nt,
-                       "native_latency": nl, "beam_throughput": bt, "beam_latency": bl,
+                       "native_latency": nl, "beam_throughput": bt, "beam_throughput_probes": bp,
+                       "beam_latency": bl,
                        "beam_latency_early_1s": b1, "beam_latency_3gbk": b3}, f, indent=2, default=str)
     spark.stop()
     for path in _LEFTOVERS:

@@ -13,7 +13,7 @@ def _verdict(ok):
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None):
+def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None):
     """Prints every run's details and the targets table; `query` describes the query."""
     print("\n== Streaming benchmark (issue #5): %s, --seconds %d" % (query, args.seconds))
     print("SparkSession start-up %.1f s and warm-up runs %s (excluded)" % (
@@ -28,7 +28,7 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None):
         print("native throughput: %d batches of %d rows after warm-up, %s rows/s; batch p50 %s p99 %s%s" % (
             nt["batches"], args.native_rows_per_batch, _fmt(nt["rows_per_s"], "%.0f"),
             _fmt(nt["batch_p50_s"], "%.2f", " s"), _fmt(nt["batch_p99_s"], "%.2f", " s"), cpu(nt)))
-    for run in (bt, bl, b1, b3):
+    for run in (bt, bp, bl, b1, b3):
         if not run:
             continue
         print("%s: offered %.0f events/s for %s s; %d events in %.1f s wall (query start %.1f s, tail "
@@ -77,6 +77,10 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None):
         _fmt(nt and nt["rows_per_s"], "%.0f"), _fmt(bt and bt["events_per_s_busy"], "%.0f"),
         "" if not bt or bt["saturated"] else " (not saturated: a lower bound)",
         _fmt(thr_ratio, "%.3f", "x"), _verdict(None if thr_ratio is None else thr_ratio >= 0.5)))
+    bp_ratio = (bp["events_per_s_busy"] / nt["rows_per_s"]) if bp and nt and bp["events_per_s_busy"] and \
+        nt["rows_per_s"] else None
+    print("| the same with latency probes in 1 of %d events (the latency runs' query) | | %s | %s | | |" % (
+        args.probe_every, _fmt(bp and bp["events_per_s_busy"], "%.0f"), _fmt(bp_ratio, "%.3f", "x")))
     rate = bl["offered_per_s"] if bl else (nl and args.rate)
     print("| at %s events/s: micro-batch duration p50 / p99, s | %s / %s | %s / %s | | | |" % (
         _fmt(rate, "%.0f"), _fmt(nl and nl["batch_p50_s"]), _fmt(nl and nl["batch_p99_s"]),
