@@ -630,7 +630,7 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=60,
                         help="Measured seconds per run (generation time of the Beam runs), after warm-up.")
     parser.add_argument("--native_rows_per_batch", type=int, default=1_000_000)
-    parser.add_argument("--beam_offered_rate", type=float, default=40_000,
+    parser.add_argument("--beam_offered_rate", type=float, default=3_000_000,
                         help="events/s offered in beam_throughput: must exceed what it can process.")
     parser.add_argument("--rate", type=float, default=1000,
                         help="events/s of the latency runs (native and Beam); low enough that the "
