@@ -19,18 +19,23 @@ run as `beam_latency_early_1s`: with them an event waits for its pane's
 One process, one SparkSession (master local[2], 2 shuffle partitions)
 created up front, so JVM start-up is excluded from every timing (printed
 apart); a short warm-up run of each side (also excluded) starts the Python
-workers. Then, in this order:
+workers. Then, in this order (native_throughput described first):
 
 native_throughput  Spark Structured Streaming, no Python: `rate-micro-batch`
-    source (--native_rows_per_batch rows per batch, event time advancing 1 s
-    per batch), key = value % 10000, event time = timestamp - 15 s for
+    source (rows per batch: --native_rows_per_batch, by default as many as
+    the median saturated batch of beam_throughput in this run, so both sides
+    amortize their per-batch costs over the same number of events; native
+    throughput grows with the batch size: measured 2.2M rows/s at 1M rows
+    per batch, 5.6M at 5M, 8.7M at 20M), event time advancing 1 s per
+    batch, key = value % 10000, event time = timestamp - 15 s for
     value % 20 == 0, withWatermark 30 s, groupBy(window(ts, 10 s), key)
     .count(), update output mode (Spark's equivalent of early firings),
     `noop` sink, trigger as fast as possible. Throughput = input rows /
     batch wall time (durationMs.triggerExecution, from the query's progress
     events) over the batches that start after the warm-up (min(10 s,
     --seconds / 4)), for --seconds. The source never lets it idle, so this
-    is its saturated rate.
+    is its saturated rate. Also run at 1M rows per batch
+    (native_throughput_1m, the batch size of sessions 4-6), no target.
 beam_throughput    The same query on SparkRunner --streaming (build_beam below),
     offered --beam_offered_rate events/s, more than it can process: a
     PeriodicImpulse catches up every tick that came due while the previous
@@ -213,7 +218,7 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
     return {
-        "batches": len(steady), "rows": rows,
+        "batches": len(steady), "rows": rows, "rows_per_batch": rows_per_batch,
         "rows_per_s": rows / (busy_ms / 1000.0) if busy_ms else None,
         "batch_p50_s": percentile(durations, 50), "batch_p99_s": percentile(durations, 99),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000.0 if progress else None,
@@ -544,6 +549,7 @@ def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks
     # per batch: its busy rate is the offered rate. A busy rate clearly below
     # the offered rate means batches grow: the pipeline is saturated.
     busy_rate = steady_events / busy if busy else None
+    batch_events_p50 = percentile([r["events"] for r in event_rows], 50)
     saturated = busy_rate is not None and busy_rate < 0.9 * offered
     batch_p50 = percentile(durations, 50)
 
@@ -574,7 +580,7 @@ def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks
     out = {
         "label": label, "offered_per_s": offered, "events": events, "groups": len(groups),
         "wall_s": ended - submitted, "gen_s": (gen_end - gen_start) if gen_start is not None else None,
-        "events_per_s_busy": busy_rate,
+        "events_per_s_busy": busy_rate, "batch_events_p50": batch_events_p50,
         "events_per_s_run": events / (ended - submitted) if ended > submitted else None,
         "batches": len(rows), "first_batch_s": rows[0]["dur"] if rows else None,
         "batch_p50_s": batch_p50, "batch_p99_s": percentile(durations, 99),
@@ -629,7 +635,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60,
                         help="Measured seconds per run (generation time of the Beam runs), after warm-up.")
-    parser.add_argument("--native_rows_per_batch", type=int, default=1_000_000)
+    parser.add_argument("--native_rows_per_batch", type=int, default=0,
+                        help="Rows per native micro-batch; 0: beam_throughput's median batch (1M if skipped).")
     parser.add_argument("--beam_offered_rate", type=float, default=3_000_000,
                         help="events/s offered in beam_throughput: must exceed what it can process.")
     parser.add_argument("--rate", type=float, default=1000,
@@ -638,7 +645,8 @@ def main(argv=None):
     parser.add_argument("--fire_interval", type=float, default=0.01, help="PeriodicImpulse tick interval, s.")
     parser.add_argument("--probe_every", type=int, default=101, help="Sample 1 in N events for latency.")
     parser.add_argument("--skip", default="",
-                        help="Comma-separated runs to skip: native_throughput, beam_throughput, "
+                        help="Comma-separated runs to skip: native_throughput, native_throughput_1m, "
+                             "beam_throughput, "
                              "beam_throughput_probes, native_latency, beam_latency, "
                              "beam_latency_early_1s, beam_latency_3gbk.")
     parser.add_argument("--verbose", action="store_true", help="Print every Beam micro-batch.")
@@ -676,15 +684,20 @@ def main(argv=None):
         warm[name] = time.perf_counter() - t
     print("warm-up runs (excluded): %s" % ", ".join("%s %.1f s" % kv for kv in warm.items()), flush=True)
 
-    nt = attempt("native_throughput", native_throughput, spark, listener, args.native_rows_per_batch,
-                 args.seconds, warmup)
-    if nt:
-        print("native_throughput: %s rows/s" % _fmt(nt["rows_per_s"], "%.0f"), flush=True)
     bt = attempt("beam_throughput", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
                  args.fire_interval, 0, 1, "beam_throughput", args.verbose)
     if bt:
-        print("beam_throughput: %s events/s (saturated: %s)" % (
-            _fmt(bt["events_per_s_busy"], "%.0f"), bt["saturated"]), flush=True)
+        print("beam_throughput: %s events/s (saturated: %s, median batch %s events)" % (
+            _fmt(bt["events_per_s_busy"], "%.0f"), bt["saturated"], _fmt(bt["batch_events_p50"], "%.0f")),
+            flush=True)
+    rows_per_batch = args.native_rows_per_batch or int(round((bt and bt["batch_events_p50"]) or 1_000_000, -5))
+    nt = attempt("native_throughput", native_throughput, spark, listener, rows_per_batch, args.seconds, warmup)
+    if nt:
+        print("native_throughput at %d rows per batch: %s rows/s" % (
+            rows_per_batch, _fmt(nt["rows_per_s"], "%.0f")), flush=True)
+    n1 = attempt("native_throughput_1m", native_throughput, spark, listener, 1_000_000, args.seconds, warmup)
+    if n1:
+        print("native_throughput_1m: %s rows/s" % _fmt(n1["rows_per_s"], "%.0f"), flush=True)
     bp = attempt("beam_throughput_probes", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
                  args.fire_interval, args.probe_every, 1, "beam_throughput_probes", args.verbose)
     if bp:
@@ -711,10 +724,11 @@ def main(argv=None):
 
     query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
         MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
-    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp)
+    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp, n1)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "session_s": session_s, "warm_up_s": warm, "native_throughput": nt,
+                       "native_throughput_1m": n1,
                        "native_latency": nl, "beam_throughput": bt, "beam_throughput_probes": bp,
                        "beam_latency": bl,
                        "beam_latency_early_1s": b1, "beam_latency_3gbk": b3}, f, indent=2, default=str)

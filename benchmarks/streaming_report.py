@@ -13,7 +13,7 @@ def _verdict(ok):
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None):
+def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n1=None):
     """Prints every run's details and the targets table; `query` describes the query."""
     print("\n== Streaming benchmark (issue #5): %s, --seconds %d" % (query, args.seconds))
     print("SparkSession start-up %.1f s and warm-up runs %s (excluded)" % (
@@ -24,10 +24,11 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None):
         return "" if not c else "  [own CPU %.0f s, other processes' CPU %.0f s over %.0f s wall]" % (
             c["own_cpu_s"], c["other_cpu_s"], c["wall_s"])
 
-    if nt:
-        print("native throughput: %d batches of %d rows after warm-up, %s rows/s; batch p50 %s p99 %s%s" % (
-            nt["batches"], args.native_rows_per_batch, _fmt(nt["rows_per_s"], "%.0f"),
-            _fmt(nt["batch_p50_s"], "%.2f", " s"), _fmt(nt["batch_p99_s"], "%.2f", " s"), cpu(nt)))
+    for run in (nt, n1):
+        if run:
+            print("native throughput: %d batches of %d rows after warm-up, %s rows/s; batch p50 %s p99 %s%s" % (
+                run["batches"], run["rows_per_batch"], _fmt(run["rows_per_s"], "%.0f"),
+                _fmt(run["batch_p50_s"], "%.2f", " s"), _fmt(run["batch_p99_s"], "%.2f", " s"), cpu(run)))
     for run in (bt, bp, bl, b1, b3):
         if not run:
             continue
@@ -73,10 +74,16 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None):
 
     print("\n| measurement | native Spark | Beam on SparkRunner | ratio | target | |")
     print("|---|---:|---:|---:|---|---|")
-    print("| sustained throughput, events/s | %s | %s%s | %s | >= 0.5x | %s |" % (
+    print("| sustained throughput, events/s (native at %s rows per batch) | %s | %s%s | %s | >= 0.5x | %s |" % (
+        _fmt(nt and nt["rows_per_batch"], "%d"),
         _fmt(nt and nt["rows_per_s"], "%.0f"), _fmt(bt and bt["events_per_s_busy"], "%.0f"),
         "" if not bt or bt["saturated"] else " (not saturated: a lower bound)",
         _fmt(thr_ratio, "%.3f", "x"), _verdict(None if thr_ratio is None else thr_ratio >= 0.5)))
+    n1_ratio = (bt["events_per_s_busy"] / n1["rows_per_s"]) if bt and n1 and bt["events_per_s_busy"] and \
+        n1["rows_per_s"] else None
+    print("| the same, native at 1M rows per batch (sessions 4-6) | %s | %s | %s | | |" % (
+        _fmt(n1 and n1["rows_per_s"], "%.0f"), _fmt(bt and bt["events_per_s_busy"], "%.0f"),
+        _fmt(n1_ratio, "%.3f", "x")))
     bp_ratio = (bp["events_per_s_busy"] / nt["rows_per_s"]) if bp and nt and bp["events_per_s_busy"] and \
         nt["rows_per_s"] else None
     print("| the same with latency probes in 1 of %d events (the latency runs' query) | | %s | %s | | |" % (
