@@ -227,10 +227,18 @@ class PythonStageRunner:
         for spec in self._consumers.get(pcoll, ()):
             step, sizer = self._steps[spec.transform_id], self._chunk_sizers[spec.transform_id]
             for chunk in runs_lib.chunks(runs, sizer.size):
-                outputs = step.process(chunk)
-                sizer.observe(runs_lib.count(chunk), sum(runs_lib.count(r) for _, r in outputs))
-                for out_pcoll, out_runs in outputs:
-                    self._emit(out_pcoll, out_runs)
+                outputs, produced = step.process(chunk), 0
+                try:
+                    for out_pcoll, out_runs in outputs:
+                        produced += runs_lib.count(out_runs)
+                        self._emit(out_pcoll, out_runs)
+                finally:
+                    # A ParDo's outputs come from a generator: if a later step
+                    # failed, end it now (it leaves its metrics scope).
+                    close = getattr(outputs, "close", None)
+                    if close is not None:
+                        close()
+                sizer.observe(runs_lib.count(chunk), produced)
 
     def _flush(self, min_elements):
         """Yields encoded blocks of pending outputs (all when min is 0)."""

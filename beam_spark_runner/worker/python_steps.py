@@ -22,6 +22,7 @@ Each step mirrors what Beam's SDK harness does for the same transform:
 import collections
 import functools
 import inspect
+import itertools
 import traceback
 
 from apache_beam.internal import pickler
@@ -53,6 +54,8 @@ _ELEMENT_PARAMS = (
 _SPECIAL_OUTPUTS = (core.pvalue.TaggedOutput, WindowedValue, TimestampedValue)
 # Output types that are certainly not special: checked in C over a run.
 _PLAIN_TYPES = frozenset([str, bytes, int, float, bool, tuple, list, dict, set, frozenset, type(None)])
+# A ParDo hands its outputs on in pieces of about this many values.
+OUTPUT_PIECE = 8192
 # Beam's PGBKCVOperation bounds its table the same way.
 MAX_PRECOMBINE_KEYS = 100 * 1000
 # Values buffered per key before they are added to the accumulators.
@@ -219,6 +222,8 @@ class ParDoStep(Step):
         self._check_output = plain.check_first_output
         self._dofn = plain.dofn
         self._timestamp_only_windowfn = type(windowfn) in _TIMESTAMP_ONLY_WINDOWFNS
+        # Set once one value has made OUTPUT_PIECE outputs (see _results).
+        self._slice_outputs = False
 
     def setup(self):
         if self._dofn is not None:
@@ -271,23 +276,36 @@ class ParDoStep(Step):
                 raise self._failed() from None
 
     def process(self, runs):
-        outputs = collections.defaultdict(list)
+        """Yields [(output pcollection, runs)] pieces of the outputs of
+        `runs`, one whenever OUTPUT_PIECE values are held: a value making
+        many outputs (a tick's events, a file's records) is handed on in
+        pieces rather than held whole. Generated lazily: the caller consumes
+        (or closes) it before its next call."""
+        outputs, held = collections.defaultdict(list), 0
         with self._scoped:
             try:
                 for template, values in runs:
                     if self._per_window and len(template.windows) != 1:
                         # As DoFnRunner: once per window, without the pane.
-                        for w in template.windows:
-                            self._run(WindowedValue(None, template.timestamp, (w,)), values, outputs)
+                        templates = [WindowedValue(None, template.timestamp, (w,)) for w in template.windows]
                     else:
-                        self._run(template, values, outputs)
+                        templates = (template,)
+                    for t in templates:
+                        for results in self._results(t, values):
+                            held += len(results)
+                            self._route(t, results, outputs)
+                            if held >= OUTPUT_PIECE:
+                                yield from _pieces(outputs)
+                                outputs, held = collections.defaultdict(list), 0
             except StepFailed:
                 raise
             except Exception:
                 raise self._failed() from None
-        return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
+        yield from _pieces(outputs)
 
-    def _run(self, template, values, outputs):
+    def _results(self, template, values):
+        """Yields lists of the outputs of `values` (all with `template`'s
+        metadata as input), each list about OUTPUT_PIECE long or shorter."""
         plain = self._plain
         if plain.params:
             bound = {name: (template.timestamp if kind == "timestamp" else
@@ -297,30 +315,52 @@ class ParDoStep(Step):
             bound = None
         if plain.single is not None:
             single = plain.single
-            results = [single(v, **bound) for v in values] if bound else [single(v) for v in values]
+            yield [single(v, **bound) for v in values] if bound else [single(v) for v in values]
+            return
+        results = []
+        extend = results.extend
+        process, args, kwargs = plain.process, plain.args, plain.kwargs
+        if bound:
+            call = functools.partial(process, **bound)
+        elif args or kwargs:
+            call = functools.partial(_with_extra_args, process, args, kwargs)
         else:
-            results = []
-            extend = results.extend
-            process, args, kwargs = plain.process, plain.args, plain.kwargs
-            if bound:
-                call = functools.partial(process, **bound)
-            elif args or kwargs:
-                call = functools.partial(_with_extra_args, process, args, kwargs)
-            else:
-                call = process
-            if self._check_output and values:
-                self._check_output = False
-                first = call(values[0])
-                if isinstance(first, (str, bytes, dict)):
-                    raise TypeError("Returning a %s from a ParDo or FlatMap is not allowed. Please use "
-                                    "list(%r) if you really want this behavior." % (type(first).__name__, first))
-                if first is not None:
-                    extend(first)
-                values = values[1:]
-            for v in values:
-                out = call(v)
-                if out is not None:
-                    extend(out)
+            call = process
+        checked = ()
+        if self._check_output and values:
+            self._check_output = False
+            first = call(values[0])
+            if isinstance(first, (str, bytes, dict)):
+                raise TypeError("Returning a %s from a ParDo or FlatMap is not allowed. Please use "
+                                "list(%r) if you really want this behavior." % (type(first).__name__, first))
+            checked, values = (first,), values[1:]
+        for out in itertools.chain(checked, map(call, values)):
+            if out is None:
+                continue
+            if not self._slice_outputs:
+                before = len(results)
+                extend(out)
+                if len(results) < OUTPUT_PIECE:
+                    continue
+                # One value made a whole piece: from now on, take its
+                # outputs a piece at a time.
+                self._slice_outputs = len(results) - before >= OUTPUT_PIECE
+                yield results
+                results = []
+                extend = results.extend
+                continue
+            it = iter(out)
+            while True:
+                extend(itertools.islice(it, OUTPUT_PIECE - len(results)))
+                if len(results) < OUTPUT_PIECE:
+                    break
+                yield results
+                results = []
+                extend = results.extend
+        if results:
+            yield results
+
+    def _route(self, template, results, outputs):
         if not results:
             return
         if _PLAIN_TYPES.issuperset(map(type, results)):
@@ -414,6 +454,10 @@ class AssignWindowsStep(Step):
         for v in values:
             new = assign(window.WindowFn.AssignContext(timestamp, element=v, window=w))
             out.append((WindowedValue(None, timestamp, new), [v]))
+
+
+def _pieces(outputs):
+    return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
 
 
 def _with_extra_args(process, args, kwargs, value):

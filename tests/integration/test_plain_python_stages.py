@@ -407,16 +407,20 @@ def test_a_dofn_workers_cannot_unpickle_fails_naming_it(tmp_path, monkeypatch):
     assert "only_on_the_driver" in str(e.value) and "Triple" in str(e.value)
 
 
-def test_a_fanning_out_step_gets_few_enough_values_that_its_output_stays_bounded():
-    """A DoFn making many outputs per value (events from a tick) gets fewer
-    values per call: 100 values x 2000 outputs in one call held 200,000
-    live outputs at once (measured in the streaming benchmark: 7.7M, and
-    twice the per-event time)."""
+@pytest.mark.parametrize("fan_out", [2000, 20000])
+def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
+    """A DoFn making many outputs per value (events from a tick): with 2000
+    per value it gets fewer values per call (ChunkSizer); with 20000 per
+    value, once the first value showed it, each value's outputs are handed
+    on a piece at a time. Before, 100 values in one call held all their
+    outputs at once (measured in the streaming benchmark: 7.7M, and twice
+    the per-event time)."""
     from beam_spark_runner.worker import context, runs
     from beam_spark_runner.worker.python_stage import CHUNK_OUTPUT_TARGET, PythonStageRunner
+    from beam_spark_runner.worker.python_steps import OUTPUT_PIECE
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
-    _ = (both | "FanOut" >> beam.FlatMap(lambda x: ((x, i) for i in range(2000)))
+    _ = (both | "FanOut" >> beam.FlatMap(lambda x, n: ((x, i) for i in range(n)), fan_out)
          | "Sum" >> beam.CombinePerKey(sum))
     plan = plan_pipeline(pipeline_proto_of(p))
     (stage,) = [s for s in plan.stages if "FanOut" in s.sdk_transforms]
@@ -425,19 +429,26 @@ def test_a_fanning_out_step_gets_few_enough_values_that_its_output_stays_bounded
     in_codec = runs.RunCodec(ctx.coders[stage.inputs[0].coder_id])
     out_codec = runs.RunCodec(ctx.coders[stage.outputs[0].coder_id])
     runner = PythonStageRunner(stage, stage.python_spec, plan.components)
-    (fan_out,) = [s for s in stage.python_spec.steps if s.name.endswith("FanOut")]
-    step = runner._steps[fan_out.transform_id]
-    per_call = []
+    (fan_out_step,) = [s for s in stage.python_spec.steps if s.name.endswith("FanOut")]
+    step = runner._steps[fan_out_step.transform_id]
+    calls = []       # per call of the step: the sizes of the pieces it handed on
 
     def spy(chunk, process=step.process):
-        outputs = process(chunk)
-        per_call.append(sum(runs.count(r) for _, r in outputs))
-        return outputs
+        calls.append([])
+        for pcoll, out_runs in process(chunk):
+            calls[-1].append(runs.count(out_runs))
+            yield pcoll, out_runs
 
     step.process = spy
     block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [0, 1] * 50)])
     sums = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
     runner.close()
-    assert sums == {0: [50 * sum(range(2000))], 1: [50 * sum(range(2000))]}   # sum's accumulator, compacted
-    assert sum(per_call) == 200_000
-    assert max(per_call) <= CHUNK_OUTPUT_TARGET
+    expected = 50 * sum(range(fan_out))
+    assert sums == {0: [expected], 1: [expected]}   # sum's accumulator, compacted
+    pieces = [n for call in calls for n in call]
+    assert sum(pieces) == 100 * fan_out
+    if fan_out < CHUNK_OUTPUT_TARGET:
+        assert max(sum(call) for call in calls) <= CHUNK_OUTPUT_TARGET
+    else:
+        assert pieces[0] == fan_out                # the first value's outputs, whole
+        assert max(pieces[1:]) <= OUTPUT_PIECE
