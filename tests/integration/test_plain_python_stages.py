@@ -351,23 +351,30 @@ def _fails_on_three(x):
     return "k", x
 
 
+def _plain_stage_of(p, transform):
+    """(plan, the plain-Python stage running `transform`, codecs of its
+    input and output), to run the stage in this process."""
+    from beam_spark_runner.worker import context, runs
+    plan = plan_pipeline(pipeline_proto_of(p))
+    (stage,) = [s for s in plan.stages if transform in s.sdk_transforms]
+    assert stage.python_spec is not None
+    ctx = context.components_context(plan.components)
+    return (plan, stage, runs.RunCodec(ctx.coders[stage.inputs[0].coder_id]),
+            runs.RunCodec(ctx.coders[stage.outputs[0].coder_id]))
+
+
 def test_a_bundle_after_a_failed_one_starts_clean():
     """Streaming keeps one runner per worker across bundles; a retried task
     may run in the worker where the failed attempt ran. What the failed
     bundle pre-combined must not reach the next bundle's output."""
-    from beam_spark_runner.worker import context, runs
+    from beam_spark_runner.worker import runs
     from beam_spark_runner.worker.python_stage import PythonStageRunner
     from beam_spark_runner.worker.stage_runner import StageFailed
     p = beam.Pipeline()
     # After a Flatten (run by Spark), the stage reads encoded ints.
     both = (p | "A" >> beam.Create([1]), p | "B" >> beam.Create([2])) | beam.Flatten()
     _ = both | "MaybeFail" >> beam.Map(_fails_on_three) | beam.CombinePerKey(sum)
-    plan = plan_pipeline(pipeline_proto_of(p))
-    (stage,) = [s for s in plan.stages if "MaybeFail" in s.sdk_transforms]
-    assert stage.python_spec is not None
-    ctx = context.components_context(plan.components)
-    in_codec = runs.RunCodec(ctx.coders[stage.inputs[0].coder_id])
-    out_codec = runs.RunCodec(ctx.coders[stage.outputs[0].coder_id])
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "MaybeFail")
 
     def block(*values):
         return 0, in_codec.encode([(runs.GLOBAL_TEMPLATE, list(values))])
@@ -415,19 +422,14 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
     on a piece at a time. Before, 100 values in one call held all their
     outputs at once (measured in the streaming benchmark: 7.7M, and twice
     the per-event time)."""
-    from beam_spark_runner.worker import context, runs
+    from beam_spark_runner.worker import runs
     from beam_spark_runner.worker.python_stage import CHUNK_OUTPUT_TARGET, PythonStageRunner
     from beam_spark_runner.worker.python_steps import OUTPUT_PIECE
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
     _ = (both | "FanOut" >> beam.FlatMap(lambda x, n: ((x, i) for i in range(n)), fan_out)
          | "Sum" >> beam.CombinePerKey(sum))
-    plan = plan_pipeline(pipeline_proto_of(p))
-    (stage,) = [s for s in plan.stages if "FanOut" in s.sdk_transforms]
-    assert stage.python_spec is not None
-    ctx = context.components_context(plan.components)
-    in_codec = runs.RunCodec(ctx.coders[stage.inputs[0].coder_id])
-    out_codec = runs.RunCodec(ctx.coders[stage.outputs[0].coder_id])
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "FanOut")
     runner = PythonStageRunner(stage, stage.python_spec, plan.components)
     (fan_out_step,) = [s for s in stage.python_spec.steps if s.name.endswith("FanOut")]
     step = runner._steps[fan_out_step.transform_id]
