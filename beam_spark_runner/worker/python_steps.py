@@ -183,7 +183,8 @@ class StepFailed(RuntimeError):
 
 class Step:
     """Base of the executors: `process(runs)` and `finish()` return
-    [(output pcollection, runs)]."""
+    iterables of (output pcollection, runs) (a ParDo's `process` is a
+    generator)."""
 
     def __init__(self, spec, scoped):
         self.spec = spec
