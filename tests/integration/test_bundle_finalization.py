@@ -70,9 +70,12 @@ def test_callbacks_run_in_the_driver_after_the_job_that_ran_their_bundles(tmp_pa
     log = str(tmp_path / "events")
     partitions = 2
     with _pipeline("--parallelism=%d" % partitions) as p:
-        out = (p | beam.Create(list(range(8)), reshuffle=True)
+        # Create's reshuffle places each element at random: with 8 elements
+        # all landed in one partition once in ~128 runs (one bundle, and the
+        # test waited for a second one); with 64, once in ~2^63.
+        out = (p | beam.Create(list(range(64)), reshuffle=True)
                | "Finalizing" >> beam.ParDo(_FinalizeEachBundle(log, partitions)))
-        assert_that(out, equal_to(list(range(8))))
+        assert_that(out, equal_to(list(range(64))))
     events = _events(log)
     ended = [e for e in events if e["what"] == "bundle ended"]
     finalized = [e for e in events if e["what"] == "finalized"]
