@@ -1,7 +1,8 @@
 """Streaming (issue #5): SparkRunner --streaming vs the same query in native Spark.
 
-    .venv/bin/python benchmarks/streaming.py                    # 60 s per measured run (~11 min)
-    .venv/bin/python benchmarks/streaming.py --seconds 20       # smoke run (~5 min)
+    .venv/bin/python benchmarks/streaming.py --seconds 30       # 30 s per measured run (~12 min)
+    .venv/bin/python benchmarks/streaming.py                    # 60 s per measured run (longer: the
+                                                                # saturated runs' backlog grows with it)
     .venv/bin/python benchmarks/streaming.py --verbose --json out.json   # + every micro-batch
     .venv/bin/python benchmarks/streaming.py --rate 2000 --skip beam_throughput,native_throughput
 
