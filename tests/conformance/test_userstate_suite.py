@@ -31,7 +31,8 @@ _RECORDED = "StatefulDoFnOnDirectRunnerTest"
 SKIPS = {
     "test_generate_sequence_with_realtime_timer": (
         "pins its pipeline to DirectRunner (beam.Pipeline(argv=['--runner=DirectRunner'])): "
-        "it would not exercise SparkRunner"),
+        "it would not exercise SparkRunner, and waits for no issue (processing-time timers "
+        "of stateful DoFns run in Beam's deduplicate_test, tests/conformance/test_streaming_suites.py)"),
 }
 
 
