@@ -64,3 +64,16 @@ def parallelism(options):
     from apache_beam.options.pipeline_options import FlinkRunnerOptions
     value = options.view_as(FlinkRunnerOptions).parallelism
     return value if value and value > 0 else 0
+
+
+def worker_log_settings(options):
+    """What Spark's Python workers forward of user code's logging to the
+    driver (worker/log_forwarding.py), from Beam's own SDK-harness options
+    --default_sdk_harness_log_level (default INFO) and
+    --sdk_harness_log_level_overrides; a bad level is a ValueError naming
+    the option."""
+    from apache_beam.options.pipeline_options import WorkerOptions
+    from beam_spark_runner.worker.log_forwarding import LogSettings
+    harness = options.view_as(WorkerOptions)
+    return LogSettings.from_option_values(harness.default_sdk_harness_log_level,
+                                          harness.sdk_harness_log_level_overrides)

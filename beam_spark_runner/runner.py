@@ -10,7 +10,7 @@ from apache_beam.runners.pipeline_utils import (
     group_by_key_input_visitor, merge_common_environments, validate_pipeline_graph)
 from apache_beam.transforms import environments
 
-from beam_spark_runner.options import SparkRunnerOptions, parallelism
+from beam_spark_runner.options import SparkRunnerOptions, parallelism, worker_log_settings
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
 from beam_spark_runner.translation import lifting, native_io, retracting
@@ -95,6 +95,7 @@ class SparkRunner(beam_runner.PipelineRunner):
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
+        log_settings = worker_log_settings(options)     # a bad level fails here, before any work
         if is_streaming(pipeline_proto, options):
             execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain,
                                                      plain_python=not spark_options.sdk_harness_only)
@@ -103,19 +104,23 @@ class SparkRunner(beam_runner.PipelineRunner):
                                            plain_python=not spark_options.sdk_harness_only)
         if spark_options.print_plan:
             print(execution_plan.describe())
-        return self._execute(execution_plan, spark_options, parallelism(options))
+        return self._execute(execution_plan, spark_options, parallelism(options), log_settings)
 
-    def _execute(self, execution_plan, spark_options, parallelism):
+    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None):
         from beam_spark_runner.execution.batch import BatchExecution
         from beam_spark_runner.session import get_or_create_session
 
         spark = get_or_create_session(spark_options)
+        if log_settings is not None:
+            from beam_spark_runner.execution.log_receiver import settings_for
+            log_settings = settings_for(spark.sparkContext, log_settings)
         if isinstance(execution_plan, streaming_plan.StreamingPlan):
             from beam_spark_runner.execution.streaming import StreamingExecution
             execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
-                                           spark_options.trigger_interval)
+                                           spark_options.trigger_interval, log_settings)
         else:
-            execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes)
+            execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes,
+                                       log_settings)
 
         def run():
             try:

@@ -22,7 +22,7 @@ from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.native_io import NATIVE_STAGES
 from beam_spark_runner.translation import plan as plan_lib
-from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker import context, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
@@ -38,11 +38,13 @@ def key_partition(key: bytes) -> int:
 class BatchExecution:
     """Builds and runs the Spark job(s) of one ExecutionPlan."""
 
-    def __init__(self, spark, plan, parallelism=0, bundle_bytes=32 << 20):
+    def __init__(self, spark, plan, parallelism=0, bundle_bytes=32 << 20, log_settings=None):
         self.sc = spark.sparkContext
         self.plan = plan
         self.parallelism = parallelism or self.sc.defaultParallelism
         self.bundle_bytes = bundle_bytes
+        # Where executors send user code's log records (worker/log_forwarding.py).
+        self.log_settings = log_settings
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
         self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
         self.finalizer = finalization.Finalizer(self.sc)
@@ -115,7 +117,7 @@ class BatchExecution:
             inputs = self.input_rdd(stage)
             run = functools.partial(
                 _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
-                self.metrics, self.warnings, self.finalizer.accumulator, rounds)
+                self.metrics, self.warnings, self.finalizer.accumulator, rounds, self.log_settings)
             if not rounds:
                 rdd = inputs.mapPartitions(run, preservesPartitioning=True)
                 return name_rdd(rdd, stage.display_name)
@@ -228,7 +230,14 @@ class BatchExecution:
 # -- functions shipped to executors (module level so they pickle by name) --
 
 def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
-                         finalizations, rounds, iterator):
+                         finalizations, rounds, log_settings, iterator):
+    with log_forwarding.forwarding(log_settings, stage.display_name):
+        yield from _run_stage_partition_logged(stage, components, side_entries, bundle_bytes, metrics,
+                                               warning_acc, finalizations, rounds, iterator)
+
+
+def _run_stage_partition_logged(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
+                                finalizations, rounds, iterator):
     if stage.python_spec is not None:
         runner = PythonStageRunner(stage, stage.python_spec, components)
     else:

@@ -80,8 +80,11 @@ class StreamingExecution:
     Without one, a temporary directory is used and removed at the end.
     """
 
-    def __init__(self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds"):
+    def __init__(self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds",
+                 log_settings=None):
         self.spark = spark
+        # Where executors send user code's log records (worker/log_forwarding.py).
+        self.log_settings = log_settings
         self.plan = plan
         self.key_groups = parallelism or spark.sparkContext.defaultParallelism
         # Compiled here, at submission: a TestStream the runner cannot
@@ -158,13 +161,15 @@ class StreamingExecution:
             pickled = pickle.dumps((op, self.plan, self.key_groups))
             if op.is_keyed:
                 df = df.groupBy("kg").transformWithState(
-                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled, op.pass_on),
+                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled, op.pass_on,
+                                      (self.log_settings, op.display_name)),
                     R.SCHEMA, "Append", "None")
             else:
                 if op.rebalance_input:
                     df = df.repartition(self.key_groups, "kg")
                 df = df.mapInArrow(functools.partial(
-                    stateless_batches, self._token, pickled, op.inputs, op.pass_on), R.SCHEMA)
+                    stateless_batches, self._token, pickled, op.inputs, op.pass_on,
+                    (self.log_settings, op.display_name)), R.SCHEMA)
         writer = (df.writeStream.foreachBatch(self._sink)
                   .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
                   .queryName("beam-%s" % self._token[:8])

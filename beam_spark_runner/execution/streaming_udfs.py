@@ -20,6 +20,7 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming import state_blobs
 from beam_spark_runner.streaming.source_planner import SourcePlanner
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
+from beam_spark_runner.worker.log_forwarding import forwarding
 
 SOURCE_FORMAT = "beam_spark_runner_stream"
 
@@ -85,9 +86,10 @@ def _record_batch(rows):
         [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS))
 
 
-def stateless_batches(token, pickled, inputs, pass_on, batches):
+def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
     """mapInArrow body: DATA rows for `inputs` run through the operator, all
-    other rows, and those for `pass_on` too, pass through."""
+    other rows, and those for `pass_on` too, pass through. `logs`: (LogSettings
+    or None, operator name), where user code's log records go."""
     wanted = pa.array(list(inputs), pa.string())
     kept = pa.array(list(pass_on), pa.string())
     mine = []
@@ -102,7 +104,8 @@ def stateless_batches(token, pickled, inputs, pass_on, batches):
             if selected.num_rows:
                 mine.extend(zip(*(selected.column(f).to_pylist() for f in R.FIELDS)))
         if mine:
-            out = _operator(token, pickled).run(mine)
+            with forwarding(*logs):
+                out = _operator(token, pickled).run(mine)
             if out:
                 yield _record_batch(out)
 
@@ -112,8 +115,9 @@ class KeyGroupProcessor(StatefulProcessor):
     the key-group's state is one blob in Spark's state store, compressed
     (state_blobs)."""
 
-    def __init__(self, token, name, inputs, pickled, pass_on=()):
+    def __init__(self, token, name, inputs, pickled, pass_on=(), logs=(None, "")):
         self._token, self._name, self._pickled = token, name, pickled
+        self._logs = logs           # as stateless_batches'
         self._inputs = frozenset(inputs)
         self._pass_on = frozenset(pass_on)
         self._control = R.control_dest(name)
@@ -135,7 +139,7 @@ class KeyGroupProcessor(StatefulProcessor):
         if not mine and steps is None:
             return
         saved = self._state.get() if self._state.exists() else None
-        with bulk_data_gc():
+        with bulk_data_gc(), forwarding(*self._logs):
             result = _operator(self._token, self._pickled).run(
                 state_blobs.unpack(saved[0]) if saved else None, mine, steps)
         if result.blob is None:

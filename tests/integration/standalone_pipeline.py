@@ -12,6 +12,9 @@ each needing a shuffle:
   DIR/groups-*  `initial: n word1,word2,...`    (GroupByKey; n = occurrences,
                                                  words distinct and sorted)
 `expected_counts` / `expected_groups` compute the same lines in plain Python.
+With --log_out FILE, the messages format_group logged in the cluster's
+executors and the driver received are written to FILE as JSON, with the
+process ids they were logged in and the driver's pid.
 With --ui_metrics_out FILE, the Beam metrics the Spark UI lists (the
 accumulators of the "Beam metrics" jobs, read from the UI's REST API) are
 written to FILE as JSON before the application stops.
@@ -19,12 +22,17 @@ written to FILE as JSON before the application stops.
 import argparse
 import collections
 import json
+import logging
+import os
 import sys
 import urllib.request
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
+
+
+GROUP_LOGGER = "standalone.groups"   # format_group logs each group here, at INFO
 
 
 def split_words(line):
@@ -39,6 +47,7 @@ def format_count(word, count):
 
 def format_group(initial, words):
     words = list(words)
+    logging.getLogger(GROUP_LOGGER).info("group %s", initial)
     return "%s: %d %s" % (initial, len(words), ",".join(sorted(set(words))))
 
 
@@ -91,12 +100,21 @@ def main(argv=None):
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True, help="Output directory.")
     parser.add_argument("--ui_metrics_out", help="Where to write the metrics the Spark UI lists.")
+    parser.add_argument("--log_out", help="Where to write what format_group logged.")
     known, pipeline_args = parser.parse_known_args(argv)
     options = PipelineOptions(pipeline_args)
     from pyspark.sql import SparkSession
+    logged = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append((record.getMessage(), record.process))
+    logging.getLogger(GROUP_LOGGER).addHandler(handler)
+    logging.getLogger(GROUP_LOGGER).setLevel(logging.INFO)
     try:
         with beam.Pipeline(options=options) as p:
             build(p, known.input, known.output)
+        if known.log_out:
+            with open(known.log_out, "w") as f:
+                json.dump({"records": logged, "driver_pid": os.getpid()}, f)
         if known.ui_metrics_out:
             with open(known.ui_metrics_out, "w") as f:
                 json.dump(ui_metrics(SparkSession.getActiveSession().sparkContext), f)

@@ -5,7 +5,8 @@ on 127.0.0.1 only, with its work and log dirs in a temp dir. The pipeline
 runs in a fresh Python process (this process already holds the local
 SparkContext of tests/conftest.py, and a process may have only one). The
 test checks the exact output, that the master ran the application, and
-that the Beam metrics reached the Spark UI through the cluster's executors.
+that the Beam metrics reached the Spark UI through the cluster's executors,
+and that what a DoFn logged in the executors reached the driver's logging.
 """
 import contextlib
 import glob
@@ -230,6 +231,7 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
         "--spark_conf=spark.driver.bindAddress=%s" % HOST,
         "--spark_conf=spark.ui.port=0",
         "--ui_metrics_out", str(tmp_path / "ui_metrics.json"),
+        "--log_out", str(tmp_path / "worker_logs.json"),
         "--spark_conf=spark.executorEnv.PYTHONPATH=%s" % REPO_ROOT,
     ]
     log_path = tmp_path / "pipeline.log"
@@ -254,6 +256,13 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
     with open(tmp_path / "ui_metrics.json") as f:
         shown = json.load(f)
     assert shown == {"Beam counter Split standalone:words": str(sum(len(line.split()) for line in lines))}
+    # What FormatGroups logged in the executors reached the driver's logging
+    # (worker/log_forwarding.py), through spark.driver.host.
+    with open(tmp_path / "worker_logs.json") as f:
+        logs = json.load(f)
+    assert sorted(msg for msg, _ in logs["records"]) == sorted(
+        "group %s" % group.split(":")[0] for group in standalone_pipeline.expected_groups(lines))
+    assert all(pid != logs["driver_pid"] for _, pid in logs["records"])
 
     # The master ran it: the application is listed (completed once the driver stopped).
     def app_listed(state):
