@@ -23,6 +23,7 @@ import collections
 import functools
 import inspect
 import itertools
+import operator
 import traceback
 
 from apache_beam.internal import pickler
@@ -30,7 +31,7 @@ from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners import common as runners_common
 from apache_beam.transforms import core, window
-from apache_beam.transforms.combiners import PhasedCombineFnExecutor, curry_combine_fn
+from apache_beam.transforms.combiners import CountCombineFn, PhasedCombineFnExecutor, curry_combine_fn
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.typehints.typecheck import AbstractDoFnWrapper
 from apache_beam.utils import proto_utils
@@ -379,9 +380,25 @@ class ParDoStep(Step):
         # The previous TimestampedValue's run: a DoFn emitting many values
         # with one Timestamp object skips hashing it per value.
         last_ts = last_target = last_values = None
+        # Main-output TimestampedValues: id(timestamp) -> (timestamp, values
+        # of its run). A DoFn that reuses a few Timestamp objects (on time
+        # and late, say) alternates between runs at the cost of an int hash,
+        # not Timestamp's Python __hash__ and __eq__; the entry holds the
+        # timestamp, so its id cannot be reused while the dict lives.
+        by_id, main_ts, main_values = {}, None, None
         main = self._main
         for r in results:
             if type(r) is TimestampedValue:
+                if shared is not None:
+                    ts = r.timestamp
+                    if ts is not main_ts:
+                        hit = by_id.get(id(ts))
+                        if hit is None:
+                            hit = by_id[id(ts)] = (ts, self._shared_run(
+                                shared, main, ts, r.value, template, outputs))
+                        main_ts, main_values = ts, hit[1]
+                    main_values.append(r.value)
+                    continue
                 target = main
             elif not isinstance(r, _SPECIAL_OUTPUTS):
                 plain.append(r)
@@ -396,13 +413,8 @@ class ParDoStep(Step):
                 if shared is not None:
                     ts = r.timestamp
                     if ts is not last_ts or target is not last_target:
-                        run = shared.get((target, ts))
-                        if run is None:
-                            windows = self._windowfn.assign(window.WindowFn.AssignContext(ts, r.value))
-                            run = shared[(target, ts)] = (
-                                WindowedValue(None, ts, windows * len(template.windows)), [])
-                            outputs[target].append(run)
-                        last_ts, last_target, last_values = ts, target, run[1]
+                        last_values = self._shared_run(shared, target, ts, r.value, template, outputs)
+                        last_ts, last_target = ts, target
                     last_values.append(r.value)
                     continue
                 assign = window.WindowFn.AssignContext(r.timestamp, r.value)
@@ -414,6 +426,16 @@ class ParDoStep(Step):
             outputs[target].append((wv, [wv.value]))
         if plain:
             outputs[self._main].append((template, plain))
+
+    def _shared_run(self, shared, target, ts, value, template, outputs):
+        """The values list of the run for `target` at timestamp `ts` (equal
+        timestamps share it), created on first use."""
+        run = shared.get((target, ts))
+        if run is None:
+            windows = self._windowfn.assign(window.WindowFn.AssignContext(ts, value))
+            run = shared[(target, ts)] = (WindowedValue(None, ts, windows * len(template.windows)), [])
+            outputs[target].append(run)
+        return run[1]
 
 
 # WindowFns whose assign() reads only the timestamp (and not the element):
@@ -457,6 +479,9 @@ class AssignWindowsStep(Step):
             out.append((WindowedValue(None, timestamp, new), [v]))
 
 
+_first = operator.itemgetter(0)
+
+
 def _pieces(outputs):
     return [(pcoll, out) for pcoll, out in outputs.items() if pcoll is not None]
 
@@ -466,11 +491,17 @@ def _with_extra_args(process, args, kwargs, value):
 
 
 class PrecombineStep(Step):
-    """Beam's lifted pre-combine over runs."""
+    """Beam's lifted pre-combine over runs. For Beam's own CountCombineFn
+    (Count.PerKey, Count.PerElement), whose accumulator is the number of
+    inputs and which never looks at them, the buffer counts inputs per key
+    (collections.Counter, in C) instead of listing them, and a fold adds
+    each count to its accumulator: what CountCombineFn.add_inputs computes."""
 
     def __init__(self, spec, combine_fn, windowing, scoped):
         super().__init__(spec, scoped)
         self._fn = curry_combine_fn(combine_fn, [], {})
+        # Exact type: a subclass may count differently.
+        self._counting = type(self._fn) is CountCombineFn
         self._default_windowing = windowing.is_default()
         tsc = windowing.timestamp_combiner
         self._timestamp_combiner = (
@@ -485,7 +516,9 @@ class PrecombineStep(Step):
         self._buffered = 0
 
     def _new_buffer(self):
-        return collections.defaultdict(list) if self._default_windowing else {}
+        if not self._default_windowing:
+            return {}
+        return collections.Counter() if self._counting else collections.defaultdict(list)
 
     def _buffered_values(self, batch):
         """(table key, [values]) of a buffer: the key, or (window, key)."""
@@ -509,9 +542,13 @@ class PrecombineStep(Step):
         called once per key per fold rather than once per key per block."""
         batch, timestamps = self._buffer, self._timestamps
         combine_ts = self._timestamp_combiner
+        counting = self._counting
         for template, values in runs:
             self._buffered += len(values) * len(template.windows)
             if self._default_windowing:
+                if counting:
+                    batch.update(map(_first, values))
+                    continue
                 for key, value in values:
                     batch[key].append(value)
                 continue
@@ -520,9 +557,12 @@ class PrecombineStep(Step):
                 # paid once per run rather than once per value.
                 per_key = batch.get(w)
                 if per_key is None:
-                    per_key = batch[w] = collections.defaultdict(list)
-                for key, value in values:
-                    per_key[key].append(value)
+                    per_key = batch[w] = collections.Counter() if counting else collections.defaultdict(list)
+                if counting:
+                    per_key.update(map(_first, values))
+                else:
+                    for key, value in values:
+                        per_key[key].append(value)
                 if combine_ts is not None:
                     for key, _ in values:
                         prev = timestamps.get((w, key))
@@ -540,6 +580,7 @@ class PrecombineStep(Step):
         self._buffered = 0
         out = []
         table, fn, combine_ts = self._table, self._fn, self._timestamp_combiner
+        counting = self._counting
         with self._scoped:
             try:
                 for wkey, vals in self._buffered_values(batch):
@@ -548,7 +589,10 @@ class PrecombineStep(Step):
                         if len(table) >= MAX_PRECOMBINE_KEYS:
                             out.extend(self._evict())
                         entry = table[wkey] = [fn.create_accumulator(), None]
-                    entry[0] = fn.add_inputs(entry[0], vals)
+                    if counting:            # vals: how many inputs
+                        entry[0] += vals
+                    else:
+                        entry[0] = fn.add_inputs(entry[0], vals)
                     if wkey in timestamps:
                         ts = timestamps[wkey]
                         entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)

@@ -2,6 +2,7 @@
 with the same results, windows, tags, metrics and errors as on the SDK
 harness. Each pipeline runs both ways (`--sdk_harness_only` is the harness)
 against expectations computed here, not against each other only."""
+import collections
 import os
 import traceback
 import uuid
@@ -454,3 +455,58 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
     else:
         assert pieces[0] == fan_out                # the first value's outputs, whole
         assert max(pieces[1:]) <= OUTPUT_PIECE
+
+
+class _SumOfInputs(beam.combiners.CountCombineFn):
+    """A subclass: its own add_input(s) must be used, not a count."""
+
+    def add_input(self, accumulator, element):
+        return accumulator + element
+
+    def add_inputs(self, accumulator, elements):
+        return accumulator + sum(elements)
+
+
+@BOTH_WAYS
+def test_count_per_key_in_global_and_fixed_windows_and_a_countcombinefn_subclass(harness_only):
+    from apache_beam.utils.timestamp import Timestamp
+    on_time, late = Timestamp.of(5), Timestamp.of(15)
+
+    def events(n):   # shared Timestamp objects, alternating, as a generator would
+        for i in range(n):
+            yield window.TimestampedValue(("k%d" % (i % 3), i), late if i % 4 == 0 else on_time)
+
+    with _pipeline(harness_only) as p:
+        stamped = p | beam.Create([40]) | beam.FlatMap(events)
+        global_counts = stamped | "CountAll" >> beam.combiners.Count.PerKey()
+        windowed = stamped | beam.WindowInto(window.FixedWindows(10))
+        per_window = (windowed | "CountPerWindow" >> beam.combiners.Count.PerKey()
+                      | "WithStart" >> beam.Map(lambda kv, w=beam.DoFn.WindowParam: (kv, int(w.start))))
+        sums = stamped | "SubclassSums" >> beam.CombinePerKey(_SumOfInputs())
+        assert_that(global_counts, equal_to([("k0", 14), ("k1", 13), ("k2", 13)]), label="global")
+        expected = collections.Counter(("k%d" % (i % 3), 10 if i % 4 == 0 else 0) for i in range(40))
+        assert_that(per_window, equal_to([((k, n), start) for (k, start), n in expected.items()]),
+                    label="per_window")
+        assert_that(sums, equal_to([("k%d" % r, sum(i for i in range(40) if i % 3 == r)) for r in range(3)]),
+                    label="subclass")
+
+
+def test_the_plain_precombine_of_count_counts_without_calling_add_inputs(monkeypatch):
+    """Count.PerKey's pre-combine counts per key in place: CountCombineFn's
+    add_inputs (which would list every input) is not called."""
+    from beam_spark_runner.worker import runs
+    from beam_spark_runner.worker.python_stage import PythonStageRunner
+
+    def listing_not_expected(self, accumulator, elements):
+        raise AssertionError("add_inputs called")
+
+    monkeypatch.setattr(beam.combiners.CountCombineFn, "add_inputs", listing_not_expected)
+    p = beam.Pipeline()
+    both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
+    _ = both | "Key" >> beam.Map(lambda x: ("k%d" % (x % 2), x)) | beam.combiners.Count.PerKey()
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "Key")
+    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [0, 1, 2, 3, 4])])
+    counts = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
+    runner.close()
+    assert counts == {"k0": 3, "k1": 2}
