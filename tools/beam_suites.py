@@ -44,6 +44,10 @@ EXTRA_MODULES = [
     "apache_beam/metrics/metric_test",
     "apache_beam/transforms/combinefn_lifecycle_test",
     "apache_beam/transforms/dofn_lifecycle_test",
+    # Outside transforms/, with tests marked it_validatesrunner (packed
+    # combiners; RunInference).
+    "apache_beam/runners/portability/fn_api_runner/translations_test",
+    "apache_beam/ml/inference/base_test",
 ]
 
 # Modules that use TestPipeline but are left out of the default list, and why.

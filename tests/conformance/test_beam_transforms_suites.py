@@ -19,6 +19,10 @@ MODULES = [
     "apache_beam.transforms.sideinputs_test",
     "apache_beam.transforms.dofn_lifecycle_test",
     "apache_beam.transforms.combinefn_lifecycle_test",
+    # Its three it_validatesrunner tests run packed combiners (Beam's
+    # combiner-packing annotation) through TestPipeline; the rest are unit
+    # tests of Beam's translation phases.
+    "apache_beam.runners.portability.fn_api_runner.translations_test",
 ]
 
 SPARK_TEST_PIPELINE_OPTIONS = "--runner=beam_spark_runner.SparkRunner"

@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner_test
 
 from beam_spark_runner import SparkRunner
-from tests.conformance.skips import FN_API_RUNNER_SKIPS
+from tests.conformance.skips import FN_API_RUNNER_SKIPS, STATE_BACKED_CODER_SKIPS
 
 
 class SparkRunnerFnApiRunnerTest(fn_runner_test.FnApiRunnerTest):
@@ -25,3 +25,16 @@ def _apply_skips(cls, skips):
 
 
 _apply_skips(SparkRunnerFnApiRunnerTest, FN_API_RUNNER_SKIPS)
+
+
+class SparkRunnerStateBackedCoderTest(fn_runner_test.FnApiBasedStateBackedCoderTest):
+    """Beam's it_validatesrunner class next to FnApiRunnerTest: a GroupByKey
+    whose values (200 x 300-character elements for one key) Beam's
+    FnApiRunner serves as state-backed iterables; here the values of a key
+    reach the DoFn from Spark's shuffle."""
+
+    def create_pipeline(self):
+        return beam.Pipeline(runner=SparkRunner(), options=PipelineOptions([]))
+
+
+_apply_skips(SparkRunnerStateBackedCoderTest, STATE_BACKED_CODER_SKIPS)
