@@ -321,3 +321,40 @@ def test_source_partitions_keep_a_key_groups_rows_together_and_in_order():
         assert [r for r in holder if r[3] is not None and r[2] == kg] == [r for r in keyed if r[2] == kg]
     # Unkeyed rows still spread over both partitions.
     assert all(any(r[3] is None for r in p) for p in parts)
+
+
+def _side_input_pipeline(side_windowing):
+    from apache_beam.transforms import trigger
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    stream = (TestStream()
+              .add_elements(["m"], tag="main")
+              .add_elements([window.TimestampedValue("model-1", 1)], tag="side")
+              .advance_watermark_to_infinity(tag="main")
+              .advance_watermark_to_infinity(tag="side"))
+    streams = p | stream
+    side = streams["side"] | "SideWindow" >> side_windowing(window, trigger)
+    streams["main"] | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side))
+    return p
+
+
+def test_a_triggered_side_input_in_the_global_window_is_rejected_at_submission():
+    """Beam's "slowly updating side input": the model gives the latest firing,
+    the streaming runner would wait for the end of the side input."""
+    p = _side_input_pipeline(lambda window, trigger: beam.WindowInto(
+        window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING))
+    with pytest.raises(UnsupportedPipelineError, match=(
+            r"Use .*reads side input .* in the global window with a trigger other than the default.*"
+            r"latest trigger firing")):
+        plan_streaming_pipeline(pipeline_proto_of(p))
+
+
+@pytest.mark.parametrize("side_windowing", [
+    lambda window, trigger: beam.WindowInto(window.GlobalWindows()),
+    lambda window, trigger: beam.WindowInto(
+        window.FixedWindows(60), trigger=trigger.AfterWatermark(early=trigger.AfterCount(1)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING),
+], ids=["global-default-trigger", "fixed-early-firings"])
+def test_side_inputs_that_complete_are_planned(side_windowing):
+    plan = plan_streaming_pipeline(pipeline_proto_of(_side_input_pipeline(side_windowing)))
+    assert any(op.side_inputs for op in plan.operators)
