@@ -509,7 +509,9 @@ class PrecombineStep(Step):
             else window.TimestampCombiner.get_impl(tsc, windowing.windowfn))
         self._compact = (None if type(self._fn).compact is core.CombineFn.compact
                          else self._fn.compact)
-        self._table = {}
+        # window -> {key: [accumulator, timestamp]} (default windowing: the
+        # one window None). By window first: a window's hash is Python code.
+        self._table, self._entries = {}, 0
         # Default windowing: key -> [values]; else window -> {key: [values]}.
         self._buffer = self._new_buffer()
         self._timestamps = {}
@@ -520,11 +522,9 @@ class PrecombineStep(Step):
             return {}
         return collections.Counter() if self._counting else collections.defaultdict(list)
 
-    def _buffered_values(self, batch):
-        """(table key, [values]) of a buffer: the key, or (window, key)."""
-        if self._default_windowing:
-            return batch.items()
-        return (((w, key), vals) for w, per_key in batch.items() for key, vals in per_key.items())
+    def _per_window(self, batch):
+        """(window, {key: values}) of a buffer; default windowing: (None, buffer)."""
+        return ((None, batch),) if self._default_windowing else batch.items()
 
     def setup(self):
         with self._scoped:
@@ -533,7 +533,7 @@ class PrecombineStep(Step):
     def start_bundle(self):
         # Empty already unless the previous bundle failed half-way: a retried
         # task in the same worker must not see its accumulators.
-        self._table = {}
+        self._table, self._entries = {}, 0
         self._buffer, self._timestamps, self._buffered = self._new_buffer(), {}, 0
 
     def process(self, runs):
@@ -583,57 +583,77 @@ class PrecombineStep(Step):
         counting = self._counting
         with self._scoped:
             try:
-                for wkey, vals in self._buffered_values(batch):
-                    entry = table.get(wkey)
-                    if entry is None:
-                        if len(table) >= MAX_PRECOMBINE_KEYS:
-                            out.extend(self._evict())
-                        entry = table[wkey] = [fn.create_accumulator(), None]
-                    if counting:            # vals: how many inputs
-                        entry[0] += vals
-                    else:
-                        entry[0] = fn.add_inputs(entry[0], vals)
-                    if wkey in timestamps:
-                        ts = timestamps[wkey]
-                        entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)
+                for w, per_key in self._per_window(batch):
+                    entries = table.get(w)
+                    if entries is None:
+                        entries = table[w] = {}
+                    for key, vals in per_key.items():
+                        entry = entries.get(key)
+                        if entry is None:
+                            if self._entries >= MAX_PRECOMBINE_KEYS:
+                                out.extend(self._evict())
+                                entries = table.setdefault(w, {})   # eviction may have dropped w
+                            entry = entries[key] = [fn.create_accumulator(), None]
+                            self._entries += 1
+                        if counting:            # vals: how many inputs
+                            entry[0] += vals
+                        else:
+                            entry[0] = fn.add_inputs(entry[0], vals)
+                        if timestamps:          # a timestamp combiner other than end of window
+                            ts = timestamps.get((w, key))
+                            if ts is not None:
+                                entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)
             except Exception:
                 raise self._failed() from None
         return out
 
     def _evict(self):
-        """Outputs and forgets the oldest tenth of the table, as Beam does."""
-        keys = [k for k, _ in zip(self._table, range(max(1, len(self._table) // 10)))]
-        return self._runs([(k, self._table.pop(k)) for k in keys])
+        """Outputs and forgets the oldest tenth of the table (oldest windows
+        first, their oldest keys first), as Beam does."""
+        left, evicted = max(1, self._entries // 10), {}
+        for w in list(self._table):
+            entries = self._table[w]
+            keys = list(itertools.islice(entries, left))
+            evicted[w] = {key: entries.pop(key) for key in keys}
+            left -= len(keys)
+            if not entries:
+                del self._table[w]
+            if left <= 0:
+                break
+        self._entries -= sum(len(entries) for entries in evicted.values())
+        return self._runs(evicted)
 
     def finish(self):
         evicted = self._fold()
         with self._scoped:
             try:
-                out = evicted + self._runs(self._table.items())
+                out = evicted + self._runs(self._table)
             except Exception:
                 raise self._failed() from None
-        self._table = {}
+        self._table, self._entries = {}, 0
         return [(self._main, out)] if out else []
 
-    def _runs(self, entries):
-        """Runs of ((window, key) or key, (accumulator, timestamp)) entries.
-        Accumulators whose pane timestamp is their window's end share one run
-        per window (one template, not one per key)."""
+    def _runs(self, table):
+        """Runs of a table's (key, accumulator) values. Accumulators whose
+        pane timestamp is their window's end share one run per window (one
+        template, not one per key)."""
         compact = self._compact
         if self._default_windowing:
-            values = [(key, acc if compact is None else compact(acc)) for key, (acc, _) in entries]
+            values = [(key, acc if compact is None else compact(acc))
+                      for entries in table.values() for key, (acc, _) in entries.items()]
             return [(GLOBAL_TEMPLATE, values)] if values else []
-        out, by_window = [], {}
-        for (w, key), (acc, timestamp) in entries:
-            value = acc if compact is None else compact(acc)
-            if self._timestamp_combiner is None or timestamp is None:
-                run = by_window.get(w)
-                if run is None:
-                    run = by_window[w] = (WindowedValue(None, w.max_timestamp(), (w,)), [])
-                    out.append(run)
-                run[1].append((key, value))
-            else:
-                out.append((WindowedValue(None, timestamp, (w,)), [(key, value)]))
+        out = []
+        for w, entries in table.items():
+            shared = None
+            for key, (acc, timestamp) in entries.items():
+                value = acc if compact is None else compact(acc)
+                if self._timestamp_combiner is None or timestamp is None:
+                    if shared is None:
+                        shared = (WindowedValue(None, w.max_timestamp(), (w,)), [])
+                        out.append(shared)
+                    shared[1].append((key, value))
+                else:
+                    out.append((WindowedValue(None, timestamp, (w,)), [(key, value)]))
         return out
 
     def teardown(self):

@@ -510,3 +510,35 @@ def test_the_plain_precombine_of_count_counts_without_calling_add_inputs(monkeyp
     counts = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
     runner.close()
     assert counts == {"k0": 3, "k1": 2}
+
+
+@pytest.mark.parametrize("counting", [False, True], ids=["sum", "count"])
+def test_the_precombine_table_evicts_its_oldest_entries_when_full(monkeypatch, counting):
+    """A pre-combine holds at most MAX_PRECOMBINE_KEYS (window, key)
+    accumulators; when full it hands on the oldest tenth (oldest windows
+    first) as partial accumulators. Their merge downstream must give the
+    same totals as without eviction."""
+    from beam_spark_runner.worker import python_steps, runs
+    from beam_spark_runner.worker.python_stage import PythonStageRunner
+    monkeypatch.setattr(python_steps, "MAX_PRECOMBINE_KEYS", 20)
+    monkeypatch.setattr(python_steps, "PRECOMBINE_BUFFER", 16)     # fold often
+    p = beam.Pipeline()
+    both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
+    keyed = (both | "Stamp" >> beam.Map(lambda x: window.TimestampedValue((x % 17, x), x % 30))
+             | beam.WindowInto(window.FixedWindows(10)))
+    _ = keyed | (beam.combiners.Count.PerKey() if counting else beam.CombinePerKey(sum))
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "Stamp")
+    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    values = list(range(600))
+    block = in_codec.encode([(runs.GLOBAL_TEMPLATE, values)])
+    partials = [(int(t.windows[0].start), k, v) for _, b in runner.run([(0, block)])
+                for t, vs in out_codec.decode(b) for k, v in vs]
+    runner.close()
+    totals = collections.Counter()
+    for start, k, v in partials:     # sum's accumulators are compacted lists
+        totals[(start, k)] += v if counting else sum(v)
+    expected = collections.Counter()
+    for x in values:
+        expected[(x % 30 // 10 * 10, x % 17)] += 1 if counting else x
+    assert totals == expected
+    assert len(partials) > len(expected)        # it did evict
