@@ -163,7 +163,12 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             if stage.keyed:
                 keyed_dests[dest] = port.coder_id
             elif ((stage.rebalance or stage.side_inputs or dest in sdf_outputs)
-                  and dest.startswith(plan_lib.MATERIALIZE)):
+                  and (dest.startswith(plan_lib.MATERIALIZE)
+                       or (stage.side_inputs and port.buffer.kind == plan_lib.GROUP))):
+                # One row per element: a stage with side inputs holds each
+                # main-input element until its side windows are ready (a
+                # GroupByKey's output too, not its blocks); restrictions are
+                # spread over key-groups one by one.
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
         for port in stage.outputs:
@@ -240,25 +245,30 @@ def _placement(op, dest):
 
 
 def _reject_triggered_global_side_inputs(components: bytes, stage):
-    """A side input in the global window with a trigger other than the
-    default (Beam's "slowly updating side input": Repeatedly(AfterProcessingTime)
-    over a PeriodicImpulse) gets, in Beam's model, the elements of its latest
-    trigger firing. The streaming runner gives a main-input element a side
-    window once that window is complete, with all its panes (what Beam's
-    sideinputs_test expects of windows that close); the global window closes
-    only at the end of the side input, so the main input would wait until
-    then and then see every firing. Rejected rather than answered so."""
+    """An unbounded side input in the global window with a trigger other
+    than the default (Beam's "slowly updating side input":
+    Repeatedly(AfterProcessingTime) over a PeriodicImpulse) gets, in Beam's
+    model, the elements of its latest trigger firing. The streaming runner
+    gives a main-input element a side window once that window is complete,
+    with all its panes (what Beam's sideinputs_test expects of windows that
+    close); the global window of an unbounded PCollection closes only when
+    its source ends, so the main input would wait until then and then see
+    every firing. Rejected rather than answered so. A bounded side input
+    completes with its input, as Beam's RunInference tests of a triggered
+    global-window side input from Create expect."""
     protos = beam_runner_api_pb2.Components.FromString(components)
     for si in stage.side_inputs:
-        strategy = protos.windowing_strategies[protos.pcollections[si.pcollection].windowing_strategy_id]
-        if (strategy.window_fn.urn == common_urns.global_windows.urn
+        pcoll = protos.pcollections[si.pcollection]
+        strategy = protos.windowing_strategies[pcoll.windowing_strategy_id]
+        if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
+                and strategy.window_fn.urn == common_urns.global_windows.urn
                 and strategy.trigger.WhichOneof("trigger") != "default"):
             raise UnsupportedPipelineError(
-                "%s (transform %s) reads side input %r from %s, which is in the global window with a "
-                "trigger other than the default: Beam gives it the elements of its latest trigger "
+                "%s (transform %s) reads side input %r from %s, an unbounded PCollection in the "
+                "global window with a trigger other than the default: Beam gives it the elements of its latest trigger "
                 "firing, while the streaming runner hands a side window to the main input only once "
-                "the window is complete (for the global window: the end of the side input), with all "
-                "its firings. Not supported in streaming yet (%s). A side input in fixed windows "
+                "the window is complete (for the global window: when the side input's source ends), "
+                "with all its firings. Not supported in streaming yet (%s). A side input in fixed windows "
                 "(PeriodicImpulse(..., apply_windowing=True) or WindowInto(FixedWindows(...))) updates "
                 "once per window." % (stage.display_name, si.transform_id, si.tag, si.pcollection,
                                       STREAMING_ISSUE))

@@ -497,3 +497,17 @@ def test_a_streaming_run_leaves_the_sessions_sql_settings_as_they_were(spark_ses
                | beam.MapTuple(lambda k, vs: (k, list(vs))))
         assert_that(out, equal_to([("k", [1])]))
     assert {k: spark_session.conf.get(k, None) for k in keys} == before
+
+
+def test_a_stage_reading_a_groupbykey_output_and_a_side_input():
+    """The GroupByKey's output and the side input reach one fused stage: the
+    grouped elements wait for the side input one by one (they used to reach
+    it as whole blocks, and the stage failed with a KeyError on start)."""
+    with _pipeline() as p:
+        stream = (TestStream()
+                  .add_elements([_tv(("a", 1), 1), _tv(("a", 2), 2), _tv(("b", 3), 3)])
+                  .advance_watermark_to_infinity())
+        factor = p | "Factor" >> beam.Create([10])
+        out = (p | stream | beam.WindowInto(window.FixedWindows(10)) | beam.GroupByKey()
+               | beam.Map(lambda kv, f: (kv[0], sum(kv[1]) * f), beam.pvalue.AsSingleton(factor)))
+        assert_that(out, equal_to([("a", 30), ("b", 30)]))
