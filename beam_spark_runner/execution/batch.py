@@ -231,31 +231,30 @@ class BatchExecution:
 
 def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
                          finalizations, rounds, log_settings, iterator):
+    # The runner is built inside: what DoFns log in their setup is forwarded too.
     with log_forwarding.forwarding(log_settings, stage.display_name):
-        yield from _run_stage_partition_logged(stage, components, side_entries, bundle_bytes, metrics,
-                                               warning_acc, finalizations, rounds, iterator)
+        runner = _stage_runner(stage, components, side_entries)
+        with warnings.catch_warnings(record=True) as caught, bulk_data_gc():
+            warnings.simplefilter("default")
+            try:
+                yield from (runner.run_round if rounds else runner.run)(iterator, bundle_bytes)
+            finally:
+                if runner.monitoring_infos:
+                    metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
+                if getattr(runner, "finalizations", None):
+                    # Merged by Spark only if this task succeeds (finalization.py).
+                    finalizations.add([(stage.display_name, blob) for blob in runner.finalizations])
+                if caught:
+                    warning_acc.add([spark_metrics.describe_warning(w) for w in caught])
+                runner.close()
 
 
-def _run_stage_partition_logged(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
-                                finalizations, rounds, iterator):
+def _stage_runner(stage, components, side_entries):
     if stage.python_spec is not None:
-        runner = PythonStageRunner(stage, stage.python_spec, components)
-    else:
-        runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
-        runner.finalize_after_commit = stage.finalizes
-    with warnings.catch_warnings(record=True) as caught, bulk_data_gc():
-        warnings.simplefilter("default")
-        try:
-            yield from (runner.run_round if rounds else runner.run)(iterator, bundle_bytes)
-        finally:
-            if runner.monitoring_infos:
-                metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
-            if getattr(runner, "finalizations", None):
-                # Merged by Spark only if this task succeeds (finalization.py).
-                finalizations.add([(stage.display_name, blob) for blob in runner.finalizations])
-            if caught:
-                warning_acc.add([spark_metrics.describe_warning(w) for w in caught])
-            runner.close()
+        return PythonStageRunner(stage, stage.python_spec, components)
+    runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
+    runner.finalize_after_commit = stage.finalizes
+    return runner
 
 
 def _shuffle_records(components, group, block):

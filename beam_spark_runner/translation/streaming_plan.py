@@ -145,6 +145,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
 def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> StreamingPlan:
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
+    protos = None           # the plan's Components, parsed once a stage needs them
     keyed_dests, element_coders, broadcast = {}, {}, []
     sdf_outputs = {write_dest(port.buffer) for stage in execution.stages
                    if stage.rebalance and not stage.keyed for port in stage.outputs}
@@ -177,7 +178,9 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            _reject_triggered_global_side_inputs(execution.components, stage)
+            if protos is None:
+                protos = beam_runner_api_pb2.Components.FromString(execution.components)
+            _reject_triggered_global_side_inputs(protos, stage)
             side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
                          for si in stage.side_inputs)
             broadcast.extend(d for d, _ in side if d not in broadcast)
@@ -244,7 +247,7 @@ def _placement(op, dest):
     return None
 
 
-def _reject_triggered_global_side_inputs(components: bytes, stage):
+def _reject_triggered_global_side_inputs(protos: beam_runner_api_pb2.Components, stage):
     """An unbounded side input in the global window with a trigger other
     than the default (Beam's "slowly updating side input":
     Repeatedly(AfterProcessingTime) over a PeriodicImpulse) gets, in Beam's
@@ -256,7 +259,6 @@ def _reject_triggered_global_side_inputs(components: bytes, stage):
     every firing. Rejected rather than answered so. A bounded side input
     completes with its input, as Beam's RunInference tests of a triggered
     global-window side input from Create expect."""
-    protos = beam_runner_api_pb2.Components.FromString(components)
     for si in stage.side_inputs:
         pcoll = protos.pcollections[si.pcollection]
         strategy = protos.windowing_strategies[pcoll.windowing_strategy_id]
