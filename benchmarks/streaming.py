@@ -37,6 +37,11 @@ native_throughput  Spark Structured Streaming, no Python: `rate-micro-batch`
     --seconds / 4)), for --seconds. The source never lets it idle, so this
     is its saturated rate. Also run at 1M rows per batch
     (native_throughput_1m, the batch size of sessions 4-6), no target.
+python_floor       The Beam run's own DoFn (GenerateEvents: one TimestampedValue
+    per event) alone in PySpark, without SparkRunner: a mapInArrow runs it
+    on every tick and drops the events (benchmarks/streaming_floor.py says
+    exactly how). Its events/s bound what any engine running this user code
+    in CPython reaches here; the report prints Beam's rate against it.
 beam_throughput    The same query on SparkRunner --streaming (build_beam below),
     offered --beam_offered_rate events/s, more than it can process: a
     PeriodicImpulse catches up every tick that came due while the previous
@@ -95,6 +100,7 @@ machine it says how noisy the numbers are.
 """
 import argparse
 import collections
+import functools
 import glob
 import json
 import logging
@@ -114,6 +120,7 @@ import apache_beam as beam  # noqa: E402
 from procstat import CpuMeter  # noqa: E402
 from spark_progress import iso_ms, progress_listener  # noqa: E402
 from stats import percentile, weighted_percentiles  # noqa: E402
+from streaming_floor import python_floor  # noqa: E402
 from streaming_report import _fmt, report  # noqa: E402
 from apache_beam.metrics import Metrics  # noqa: E402
 from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
@@ -168,27 +175,32 @@ def start_session():
 
 # -- native Structured Streaming ----------------------------------------------------
 
-def _native_query(spark, source_df, name):
+def _native_counts(source_df):
+    """The query: per-key counts of 10 s event-time windows (update mode: early firings)."""
     from pyspark.sql import functions as F
+    value, ts = F.col("value"), F.col("timestamp")
+    events = source_df.select(
+        (value % KEYS).alias("key"),
+        F.when(value % LATE_EVERY == 0, ts - F.expr("INTERVAL %d SECONDS" % LATE_LAG_S)).otherwise(ts).alias("ts"))
+    return (events.withWatermark("ts", "%d seconds" % ALLOWED_LATENESS_S)
+            .groupBy(F.window("ts", "%d seconds" % WINDOW_S), "key").count())
+
+
+def _start_to_noop(spark, df, name):
     for key, value in _SESSION_CONF.items():   # see _RUNNER_CONF
         if value is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
-    value, ts = F.col("value"), F.col("timestamp")
-    events = source_df.select(
-        (value % KEYS).alias("key"),
-        F.when(value % LATE_EVERY == 0, ts - F.expr("INTERVAL %d SECONDS" % LATE_LAG_S)).otherwise(ts).alias("ts"))
-    counts = (events.withWatermark("ts", "%d seconds" % ALLOWED_LATENESS_S)
-              .groupBy(F.window("ts", "%d seconds" % WINDOW_S), "key").count())
     checkpoint = tempfile.mkdtemp(prefix="beam-spark-bench-native-")
-    query = (counts.writeStream.outputMode("update").format("noop").queryName(name)
+    query = (df.writeStream.outputMode("update").format("noop").queryName(name)
              .option("checkpointLocation", checkpoint).start())
     return query, checkpoint
 
 
-def _run_native(spark, listener, source_df, name, seconds):
-    query, checkpoint = _native_query(spark, source_df, name)
+def _run_native(spark, listener, df, name, seconds):
+    """Runs `df` (a native query or python_floor's) into a noop sink for `seconds`."""
+    query, checkpoint = _start_to_noop(spark, df, name)
     try:
         started = time.time()
         while time.time() - started < seconds and query.isActive:
@@ -213,7 +225,8 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
           .option("rowsPerBatch", rows_per_batch).option("numPartitions", PARTITIONS)
           .option("startTimestamp", int(time.time() * 1000)).option("advanceMillisPerBatch", 1000)
           .load())
-    started, progress = _run_native(spark, listener, df, "native-throughput", seconds + warmup)
+    started, progress = _run_native(spark, listener, _native_counts(df), "native-throughput",
+                                    seconds + warmup)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in steady)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
@@ -229,7 +242,7 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
 def native_latency(spark, listener, rate, seconds, warmup):
     df = (spark.readStream.format("rate").option("rowsPerSecond", int(rate))
           .option("numPartitions", PARTITIONS).load())
-    started, progress = _run_native(spark, listener, df, "native-latency", seconds + warmup)
+    started, progress = _run_native(spark, listener, _native_counts(df), "native-latency", seconds + warmup)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000]
     data = [p for p in steady if p["numInputRows"]]
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in data]
@@ -646,7 +659,7 @@ def main(argv=None):
     parser.add_argument("--fire_interval", type=float, default=0.01, help="PeriodicImpulse tick interval, s.")
     parser.add_argument("--probe_every", type=int, default=101, help="Sample 1 in N events for latency.")
     parser.add_argument("--skip", default="",
-                        help="Comma-separated runs to skip: native_throughput, native_throughput_1m, "
+                        help="Comma-separated runs to skip: native_throughput, python_floor, native_throughput_1m, "
                              "beam_throughput, "
                              "beam_throughput_probes, native_latency, beam_latency, "
                              "beam_latency_early_1s, beam_latency_3gbk.")
@@ -696,6 +709,13 @@ def main(argv=None):
     if nt:
         print("native_throughput at %d rows per batch: %s rows/s" % (
             rows_per_batch, _fmt(nt["rows_per_s"], "%.0f")), flush=True)
+    per_tick = max(1, int(round(args.beam_offered_rate * args.fire_interval)))
+    pf = attempt("python_floor", python_floor, spark, listener, _run_native, PARTITIONS,
+                 max(1, round(rows_per_batch / per_tick)), per_tick, args.fire_interval,
+                 functools.partial(GenerateEvents, per_tick, args.fire_interval, 0), args.seconds, warmup)
+    if pf:
+        print("python_floor (the Beam run's DoFn alone in PySpark): %s events/s" % _fmt(pf["events_per_s"], "%.0f"),
+              flush=True)
     n1 = attempt("native_throughput_1m", native_throughput, spark, listener, 1_000_000, args.seconds, warmup)
     if n1:
         print("native_throughput_1m: %s rows/s" % _fmt(n1["rows_per_s"], "%.0f"), flush=True)
@@ -725,11 +745,11 @@ def main(argv=None):
 
     query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
         MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
-    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp, n1)
+    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp, n1, pf)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "session_s": session_s, "warm_up_s": warm, "native_throughput": nt,
-                       "native_throughput_1m": n1,
+                       "native_throughput_1m": n1, "python_floor": pf,
                        "native_latency": nl, "beam_throughput": bt, "beam_throughput_probes": bp,
                        "beam_latency": bl,
                        "beam_latency_early_1s": b1, "beam_latency_3gbk": b3}, f, indent=2, default=str)

@@ -13,7 +13,7 @@ def _verdict(ok):
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n1=None):
+def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n1=None, pf=None):
     """Prints every run's details and the targets table; `query` describes the query."""
     print("\n== Streaming benchmark (issue #5): %s, --seconds %d" % (query, args.seconds))
     print("SparkSession start-up %.1f s and warm-up runs %s (excluded)" % (
@@ -29,6 +29,10 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n
             print("native throughput: %d batches of %d rows after warm-up, %s rows/s; batch p50 %s p99 %s%s" % (
                 run["batches"], run["rows_per_batch"], _fmt(run["rows_per_s"], "%.0f"),
                 _fmt(run["batch_p50_s"], "%.2f", " s"), _fmt(run["batch_p99_s"], "%.2f", " s"), cpu(run)))
+    if pf:
+        print("python_floor: %d batches of %d events after warm-up, %s events/s; batch p50 %s%s" % (
+            pf["batches"], pf["events_per_batch"], _fmt(pf["events_per_s"], "%.0f"),
+            _fmt(pf["batch_p50_s"], "%.2f", " s"), cpu(pf)))
     for run in (bt, bp, bl, b1, b3):
         if not run:
             continue
@@ -84,6 +88,15 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n
     print("| the same, native at 1M rows per batch (sessions 4-6) | %s | %s | %s | | |" % (
         _fmt(n1 and n1["rows_per_s"], "%.0f"), _fmt(bt and bt["events_per_s_busy"], "%.0f"),
         _fmt(n1_ratio, "%.3f", "x")))
+    pf_rate = pf and pf["events_per_s"]
+    print("| the Beam run's DoFn alone in PySpark, events dropped (python_floor; no SparkRunner, no count) "
+          "| %s | %s | %s | | |" % (_fmt(nt and nt["rows_per_s"], "%.0f"), _fmt(pf_rate, "%.0f"),
+                                   _fmt(pf_rate / nt["rows_per_s"] if pf_rate and nt and nt["rows_per_s"] else None,
+                                        "%.3f", "x")))
+    print("| Beam on SparkRunner / python_floor (the user code's own rate) | | %s | %s | | |" % (
+        _fmt(bt and bt["events_per_s_busy"], "%.0f"),
+        _fmt(bt["events_per_s_busy"] / pf_rate if pf_rate and bt and bt["events_per_s_busy"] else None,
+             "%.3f", "x")))
     bp_ratio = (bp["events_per_s_busy"] / nt["rows_per_s"]) if bp and nt and bp["events_per_s_busy"] and \
         nt["rows_per_s"] else None
     print("| the same with latency probes in 1 of %d events (the latency runs' query) | | %s | %s | | |" % (
