@@ -111,24 +111,29 @@ class SourcePlanner:
         if src_wm.get(IMPULSE_SOURCE, MAX_MICROS) < MAX_MICROS:
             src_wm[IMPULSE_SOURCE] = MAX_MICROS
             moments.append((IMPULSE_SEQ, dict(src_wm), pt))
-        pos = {}
-        for s in self._streams:
-            first = start["pos"][s.name]
-            for seq in range(first, len(s.events)):
-                event = s.events[seq]
-                if event[0] == WATERMARK:
-                    if event[1] in src_wm:   # else: an output nobody reads
-                        src_wm[event[1]] = max(src_wm[event[1]], event[2])
+        # Several TestStreams move in lockstep: event `seq` of every stream
+        # is applied before event seq + 1 of any, so a moment's source
+        # watermarks are each stream's after its events up to `seq` (not a
+        # later stream's after all of its events, which put an operator's
+        # input watermark past data of another stream still to come).
+        pos = {s.name: len(s.events) for s in self._streams}
+        first = min((start["pos"][s.name] for s in self._streams), default=0)
+        for seq in range(first, max(pos.values(), default=0) + 1):
+            for s in self._streams:
+                if start["pos"][s.name] <= seq < len(s.events):
+                    event = s.events[seq]
+                    if event[0] == WATERMARK:
+                        if event[1] in src_wm:   # else: an output nobody reads
+                            src_wm[event[1]] = max(src_wm[event[1]], event[2])
+                        moments.append((seq, dict(src_wm), pt))
+                    elif event[0] == PROCESSING_TIME:
+                        pt += event[1]
+                        moments.append((seq, dict(src_wm), pt))
+                elif seq == len(s.events) and any(src_wm[key] < MAX_MICROS for key in s.source_keys):
+                    # The end of the stream closes every output (as Beam's DirectRunner).
+                    for key in s.source_keys:
+                        src_wm[key] = MAX_MICROS
                     moments.append((seq, dict(src_wm), pt))
-                elif event[0] == PROCESSING_TIME:
-                    pt += event[1]
-                    moments.append((seq, dict(src_wm), pt))
-            pos[s.name] = len(s.events)
-            if any(src_wm[key] < MAX_MICROS for key in s.source_keys):
-                # The end of the stream closes every output (as Beam's DirectRunner).
-                for key in s.source_keys:
-                    src_wm[key] = MAX_MICROS
-                moments.append((len(s.events), dict(src_wm), pt))
         if not self._streams:
             pt = max(pt, int(self._clock()))
         for source, wm in src_wm.items():

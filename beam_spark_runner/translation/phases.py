@@ -69,9 +69,42 @@ def sdf_outputs_start_stages(stages, context):
     return stages
 
 
+def side_input_readers_start_stages(stages, context):
+    """Streaming: a transform that reads side inputs starts a new stage
+    instead of being fused after its main input's producer.
+
+    Why: a main-input element waits at the stage's input until the side
+    windows it needs are ready, and which side windows it needs follows from
+    its windows. Those are the stage input's windows only if nothing before
+    the reader changes them: fused after a WindowInto, an element from the
+    global window waited until the side input ended (its global window maps
+    to the last side window), which an unbounded side input never does.
+    """
+    stages = list(stages)
+    producer_urn = {pcoll: t.spec.urn for stage in stages for t in stage.transforms
+                    for pcoll in t.outputs.values()}
+    for stage in stages:
+        for t in stage.transforms:
+            sides = translations.side_inputs(t)
+            mains = [pcoll for tag, pcoll in t.inputs.items() if tag not in sides]
+            # The steps of a splittable DoFn keep their input's windows: the
+            # process step may stay with the restriction steps before it.
+            if sides and not all(producer_urn.get(pcoll) in _WINDOW_KEEPING_SDF_STEPS for pcoll in mains):
+                stage.forced_root = True
+    return stages
+
+
+_WINDOW_KEEPING_SDF_STEPS = frozenset([
+    common_urns.sdf_components.PAIR_WITH_RESTRICTION.urn,
+    common_urns.sdf_components.SPLIT_AND_SIZE_RESTRICTIONS.urn,
+    common_urns.sdf_components.TRUNCATE_SIZED_RESTRICTION.urn,
+])
+
+
 STREAMING_PHASES = tuple(
     phase for p in BATCH_PHASES
-    for phase in ((sdf_outputs_start_stages, p) if p is translations.greedily_fuse else (p,)))
+    for phase in ((sdf_outputs_start_stages, side_input_readers_start_stages, p)
+                  if p is translations.greedily_fuse else (p,)))
 
 
 def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):

@@ -374,3 +374,49 @@ def test_a_bounded_triggered_side_input_in_the_global_window_is_planned():
      | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side)))
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     assert any(op.side_inputs for op in plan.operators)
+
+
+def _two_streams_side_input_pipeline():
+    """Main and side TestStreams; the main one has an element after its
+    watermark reached 100 s; the side-input Map follows a WindowInto."""
+    tv = window.TimestampedValue
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    side = (p | "Side" >> TestStream().add_elements([tv(10, 5)]).advance_watermark_to_infinity()
+            | "SideWindows" >> beam.WindowInto(window.FixedWindows(10)))
+    (p | "Main" >> TestStream().add_elements([tv("a", 6)]).advance_watermark_to(100)
+     .add_elements([tv("late", 7)]).advance_watermark_to_infinity()
+     | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+     | "UsesSide" >> beam.Map(lambda x, f: (x, f), beam.pvalue.AsSingleton(side)))
+    return p
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_several_test_streams_move_in_lockstep(tmp_path, reverse):
+    """An operator's input watermark at seq k is each stream's after its
+    events up to k, whichever stream the planner reads first: the side
+    stream ending at seq 1 does not carry the main stream's last event (seq
+    3, to +infinity) to before the main stream's element at seq 2."""
+    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
+    plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
+    planner = SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
+    if reverse:
+        planner._streams = tuple(reversed(planner._streams))
+    (op,) = [o.name for o in plan.operators if o.kind == SIDE_INPUTS]
+    steps = planner.next_offset(planner.initial_offset())["steps"][op]
+    wm_by_seq = {}
+    for seq, wm, _, _ in steps:
+        wm_by_seq[seq] = max(wm_by_seq.get(seq, MIN_MICROS), wm)
+    assert wm_by_seq[1] == 100_000_000 and wm_by_seq[3] == MAX_MICROS
+    assert all(wm < MAX_MICROS for seq, wm in wm_by_seq.items() if seq <= 2)
+
+
+def test_a_side_input_reader_starts_its_stage_after_a_window_into():
+    """The side windows a main element waits for follow from its windows at
+    the reader: fused after the WindowInto, an element would wait with its
+    stage-input window (global: the side input's end)."""
+    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
+    plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
+    (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    assert op.stage.sdk_transforms == ("UsesSide",)
+    assert any("MainWindows" in o.stage.sdk_transforms for o in plan.operators
+               if o.kind == STATELESS and o.stage is not None)
