@@ -23,6 +23,7 @@ State is pickled Python data: per user key, the reduce driver's snapshot
 import collections
 import dataclasses
 import functools
+import logging
 import pickle
 from typing import Any, List, Optional
 
@@ -36,11 +37,13 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.python_stage import PythonStageRunner
+from beam_spark_runner.worker.side_inputs import latest_window_end_us
 from beam_spark_runner.worker.stage_runner import StageRunner
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
 from windowing.timestamps import MIN_US as MIN_MICROS
 
+_LOG = logging.getLogger(__name__)
 EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
@@ -121,11 +124,12 @@ def _schedule(data_rows, steps):
         yield "data", seq, group
 
 
-def _metrics_row(name, infos, records_in=0, records_out=0):
+def _metrics_row(name, infos, records_in=0, records_out=0, counters=None):
     """One METRICS row: the SDK's MonitoringInfos plus the operator's
-    rows in and out (streaming.progress.NAMESPACE)."""
+    rows in and out and `counters` ({name: increment}) in
+    streaming.progress.NAMESPACE."""
     infos = list(infos)
-    for counter, value in (("rows_in", records_in), ("rows_out", records_out)):
+    for counter, value in [("rows_in", records_in), ("rows_out", records_out)] + list((counters or {}).items()):
         if value:
             infos.append(monitoring_infos.int64_user_counter(NAMESPACE, counter, value, ptransform=name))
     if not infos:
@@ -154,9 +158,9 @@ class _StageBase:
         for index, block in outputs:
             out.extend(self._writer.rows(self._output_dests[index], block, seq))
 
-    def _take_metrics(self, records_in, out):
+    def _take_metrics(self, records_in, out, counters=None):
         infos = self.runner.take_monitoring_infos()
-        return _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA))
+        return _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA), counters)
 
 
 class StatelessOperator(_StageBase):
@@ -308,31 +312,66 @@ class _WaitingForSides:
     """One key-group's side inputs during one batch of a keyed operator: the
     side data and side watermarks seen so far, the main-input entries waiting
     for their side windows (`_SideInputs.pending`), and the harness they are
-    installed into, only before user code runs and only when changed."""
+    installed into, only before user code runs and only when changed.
 
-    def __init__(self, sides, saved, harness):
+    With `collect` (a stateless stage: no timer or residual reads side data
+    later), side windows no main-input element can need any more are
+    dropped as the watermark passes them (`_SideInputs.expiry`), so the side
+    data held stays bounded in a long-running pipeline. A main-input element
+    that arrives needing a dropped window is droppably late (behind the
+    watermark by more than its allowed lateness): it is dropped and counted
+    (`dropped`), never run against a side input that lost its data."""
+
+    def __init__(self, sides, saved, harness, collect=False):
         self._sides = sides
         self._harness = harness
-        self.side = saved.get("side", {})
+        self._collect = collect
+        # dest -> [(latest window end micros or None: kept for good, encoded row)]
+        self.side = {dest: [row if isinstance(row, tuple) else (None, row) for row in rows]
+                     for dest, rows in saved.get("side", {}).items()}
         self.side_wm = saved.get("side_wm", {})
+        self.side_collected = saved.get("side_collected", {})   # dest -> windows ending before this are gone
         self.pending = saved.get("pending", [])
+        self.dropped = 0
         self._stale = True
 
     def take(self, rows, seq):
         """DATA rows of one seq: side rows are kept, main rows wait."""
         for row in rows:
             if row[1] in self._sides.dests:
-                self.side.setdefault(row[1], []).append(row[4])
+                end = self._sides.window_end(row[1], row[4]) if self._collect else None
+                self.side.setdefault(row[1], []).append((end, row[4]))
                 self._stale = True
             else:
                 self.pending.append(self._sides.pending(row, seq))
 
     def advance(self, step):
         self._sides.advance(self.side_wm, step)
+        if self._collect:
+            self._collect_side_windows(step[0])
+
+    def _collect_side_windows(self, wm):
+        """Drops the side rows of windows ending before wm - the main input's
+        allowed lateness, except those a waiting element still needs."""
+        for dest, lateness in self._sides.expiry.items():
+            horizon = min([wm - lateness] + [_earliest_needs(p)[dest] for p in self.pending])
+            if horizon <= self.side_collected.get(dest, MIN_MICROS):
+                continue
+            self.side_collected[dest] = horizon
+            rows = self.side.get(dest, [])
+            kept = [r for r in rows if r[0] is None or r[0] >= horizon]
+            if len(kept) < len(rows):
+                self.side[dest] = kept
+                self._stale = True
 
     def ready_bundles(self, input_index):
         """[(seq, bundle)] of the waiting entries whose side windows are now
         ready, no longer waiting; the side data is installed if any."""
+        if self.side_collected:
+            kept = [p for p in self.pending
+                    if all(_earliest_needs(p)[dest] >= horizon for dest, horizon in self.side_collected.items())]
+            self.dropped += len(self.pending) - len(kept)
+            self.pending = kept
         ready, self.pending = self._sides.split_ready(self.pending, self.side_wm)
         if ready:
             self.install()
@@ -340,7 +379,8 @@ class _WaitingForSides:
 
     def install(self):
         if self._stale:
-            self._harness.install_side_inputs(self._sides.state_entries(self.side))
+            self._harness.install_side_inputs(self._sides.state_entries(
+                {dest: [row for _, row in rows] for dest, rows in self.side.items()}))
             self._stale = False
 
     def hold(self):
@@ -348,7 +388,8 @@ class _WaitingForSides:
         return min((p[3] for p in self.pending), default=None)
 
     def saved(self):
-        return {"side": self.side, "side_wm": self.side_wm, "pending": self.pending}
+        return {"side": self.side, "side_wm": self.side_wm, "side_collected": self.side_collected,
+                "pending": self.pending}
 
     def is_empty(self):
         return not self.side and not self.side_wm and not self.pending
@@ -377,6 +418,21 @@ class _SideInputs:
             mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
             self._sides.append((dest, si, mapping))
         self.dests = frozenset(d for d, _, _ in self._sides)
+        # dest -> allowed lateness (micros) of the reading transform's main
+        # input, for the side inputs whose windows can expire: Beam's default
+        # window mapping (the side window holding the main window's end, so
+        # a main element needs no side window that ends before its own
+        # window) into non-global windows. A custom mapping may point
+        # anywhere: its side data is kept.
+        self.expiry = {}
+        for dest, si, mapping in self._sides:
+            if _maps_via_end(mapping):
+                transform = descriptor.transforms[si.transform_id]
+                payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+                mains = [pc for tag, pc in transform.inputs.items() if tag not in payload.side_inputs]
+                strategies = [descriptor.windowing_strategies[descriptor.pcollections[pc].windowing_strategy_id]
+                              for pc in mains]
+                self.expiry[dest] = max((st.allowed_lateness for st in strategies), default=0) * 1000
         # Main inputs decode with the coder their rows carry: the element
         # coder, or for a keyed (stateful) stage the windowed KV coder.
         self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
@@ -385,11 +441,20 @@ class _SideInputs:
 
     def pending(self, row, seq):
         """A main-input row as a pending entry: (dest, element, seq,
-        timestamp micros, {side dest: latest side window end it needs})."""
+        timestamp micros, {side dest: latest side window end it needs},
+        {side dest: earliest side window end it needs})."""
         wv = self._main_impls[row[1]].decode_nested(row[4])
-        needs = {side_dest: max(mapping(w).max_timestamp().micros for w in wv.windows)
-                 for side_dest, _, mapping in self._sides}
-        return (row[1], row[4], seq, wv.timestamp.micros, needs)
+        ends = {side_dest: [mapping(w).max_timestamp().micros for w in wv.windows]
+                for side_dest, _, mapping in self._sides}
+        return (row[1], row[4], seq, wv.timestamp.micros,
+                {d: max(e) for d, e in ends.items()}, {d: min(e) for d, e in ends.items()})
+
+    def window_end(self, dest, row):
+        """Latest window end (micros) of a side row, or None if it never expires."""
+        if dest not in self.expiry:
+            return None
+        si = next(si for d, si, _ in self._sides if d == dest)
+        return latest_window_end_us(si, row, self._components)
 
     @staticmethod
     def advance(side_wm, step):
@@ -416,10 +481,25 @@ class _SideInputs:
         return entries
 
 
+def _earliest_needs(pending):
+    """A pending entry's earliest side window end per side input (entries
+    saved before they carried it: the latest)."""
+    return pending[5] if len(pending) > 5 else pending[4]
+
+
+def _maps_via_end(mapping):
+    """Is `mapping` Beam's default window mapping into non-global windows
+    (apache_beam.transforms.sideinputs.default_window_mapping_fn)? Beam
+    offers no public test; the function's qualified name is the one place
+    that says so (a global-window mapping has another name)."""
+    return (getattr(mapping, "__module__", None) == "apache_beam.transforms.sideinputs"
+            and getattr(mapping, "__qualname__", "") == "default_window_mapping_fn.<locals>.map_via_end")
+
+
 def _bundles_by_seq(ready, input_index):
     """Ready pending entries as [(seq, bundle)] in seq order."""
     by_seq = collections.defaultdict(list)
-    for dest, element, seq, _, _ in ready:
+    for dest, element, seq, *_ in ready:
         by_seq[seq].append((input_index[dest], element))
     return sorted(by_seq.items())
 
@@ -438,7 +518,7 @@ class SideInputOperator(_StageBase):
         saved = pickle.loads(blob) if blob else {"pt": MIN_MICROS}
         harness = self.runner.harness
         harness.restore_state(None)
-        waiting = _WaitingForSides(self._side_inputs, saved, harness)
+        waiting = _WaitingForSides(self._side_inputs, saved, harness, collect=True)
         out = []
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
@@ -448,7 +528,12 @@ class SideInputOperator(_StageBase):
             for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                 self._emit(self.runner.process(bundle), ready_seq, out)
         new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), waiting.hold())
+        if waiting.dropped:
+            _LOG.warning("%s dropped %d late main-input element(s) whose side-input windows had expired "
+                         "(behind the watermark by more than the allowed lateness)",
+                         self.op.display_name, waiting.dropped)
+        metrics = self._take_metrics(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
+        return KeyGroupResult(new_blob, out + metrics, waiting.hold())
 
 
 class GroupOperator:

@@ -22,6 +22,20 @@ class UnsupportedSideInput(ValueError):
     pass
 
 
+def latest_window_end_us(side_input, block, components: bytes):
+    """The latest max timestamp (micros) over the windows of the elements
+    encoded in `block` (windowed values, nested): when the block's data
+    can stop mattering."""
+    impl = context.components_context(components).coders[side_input.coder_id].get_impl()
+    stream = create_InputStream(block)
+    latest = None
+    while stream.size() > 0:
+        for w in impl.decode_from_stream(stream, True).windows:
+            end = w.max_timestamp().micros
+            latest = end if latest is None else max(latest, end)
+    return latest
+
+
 def state_entries(side_input, blocks, components: bytes):
     """Returns [(serialized StateKey, encoded data)] for one side input."""
     windowed_coder = context.components_context(components).coders[side_input.coder_id]

@@ -511,3 +511,35 @@ def test_a_stage_reading_a_groupbykey_output_and_a_side_input():
         out = (p | stream | beam.WindowInto(window.FixedWindows(10)) | beam.GroupByKey()
                | beam.Map(lambda kv, f: (kv[0], sum(kv[1]) * f), beam.pvalue.AsSingleton(factor)))
         assert_that(out, equal_to([("a", 30), ("b", 30)]))
+
+
+@pytest.mark.parametrize("lateness_s, expected, dropped", [
+    (0, [("a", 10), ("b", 20)], 1),
+    (1000, [("a", 10), ("b", 20), ("late", 10)], 0),
+])
+def test_side_windows_expire_with_the_main_inputs_lateness(lateness_s, expected, dropped):
+    """A side window no main element can need any more is dropped once the
+    watermark passes its end plus the main input's allowed lateness, so a
+    long run holds bounded side data. "late" comes after the watermark
+    reached 100 and needs side window [0, 10): without lateness that window
+    is gone, and "late" is dropped and counted rather than run against a
+    side input that lost its data; with 1000 s of lateness the window is
+    kept and "late" sees its value."""
+    from beam_spark_runner.streaming.progress import NAMESPACE
+    side_stream = TestStream().add_elements([_tv(10, 5), _tv(20, 15)]).advance_watermark_to_infinity()
+    main_stream = (TestStream()
+                   .add_elements([_tv("a", 6), _tv("b", 16)])
+                   .advance_watermark_to(100)
+                   .add_elements([_tv("late", 7)])
+                   .advance_watermark_to_infinity())
+    p = _pipeline()
+    factor = p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
+    out = (p | "Main" >> main_stream
+           | "MainWindows" >> beam.WindowInto(window.FixedWindows(10), allowed_lateness=lateness_s)
+           | beam.Map(lambda x, f: (x, f), beam.pvalue.AsSingleton(factor)))
+    assert_that(out, equal_to(expected))
+    result = p.run()
+    assert result.wait_until_finish() == PipelineState.DONE
+    counters = result.metrics().query(
+        MetricsFilter().with_namespace(NAMESPACE).with_name("dropped_late_for_side_input"))["counters"]
+    assert sum(c.committed for c in counters) == dropped
