@@ -35,6 +35,7 @@ from apache_beam.metrics import monitoring_infos
 from beam_spark_runner.metrics import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
+from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.side_inputs import latest_window_end_us
@@ -192,6 +193,32 @@ class StatefulStageOperator(_StageBase):
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
         self._side_inputs = _SideInputs(op, plan) if op.side_inputs else None
+        from apache_beam.portability.api import beam_fn_api_pb2
+        self._expiry = WindowExpiry(beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor),
+                                    plan.components)
+        self._main_impls = {d: context.coder_impl(plan.components, plan.keyed_dests[d])
+                            for d in op.inputs if plan.keyed_dests.get(d)}
+
+    def _live_rows(self, rows, wm):
+        """`rows` without the windows expired at `wm` (Beam drops late input
+        of a stateful DoFn); returns (rows, elements dropped)."""
+        if not self._expiry.enabled:
+            return rows, 0
+        kept, dropped = [], 0
+        for row in rows:
+            impl = self._main_impls.get(row[1])
+            if impl is None:        # a side input row
+                kept.append(row)
+                continue
+            wv = impl.decode_nested(row[4])
+            live = self._expiry.live(wv, wm)
+            if live is None:
+                dropped += 1
+            elif live is wv:
+                kept.append(row)
+            else:
+                kept.append(row[:4] + (impl.encode_nested(live),) + row[5:])
+        return kept, dropped
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "user": None, "timers": None}
@@ -202,10 +229,14 @@ class StatefulStageOperator(_StageBase):
         waiting = _WaitingForSides(self._side_inputs, saved, runner.harness) if self._side_inputs else None
         out = []
         wm, pt = saved["wm"], saved["pt"]
+        dropped = 0
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
+                item, late = self._live_rows(item, wm)
+                dropped += late
                 if waiting is None:
-                    self._emit(runner.process(self._bundle(item)), seq, out)
+                    if item:
+                        self._emit(runner.process(self._bundle(item)), seq, out)
                     continue
                 waiting.take(item, seq)
             else:
@@ -219,6 +250,10 @@ class StatefulStageOperator(_StageBase):
                 if waiting is not None:
                     waiting.install()
                 self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
+            if what == "step" and self._expiry.enabled:
+                # After the step's timers fired: a window's own timers run
+                # before its state goes (they are due by its expiry).
+                self._expiry.collect(runner.harness, runner.timers, wm)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
@@ -232,7 +267,8 @@ class StatefulStageOperator(_StageBase):
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold, event_hold)
+        metrics = self._take_metrics(len(data_rows), out, {"dropped_due_to_lateness": dropped})
+        return KeyGroupResult(new_blob, out + metrics, hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)

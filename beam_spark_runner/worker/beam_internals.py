@@ -142,6 +142,19 @@ class InProcessSdkHarness:
                 state._ordered_list_keys[k].update(v)
 
 
+    def drop_user_state(self, is_dropped):
+        """Removes the user state entries whose StateKey `is_dropped` accepts
+        (side inputs excluded); returns how many."""
+        from apache_beam.portability.api import beam_fn_api_pb2
+        state = self.state
+        dropped = [k for k in state._state if k not in self._side_keys
+                   and is_dropped(beam_fn_api_pb2.StateKey.FromString(k))]
+        for k in dropped:
+            del state._state[k]
+        for k in [k for k in state._ordered_list_keys if is_dropped(beam_fn_api_pb2.StateKey.FromString(k))]:
+            del state._ordered_list_keys[k]
+        return len(dropped)
+
     def install_side_inputs(self, entries):
         """Replaces the side-input entries the previous call installed with
         `entries` ((serialized StateKey, data) pairs), leaving user state

@@ -53,6 +53,12 @@ class PendingTimers:
             fired[key] = [out.get()]
         return fired
 
+    def drop(self, is_dropped):
+        """Forgets the pending timers `is_dropped(timer)` accepts."""
+        for pending in self._pending.values():
+            for identity in [i for i, t in pending.items() if is_dropped(t)]:
+                del pending[identity]
+
     def earliest_hold(self, families=None):
         """Micros of the earliest output-timestamp hold of a pending timer
         (of the given family keys only, when given)."""

@@ -513,6 +513,15 @@ def test_a_stage_reading_a_groupbykey_output_and_a_side_input():
         assert_that(out, equal_to([("a", 30), ("b", 30)]))
 
 
+def _runner_counter_after_run(p, name):
+    """Runs `p` to the end; the sum of the runner's counter `name`."""
+    from beam_spark_runner.streaming.progress import NAMESPACE
+    result = p.run()
+    assert result.wait_until_finish() == PipelineState.DONE
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name(name))["counters"]
+    return sum(c.committed for c in counters)
+
+
 @pytest.mark.parametrize("lateness_s, expected, dropped", [
     (0, [("a", 10), ("b", 20)], 1),
     (1000, [("a", 10), ("b", 20), ("late", 10)], 0),
@@ -525,7 +534,6 @@ def test_side_windows_expire_with_the_main_inputs_lateness(lateness_s, expected,
     is gone, and "late" is dropped and counted rather than run against a
     side input that lost its data; with 1000 s of lateness the window is
     kept and "late" sees its value."""
-    from beam_spark_runner.streaming.progress import NAMESPACE
     side_stream = TestStream().add_elements([_tv(10, 5), _tv(20, 15)]).advance_watermark_to_infinity()
     main_stream = (TestStream()
                    .add_elements([_tv("a", 6), _tv("b", 16)])
@@ -538,8 +546,34 @@ def test_side_windows_expire_with_the_main_inputs_lateness(lateness_s, expected,
            | "MainWindows" >> beam.WindowInto(window.FixedWindows(10), allowed_lateness=lateness_s)
            | beam.Map(lambda x, f: (x, f), beam.pvalue.AsSingleton(factor)))
     assert_that(out, equal_to(expected))
-    result = p.run()
-    assert result.wait_until_finish() == PipelineState.DONE
-    counters = result.metrics().query(
-        MetricsFilter().with_namespace(NAMESPACE).with_name("dropped_late_for_side_input"))["counters"]
-    assert sum(c.committed for c in counters) == dropped
+    assert _runner_counter_after_run(p, "dropped_late_for_side_input") == dropped
+
+
+class _BagSoFar(beam.DoFn):
+    """Outputs, per element, its window's start and the window's bag so far."""
+    BAG = userstate.BagStateSpec("bag", beam.coders.VarIntCoder())
+
+    def process(self, kv, w=beam.DoFn.WindowParam, bag=beam.DoFn.StateParam(BAG)):
+        bag.add(kv[1])
+        yield int(w.start), sorted(bag.read())
+
+
+@pytest.mark.parametrize("lateness_s, expected, dropped", [
+    (0, [(0, [1]), (0, [1, 2]), (10, [4])], 1),
+    (100, [(0, [1]), (0, [1, 2]), (0, [1, 2, 3]), (10, [4])], 0),
+])
+def test_a_stateful_dofns_window_expires_with_its_allowed_lateness(lateness_s, expected, dropped):
+    """As Beam's runners (StatefulDoFnRunner): once the watermark passes a
+    window's end plus the allowed lateness, its state goes and input for it
+    is droppably late: dropped and counted. 3 comes after the watermark
+    reached 15, for window [0, 10)."""
+    stream = (TestStream()
+              .add_elements([_tv(("k", 1), 1), _tv(("k", 2), 2)])
+              .advance_watermark_to(15)
+              .add_elements([_tv(("k", 3), 3), _tv(("k", 4), 12)])
+              .advance_watermark_to_infinity())
+    p = _pipeline()
+    out = (p | stream | beam.WindowInto(window.FixedWindows(10), allowed_lateness=lateness_s)
+           | beam.ParDo(_BagSoFar()))
+    assert_that(out, equal_to(expected))
+    assert _runner_counter_after_run(p, "dropped_due_to_lateness") == dropped
