@@ -35,7 +35,7 @@ from apache_beam.metrics import monitoring_infos
 from beam_spark_runner.metrics import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
-from beam_spark_runner.streaming.window_expiry import WindowExpiry
+from beam_spark_runner.streaming.window_expiry import WindowExpiry, main_input_strategies
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.python_stage import PythonStageRunner
 from beam_spark_runner.worker.side_inputs import latest_window_end_us
@@ -448,12 +448,6 @@ class _SideInputs:
         descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
         self._components = plan.components
         self._sides = []    # (dest, SideInputPlan, window mapping fn)
-        for dest, si in op.side_inputs:
-            payload = proto_utils.parse_Bytes(descriptor.transforms[si.transform_id].spec.payload,
-                                              beam_runner_api_pb2.ParDoPayload)
-            mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
-            self._sides.append((dest, si, mapping))
-        self.dests = frozenset(d for d, _, _ in self._sides)
         # dest -> allowed lateness (micros) of the reading transform's main
         # input, for the side inputs whose windows can expire: Beam's default
         # window mapping (the side window holding the main window's end, so
@@ -461,14 +455,16 @@ class _SideInputs:
         # window) into non-global windows. A custom mapping may point
         # anywhere: its side data is kept.
         self.expiry = {}
-        for dest, si, mapping in self._sides:
+        for dest, si in op.side_inputs:
+            transform = descriptor.transforms[si.transform_id]
+            payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+            mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
+            self._sides.append((dest, si, mapping))
             if _maps_via_end(mapping):
-                transform = descriptor.transforms[si.transform_id]
-                payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
-                mains = [pc for tag, pc in transform.inputs.items() if tag not in payload.side_inputs]
-                strategies = [descriptor.windowing_strategies[descriptor.pcollections[pc].windowing_strategy_id]
-                              for pc in mains]
+                strategies = main_input_strategies(descriptor, transform, payload)
                 self.expiry[dest] = max((st.allowed_lateness for st in strategies), default=0) * 1000
+        self.dests = frozenset(d for d, _, _ in self._sides)
+        self._plans = {dest: si for dest, si, _ in self._sides}
         # Main inputs decode with the coder their rows carry: the element
         # coder, or for a keyed (stateful) stage the windowed KV coder.
         self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
@@ -489,8 +485,7 @@ class _SideInputs:
         """Latest window end (micros) of a side row, or None if it never expires."""
         if dest not in self.expiry:
             return None
-        si = next(si for d, si, _ in self._sides if d == dest)
-        return latest_window_end_us(si, row, self._components)
+        return latest_window_end_us(self._plans[dest], row, self._components)
 
     @staticmethod
     def advance(side_wm, step):

@@ -15,6 +15,12 @@ _USER_STATE_TYPES = ("bag_user_state", "multimap_user_state", "multimap_keys_use
                      "ordered_list_user_state")
 
 
+def main_input_strategies(descriptor, transform, payload):
+    """The windowing strategies of a ParDo's main (non-side) inputs."""
+    return [descriptor.windowing_strategies[descriptor.pcollections[pc].windowing_strategy_id]
+            for tag, pc in transform.inputs.items() if tag not in payload.side_inputs]
+
+
 class WindowExpiry:
     """Built from the stage's stateful ParDo: its main input's windowing."""
 
@@ -26,8 +32,7 @@ class WindowExpiry:
             payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
             if not (payload.state_specs or payload.timer_family_specs):
                 continue
-            mains = [pc for tag, pc in transform.inputs.items() if tag not in payload.side_inputs]
-            strategy = descriptor.windowing_strategies[descriptor.pcollections[mains[0]].windowing_strategy_id]
+            strategy = main_input_strategies(descriptor, transform, payload)[0]
             window_coder = context.components_context(components).coders[strategy.window_coder_id]
             self._window_coder = window_coder
             self._lateness_us = strategy.allowed_lateness * 1000
