@@ -218,14 +218,23 @@ class PythonStageRunner:
 
     def _emit(self, pcoll, runs):
         """Feeds `runs` of `pcoll` to its data outputs and consumers, depth
-        first, in chunks of at most CHUNK_ELEMENTS values."""
+        first: a ParDo in chunks of at most CHUNK_ELEMENTS values, a step
+        whose output cannot outgrow its input (WindowInto, the combiner
+        phases) all at once."""
         if not runs:
             return
         self._counts[pcoll] += runs_lib.count(runs)
         for index, codec in self._output_codecs.get(pcoll, ()):
             self._pending.setdefault(index, (codec, []))[1].extend(runs)
         for spec in self._consumers.get(pcoll, ()):
-            step, sizer = self._steps[spec.transform_id], self._chunk_sizers[spec.transform_id]
+            step = self._steps[spec.transform_id]
+            if step.bounded_output:
+                # Slicing its input would only copy the value lists: what it
+                # outputs is no larger than what is already held.
+                for out_pcoll, out_runs in step.process(runs):
+                    self._emit(out_pcoll, out_runs)
+                continue
+            sizer = self._chunk_sizers[spec.transform_id]
             for chunk in runs_lib.chunks(runs, sizer.size):
                 outputs, produced = step.process(chunk), 0
                 try:

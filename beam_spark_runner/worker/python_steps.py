@@ -186,6 +186,9 @@ class Step:
     """Base of the executors: `process(runs)` and `finish()` return
     iterables of (output pcollection, runs) (a ParDo's `process` is a
     generator)."""
+    # At most one output per input value and window (WindowInto, combiner
+    # phases): the stage hands such a step its input whole, unchunked.
+    bounded_output = True
 
     def __init__(self, spec, scoped):
         self.spec = spec
@@ -216,6 +219,8 @@ class Step:
 
 
 class ParDoStep(Step):
+    bounded_output = False      # any number of outputs per value
+
     def __init__(self, spec, plain, windowfn, scoped):
         super().__init__(spec, scoped)
         self._plain = plain

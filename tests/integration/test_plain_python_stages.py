@@ -457,6 +457,36 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
         assert max(pieces[1:]) <= OUTPUT_PIECE
 
 
+def test_window_into_and_the_precombine_get_their_input_whole():
+    """Only a ParDo's input is cut into chunks (its fan-out is unknown): a
+    WindowInto or a combiner phase outputs no more than it is given, so it
+    gets its input whole instead of slices that copy its value lists."""
+    from beam_spark_runner.worker import runs
+    from beam_spark_runner.worker.python_stage import CHUNK_ELEMENTS, PythonStageRunner
+    p = beam.Pipeline()
+    both = (p | "A" >> beam.Create([("a", 1)]), p | "B" >> beam.Create([("b", 1)])) | beam.Flatten()
+    _ = (both | "Window" >> beam.WindowInto(window.FixedWindows(10))
+         | "Count" >> beam.combiners.Count.PerKey())
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "Window")
+    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    calls = collections.defaultdict(list)    # step name -> values per call
+    for spec in stage.python_spec.steps:
+        step = runner._steps[spec.transform_id]
+
+        def spy(chunk, process=step.process, name=spec.name):
+            calls[name].append(runs.count(chunk))
+            return process(chunk)
+        step.process = spy
+    n = 5 * CHUNK_ELEMENTS
+    block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [("k%d" % (i % 3), i) for i in range(n)])])
+    counts = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
+    runner.close()
+    assert counts == {"k0": (n + 2) // 3, "k1": (n + 1) // 3, "k2": n // 3}   # partial counts
+    (window_into,) = [name for name in calls if name.endswith("Window")]
+    (precombine,) = [name for name in calls if name.endswith("Precombine")]
+    assert calls[window_into] == [n] and calls[precombine] == [n]
+
+
 class _SumOfInputs(beam.combiners.CountCombineFn):
     """A subclass: its own add_input(s) must be used, not a count."""
 
