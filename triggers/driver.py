@@ -26,6 +26,13 @@ Guarantees of ``KeyReducer``:
 A leftover, unfired buffer is *not* emitted at garbage collection (the Python
 SDK's behaviour; the Java SDK would emit a final pane).
 
+With ``compact`` (a function from a window's buffered values to an
+equivalent, usually shorter, list: a lifted combiner's accumulators merged
+into one, as Beam's runners combine in their GroupAlsoByWindow), a window's
+buffer is compacted whenever elements join it or windows merge into it:
+panes then carry the compacted values. Triggers still see every element
+(``on_element`` runs before compaction), so element counts are unchanged.
+
 Times: the methods above take Timestamps (or seconds, as ``Timestamp.of``);
 their ``*_us`` twins take int microseconds, which is what the driver keeps
 internally (``triggers.state``) and what a runner that already has micros
@@ -92,8 +99,9 @@ class ReduceSpec(object):
   """Immutable per-transform configuration; builds per-key reducers."""
 
   def __init__(self, window_fn, trigger, accumulation_mode, timestamp_combiner=None,
-               allowed_lateness=0):
+               allowed_lateness=0, compact=None):
     self.window_fn = window_fn
+    self.compact = compact
     self.trigger = compile_trigger(trigger)
     mode = int(accumulation_mode)
     if mode not in (DISCARDING, ACCUMULATING, RETRACTING):
@@ -105,11 +113,11 @@ class ReduceSpec(object):
     self.merging = window_fn.is_merging()
 
   @classmethod
-  def from_windowing(cls, windowing):
+  def from_windowing(cls, windowing, compact=None):
     """From an ``apache_beam.transforms.core.Windowing``."""
     return cls(windowing.windowfn, windowing.triggerfn,
                windowing.accumulation_mode, windowing.timestamp_combiner,
-               windowing.allowed_lateness)
+               windowing.allowed_lateness, compact)
 
   def new_reducer(self, state=None, clock=None):
     return KeyReducer(self, state if state is not None else KeyState(),
@@ -179,6 +187,7 @@ class KeyReducer(object):
     out = []
     trigger = self._trigger
     policy = self.spec.policy
+    compact = self.spec.compact
     for k, (w, elems) in groups.items():
       st = windows.get(k)
       if st is None:
@@ -195,6 +204,8 @@ class KeyReducer(object):
       for wv in elems:
         buf.append(wv.value)
         trigger.on_element(ctx)
+      if compact is not None and len(buf) > 1:
+        st.elements = compact(buf)
       if trigger.should_fire(ctx, input_watermark):
         finished = trigger.on_fire(ctx, input_watermark)
         self._emit(out, st, finished, output_watermark, False)
@@ -250,6 +261,8 @@ class KeyReducer(object):
       # Pane counters survive only for a window that merges into itself.
       new.index, new.nonspec, new.last = own.index, own.nonspec, own.last
     new.trig = merge_trigger_states([p.trig for p in parts]) if parts else {}
+    if self.spec.compact is not None and len(new.elements) > 1:
+      new.elements = self.spec.compact(new.elements)
     windows[result_key] = new
     # Timers of merged-away windows now belong to the result.
     tm = ks.timers.get(result_key)
