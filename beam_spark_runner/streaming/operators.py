@@ -574,7 +574,8 @@ class GroupOperator:
     def __init__(self, op, plan, key_groups):
         self.op = op
         self._codec = grouping.GroupCodec(plan.components, op.group)
-        self._spec = ReduceSpec.from_windowing(self._codec.windowing)
+        merger = grouping.AccumulatorMerger(plan.components, op.group) if op.group.combine else None
+        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger)
         self._dest = "group:%s" % op.name
         self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
                                  plan.broadcast_dests)

@@ -95,6 +95,15 @@ class StagePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class LiftedCombine:
+    """The combiner lifted around a GroupByKey (Beam's `lift_combiners`:
+    Precombine -> GroupByKey -> MergeAccumulators): the GroupByKey groups
+    accumulators, which it may merge as they arrive."""
+    combine_fn: bytes           # serialized FunctionSpec of the CombineFn
+    data_input_coder_id: str    # SDK-side windowed KV<K, Accumulator> coder of the input
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupPlan:
     """A GroupByKey done by Spark: a shuffle on encoded keys, then windowing."""
     name: str                   # the GroupByKey transform id
@@ -102,6 +111,7 @@ class GroupPlan:
     input_coder_id: str         # windowed KV<K, V> coder written by producers
     output_coder_id: str        # windowed KV<K, Iterable<V>> coder read by consumers
     windowing_strategy_id: str
+    combine: Optional[LiftedCombine] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +171,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
     safe = context.safe_coders
     stage_plans = []
     groups = {}
+    lifted = lifted_combines(context, stages)
     for index, stage in enumerate(stages):
         inputs, outputs, side_inputs, names = [], [], [], []
         transforms = {}
@@ -178,7 +189,8 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                 port = _port(t, coder_id)
                 outputs.append(port)
                 if port.buffer.kind == GROUP:
-                    groups[port.buffer.name] = _group_plan(context, port.buffer.name)
+                    groups[port.buffer.name] = _group_plan(context, port.buffer.name,
+                                                           lifted.get(port.buffer.name))
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
             else:
                 names.append(t.unique_name)
@@ -222,7 +234,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
 
 
-def _group_plan(context, gbk_id) -> GroupPlan:
+def _group_plan(context, gbk_id, combine=None) -> GroupPlan:
     components = context.components
     gbk = components.transforms[gbk_id]
     in_pcoll = translations.only_element(gbk.inputs.values())
@@ -234,7 +246,50 @@ def _group_plan(context, gbk_id) -> GroupPlan:
         input_coder_id=safe[data_coders[in_pcoll]],
         output_coder_id=safe[data_coders[out_pcoll]],
         windowing_strategy_id=components.pcollections[in_pcoll].windowing_strategy_id,
+        combine=combine,
     )
+
+
+_PRECOMBINE_URN = common_urns.combine_components.COMBINE_PER_KEY_PRECOMBINE.urn
+_MERGE_URN = common_urns.combine_components.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn
+_RUNNER_IO_URNS = (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN)
+
+
+def lifted_combines(context, stages) -> Dict[str, LiftedCombine]:
+    """GroupByKey id -> LiftedCombine, for each GroupByKey whose input comes
+    only from a Precombine and whose output goes only to MergeAccumulators
+    of the same CombineFn (what Beam's `lift_combiners` builds). Merging the
+    accumulators it groups changes nothing its readers can see: they merge
+    them anyway."""
+    producers, consumers = {}, {}
+    for stage in stages:
+        for t in stage.transforms:
+            if t.spec.urn in _RUNNER_IO_URNS:
+                continue
+            for pcoll in t.outputs.values():
+                producers[pcoll] = t
+            for pcoll in t.inputs.values():
+                consumers.setdefault(pcoll, []).append(t)
+    out = {}
+    for gbk_id, gbk in context.components.transforms.items():
+        if gbk.spec.urn != common_urns.primitives.GROUP_BY_KEY.urn:
+            continue
+        in_pcoll = translations.only_element(gbk.inputs.values())
+        out_pcoll = translations.only_element(gbk.outputs.values())
+        pre, readers = producers.get(in_pcoll), consumers.get(out_pcoll, [])
+        if pre is None or pre.spec.urn != _PRECOMBINE_URN or not readers:
+            continue
+        fn = _combine_fn(pre)
+        if all(r.spec.urn == _MERGE_URN and _combine_fn(r) == fn for r in readers):
+            coder_id = context.data_channel_coders.get(in_pcoll)
+            if coder_id is not None:
+                out[gbk_id] = LiftedCombine(fn, coder_id)
+    return out
+
+
+def _combine_fn(transform) -> bytes:
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.CombinePayload)
+    return payload.combine_fn.SerializeToString()
 
 
 def _copy(transform):
@@ -244,6 +299,6 @@ def _copy(transform):
 
 
 __all__ = [
-    "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "NativeTransform", "GroupPlan",
+    "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "NativeTransform", "GroupPlan", "LiftedCombine",
     "ExecutionPlan", "build_plan", "IMPULSE", "MATERIALIZE", "GROUP",
 ]

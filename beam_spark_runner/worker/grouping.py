@@ -92,6 +92,36 @@ class GroupCodec:
             yield out.get()
 
 
+class AccumulatorMerger:
+    """`compact` for the reduce driver of a GroupByKey around which a
+    combiner was lifted (`GroupPlan.combine`): merges the accumulators a
+    window has buffered into one with the CombineFn's `merge_accumulators`,
+    as Beam's runners combine in their GroupAlsoByWindow. Without it an
+    ACCUMULATING window with early firings keeps, and re-emits in every pane,
+    one accumulator per producing task and micro-batch.
+
+    The runner holds values as its "safe" coder decodes them (opaque bytes
+    for a coder it does not know); an accumulator is recovered through the
+    byte-identical SDK-side data channel coder, and the merged one goes back
+    the same way."""
+
+    def __init__(self, components: bytes, group):
+        from apache_beam.portability.api import beam_runner_api_pb2
+        from apache_beam.transforms import core
+        ctx = context.components_context(components)
+        runner_value = ctx.coders[group.input_coder_id].wrapped_value_coder.value_coder().get_impl()
+        sdk_value = ctx.coders[group.combine.data_input_coder_id].wrapped_value_coder.value_coder().get_impl()
+        self._to_runner = lambda acc: runner_value.decode_nested(sdk_value.encode_nested(acc))
+        self._to_accumulator = lambda v: sdk_value.decode_nested(runner_value.encode_nested(v))
+        spec = beam_runner_api_pb2.FunctionSpec.FromString(group.combine.combine_fn)
+        self._fn = core.CombineFn.from_runner_api(spec, ctx)
+        self._fn.setup()
+
+    def __call__(self, values):
+        merged = self._fn.merge_accumulators([self._to_accumulator(v) for v in values])
+        return [self._to_runner(merged)]
+
+
 def _retracting_output_coder(group, post, value_coder):
     """The output coder of a RETRACTING GroupByKey, whose panes may be
     `Retraction(values)`. `translation.retracting.rewrite_retracting` gave its

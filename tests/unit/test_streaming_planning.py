@@ -420,3 +420,106 @@ def test_a_side_input_reader_starts_its_stage_after_a_window_into():
     assert op.stage.sdk_transforms == ("UsesSide",)
     assert any("MainWindows" in o.stage.sdk_transforms for o in plan.operators
                if o.kind == STATELESS and o.stage is not None)
+
+
+class _IntSum(beam.CombineFn):
+    """A sum whose accumulator is the int itself."""
+
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, acc, value):
+        return acc + value
+
+    def merge_accumulators(self, accs):
+        return sum(accs)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def _lifted_pipeline(mode=2):
+    """Sum lifted (Beam lifts a trigger counting single elements) beside a
+    plain GroupByKey; `mode`: the accumulation mode's proto value."""
+    from apache_beam.transforms import trigger
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    stream = (TestStream()
+              .add_elements([window.TimestampedValue(("a", 1), 1)])
+              .advance_watermark_to_infinity())
+    windowed = p | stream | beam.WindowInto(
+        window.FixedWindows(10),
+        trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1)),
+        accumulation_mode=mode)
+    windowed | "Sum" >> beam.CombinePerKey(_IntSum()) | "PrintSums" >> beam.Map(print)
+    windowed | "Group" >> beam.GroupByKey() | "PrintGroups" >> beam.Map(print)
+    return p
+
+
+def _groups_by_name(plan):
+    return {op.display_name: op.group for op in plan.operators if op.kind == GROUP}
+
+
+def test_a_group_by_key_between_a_lifted_combiners_phases_knows_its_combine_fn():
+    groups = _groups_by_name(plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline())))
+    (lifted,) = [g for name, g in groups.items() if name.startswith("Sum/")]
+    (plain,) = [g for name, g in groups.items() if name.startswith("Group")]
+    assert lifted.combine is not None and plain.combine is None
+    from apache_beam.portability.api import beam_runner_api_pb2
+    from apache_beam.transforms import core
+    from beam_spark_runner.worker import context
+    fn = core.CombineFn.from_runner_api(
+        beam_runner_api_pb2.FunctionSpec.FromString(lifted.combine.combine_fn),
+        context.components_context(plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline())).components))
+    assert fn.merge_accumulators([2, 3]) == 5
+
+
+def test_a_retracting_combine_is_not_lifted_so_its_group_by_key_merges_nothing():
+    import triggers
+    plan = plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline(triggers.RETRACTING)))
+    assert all(g.combine is None for g in _groups_by_name(plan).values())
+
+
+def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
+    """Two producers each send a partial sum per micro-batch: the window
+    keeps one merged accumulator, and every early pane carries exactly one,
+    with the running total (before, it kept and re-emitted all of them)."""
+    plan = plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline()))
+    (group_op,) = [op for op in plan.operators if op.kind == GROUP and op.group.combine is not None]
+    operator = GroupOperator(group_op, plan, 2)
+    codec = operator._codec
+    from apache_beam.utils.windowed_value import WindowedValue
+    from beam_spark_runner.worker import context
+    ctx = context.components_context(plan.components)
+    sdk_value = ctx.coders[group_op.group.combine.data_input_coder_id].wrapped_value_coder.value_coder().get_impl()
+    runner_value = codec.value_impl
+    w = window.IntervalWindow(0, 10)
+    key = codec.key_impl.encode_nested(
+        codec.pre_impl.decode_nested(codec.pre_impl.encode_nested(
+            WindowedValue((b"\x01a", b""), 1, (w,)))).value[0])
+
+    def partial_sum(acc):
+        value = runner_value.decode_nested(sdk_value.encode_nested(acc))
+        element = codec.pre_impl.encode_nested(WindowedValue((b"\x01a", value), w.max_timestamp(), (w,)))
+        return R.data("gbk:" + group_op.name, element, 0, R.key_group(key, 2), key)
+
+    def panes(result):
+        out = []
+        for r in result.rows:
+            if r[0] == R.DATA:
+                stream = __import__("apache_beam.coders.coder_impl", fromlist=["x"]).create_InputStream(r[4])
+                while stream.size():
+                    wv = codec.post_impl.decode_from_stream(stream, True)
+                    out.append([sdk_value.decode_nested(runner_value.encode_nested(v)) for v in wv.value[1]])
+        return out
+
+    blob, totals = None, []
+    for batch in range(1, 6):
+        result = operator.run(blob, [partial_sum(batch), partial_sum(10 * batch)], [[AFTER_ALL, MIN_MICROS, batch]])
+        blob = result.blob
+        totals.append(panes(result))
+    assert totals == [[[11 * sum(range(1, b + 1))]] for b in range(1, 6)]
+    (snapshot,) = pickle.loads(blob)["keys"].values()
+    (window_state,) = pickle.loads(snapshot)[0]
+    assert len(window_state[1]) == 1                      # one buffered accumulator
+    on_time = operator.run(blob, [], [[AFTER_ALL, 20_000_000, 6]])
+    assert panes(on_time) == [[165]]
