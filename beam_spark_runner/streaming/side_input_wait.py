@@ -1,0 +1,207 @@
+"""Side inputs of a keyed streaming operator: which rows are side input,
+which side windows a main-input element waits for, and when they are ready.
+
+`SideInputs` is one operator's side-input configuration (built once per
+worker); `WaitingForSides` is one key-group's side data, side watermarks and
+waiting main-input elements during one micro-batch, saved in the key-group's
+state between batches. No Spark here.
+"""
+import collections
+
+from apache_beam.portability.api import beam_runner_api_pb2
+
+from beam_spark_runner.streaming.window_expiry import main_input_strategies
+from beam_spark_runner.worker import context
+from beam_spark_runner.worker.side_inputs import latest_window_end_us
+from windowing.timestamps import MIN_US as MIN_MICROS
+
+
+class WaitingForSides:
+    """One key-group's side inputs during one batch of a keyed operator: the
+    side data and side watermarks seen so far, the main-input entries waiting
+    for their side windows (`SideInputs.pending`), and the harness they are
+    installed into, only before user code runs and only when changed.
+
+    With `collect` (a stateless stage: no timer or residual reads side data
+    later), side windows no main-input element can need any more are
+    dropped as the watermark passes them (`SideInputs.expiry`), so the side
+    data held stays bounded in a long-running pipeline. A main-input element
+    that arrives needing a dropped window is droppably late (behind the
+    watermark by more than its allowed lateness): it is dropped and counted
+    (`dropped`), never run against a side input that lost its data."""
+
+    def __init__(self, sides, saved, harness, collect=False):
+        self._sides = sides
+        self._harness = harness
+        self._collect = collect
+        # dest -> [(latest window end micros or None: kept for good, encoded row)]
+        self.side = {dest: [row if isinstance(row, tuple) else (None, row) for row in rows]
+                     for dest, rows in saved.get("side", {}).items()}
+        self.side_wm = saved.get("side_wm", {})
+        self.side_collected = saved.get("side_collected", {})   # dest -> windows ending before this are gone
+        self.pending = saved.get("pending", [])
+        self.dropped = 0
+        self._stale = True
+
+    def take(self, rows, seq):
+        """DATA rows of one seq: side rows are kept, main rows wait."""
+        for row in rows:
+            if row[1] in self._sides.dests:
+                end = self._sides.window_end(row[1], row[4]) if self._collect else None
+                self.side.setdefault(row[1], []).append((end, row[4]))
+                self._stale = True
+            else:
+                self.pending.append(self._sides.pending(row, seq))
+
+    def advance(self, step):
+        self._sides.advance(self.side_wm, step)
+        if self._collect:
+            self._collect_side_windows(step[0])
+
+    def _collect_side_windows(self, wm):
+        """Drops the side rows of windows ending before wm - the main input's
+        allowed lateness, except those a waiting element still needs."""
+        for dest, lateness in self._sides.expiry.items():
+            horizon = min([wm - lateness] + [_earliest_needs(p)[dest] for p in self.pending])
+            if horizon <= self.side_collected.get(dest, MIN_MICROS):
+                continue
+            self.side_collected[dest] = horizon
+            rows = self.side.get(dest, [])
+            kept = [r for r in rows if r[0] is None or r[0] >= horizon]
+            if len(kept) < len(rows):
+                self.side[dest] = kept
+                self._stale = True
+
+    def ready_bundles(self, input_index):
+        """[(seq, bundle)] of the waiting entries whose side windows are now
+        ready, no longer waiting; the side data is installed if any."""
+        if self.side_collected:
+            kept = [p for p in self.pending
+                    if all(_earliest_needs(p)[dest] >= horizon for dest, horizon in self.side_collected.items())]
+            self.dropped += len(self.pending) - len(kept)
+            self.pending = kept
+        ready, self.pending = self._sides.split_ready(self.pending, self.side_wm)
+        if ready:
+            self.install()
+        return _bundles_by_seq(ready, input_index)
+
+    def install(self):
+        if self._stale:
+            self._harness.install_side_inputs(self._sides.state_entries(
+                {dest: [row for _, row in rows] for dest, rows in self.side.items()}))
+            self._stale = False
+
+    def hold(self):
+        """Earliest timestamp (micros) of a waiting element, or None."""
+        return min((p[3] for p in self.pending), default=None)
+
+    def saved(self):
+        return {"side": self.side, "side_wm": self.side_wm, "side_collected": self.side_collected,
+                "pending": self.pending}
+
+    def is_empty(self):
+        return not self.side and not self.side_wm and not self.pending
+
+
+class SideInputs:
+    """A stage's side inputs in streaming: which rows are side input, which
+    side window a main-input element needs, and when that window is ready.
+
+    A main input element may run once, for each side input, the side window
+    its window maps to is complete: the side input's watermark passed the
+    end of that window (a side input in the global window is complete at the
+    end of its input). Guarantee: the DoFn sees every pane of the side
+    window, never a part."""
+
+    def __init__(self, op, plan):
+        from apache_beam.portability.api import beam_fn_api_pb2
+        from apache_beam.pvalue import SideInputData
+        from apache_beam.utils import proto_utils
+        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
+        self._components = plan.components
+        self._sides = []    # (dest, SideInputPlan, window mapping fn)
+        # dest -> allowed lateness (micros) of the reading transform's main
+        # input, for the side inputs whose windows can expire: Beam's default
+        # window mapping (the side window holding the main window's end, so
+        # a main element needs no side window that ends before its own
+        # window) into non-global windows. A custom mapping may point
+        # anywhere: its side data is kept.
+        self.expiry = {}
+        for dest, si in op.side_inputs:
+            transform = descriptor.transforms[si.transform_id]
+            payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+            mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
+            self._sides.append((dest, si, mapping))
+            if _maps_via_end(mapping):
+                strategies = main_input_strategies(descriptor, transform, payload)
+                self.expiry[dest] = max((st.allowed_lateness for st in strategies), default=0) * 1000
+        self.dests = frozenset(d for d, _, _ in self._sides)
+        self._plans = {dest: si for dest, si, _ in self._sides}
+        # Main inputs decode with the coder their rows carry: the element
+        # coder, or for a keyed (stateful) stage the windowed KV coder.
+        self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
+                                                   or plan.keyed_dests[d])
+                            for d in op.inputs if d not in self.dests}
+
+    def pending(self, row, seq):
+        """A main-input row as a pending entry: (dest, element, seq,
+        timestamp micros, {side dest: latest side window end it needs},
+        {side dest: earliest side window end it needs})."""
+        wv = self._main_impls[row[1]].decode_nested(row[4])
+        ends = {side_dest: [mapping(w).max_timestamp().micros for w in wv.windows]
+                for side_dest, _, mapping in self._sides}
+        return (row[1], row[4], seq, wv.timestamp.micros,
+                {d: max(e) for d, e in ends.items()}, {d: min(e) for d, e in ends.items()})
+
+    def window_end(self, dest, row):
+        """Latest window end (micros) of a side row, or None if it never expires."""
+        if dest not in self.expiry:
+            return None
+        return latest_window_end_us(self._plans[dest], row, self._components)
+
+    @staticmethod
+    def advance(side_wm, step):
+        """Applies a step's side-input watermarks ([seq, wm, pt, {dest: wm}])."""
+        if len(step) > 2 and step[2]:
+            for dest, wm in step[2].items():
+                side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
+
+    @staticmethod
+    def split_ready(pending, side_wm):
+        """(ready, still waiting) pending entries."""
+        ready, waiting = [], []
+        for p in pending:
+            is_ready = all(side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items())
+            (ready if is_ready else waiting).append(p)
+        return ready, waiting
+
+    def state_entries(self, side):
+        """The harness state entries of the side input data seen so far."""
+        from beam_spark_runner.worker.side_inputs import state_entries
+        entries = []
+        for dest, si, _ in self._sides:
+            entries.extend(state_entries(si, side.get(dest, []), self._components))
+        return entries
+
+
+def _earliest_needs(pending):
+    """A pending entry's earliest side window end per side input (entries
+    saved before they carried it: the latest)."""
+    return pending[5] if len(pending) > 5 else pending[4]
+
+
+def _maps_via_end(mapping):
+    """Is `mapping` Beam's default window mapping into non-global windows
+    (apache_beam.transforms.sideinputs.default_window_mapping_fn)? Beam
+    offers no public test; the function's qualified name is the one place
+    that says so (a global-window mapping has another name)."""
+    return (getattr(mapping, "__module__", None) == "apache_beam.transforms.sideinputs"
+            and getattr(mapping, "__qualname__", "") == "default_window_mapping_fn.<locals>.map_via_end")
+
+
+def _bundles_by_seq(ready, input_index):
+    """Ready pending entries as [(seq, bundle)] in seq order."""
+    by_seq = collections.defaultdict(list)
+    for dest, element, seq, *_ in ready:
+        by_seq[seq].append((input_index[dest], element))
+    return sorted(by_seq.items())
