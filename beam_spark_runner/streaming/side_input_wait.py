@@ -42,21 +42,42 @@ class WaitingForSides:
         self.pending = saved.get("pending", [])
         self.dropped = 0
         self._stale = True
+        # dest -> LatestFiring, for side inputs whose view is their latest
+        # trigger firing; a new one's clock starts at the last step's time.
+        self.side_pt = saved.get("side_pt", MIN_MICROS)
+        saved_firings = saved.get("triggered", {})
+        self._firings = {dest: LatestFiring(spec, impl, saved_firings.get(dest), self.side_pt)
+                         for dest, (spec, impl) in getattr(sides, "triggered", {}).items()}
 
     def take(self, rows, seq):
-        """DATA rows of one seq: side rows are kept, main rows wait."""
+        """DATA rows of one seq: side rows are kept (or go through their
+        trigger), main rows wait."""
         for row in rows:
-            if row[1] in self._sides.dests:
-                end = self._sides.window_end(row[1], row[4]) if self._collect else None
-                self.side.setdefault(row[1], []).append((end, row[4]))
+            dest = row[1]
+            firing = self._firings.get(dest)
+            if firing is not None:
+                if firing.take(row[4], self.side_wm.get(dest, MIN_MICROS)):
+                    self._show_latest(dest)
+            elif dest in self._sides.dests:
+                end = self._sides.window_end(dest, row[4]) if self._collect else None
+                self.side.setdefault(dest, []).append((end, row[4]))
                 self._stale = True
             else:
                 self.pending.append(self._sides.pending(row, seq))
 
     def advance(self, step):
         self._sides.advance(self.side_wm, step)
+        self.side_pt = max(self.side_pt, step[1])
+        for dest, firing in self._firings.items():
+            if firing.advance(self.side_wm.get(dest, MIN_MICROS), step[1]):
+                self._show_latest(dest)
         if self._collect:
             self._collect_side_windows(step[0])
+
+    def _show_latest(self, dest):
+        """What the main input sees of `dest` is its latest firing."""
+        self.side[dest] = [(None, self._firings[dest].pane)]
+        self._stale = True
 
     def _collect_side_windows(self, wm):
         """Drops the side rows of windows ending before wm - the main input's
@@ -80,7 +101,8 @@ class WaitingForSides:
                     if all(_earliest_needs(p)[dest] >= horizon for dest, horizon in self.side_collected.items())]
             self.dropped += len(self.pending) - len(kept)
             self.pending = kept
-        ready, self.pending = self._sides.split_ready(self.pending, self.side_wm)
+        fired = {dest: firing.pane is not None for dest, firing in self._firings.items()}
+        ready, self.pending = self._sides.split_ready(self.pending, self.side_wm, fired)
         if ready:
             self.install()
         return _bundles_by_seq(ready, input_index)
@@ -96,11 +118,64 @@ class WaitingForSides:
         return min((p[3] for p in self.pending), default=None)
 
     def saved(self):
-        return {"side": self.side, "side_wm": self.side_wm, "side_collected": self.side_collected,
-                "pending": self.pending}
+        saved = {"side": self.side, "side_wm": self.side_wm, "side_collected": self.side_collected,
+                 "pending": self.pending}
+        if self._firings:
+            saved["triggered"] = {dest: firing.saved() for dest, firing in self._firings.items()}
+            saved["side_pt"] = self.side_pt
+        return saved
 
     def is_empty(self):
-        return not self.side and not self.side_wm and not self.pending
+        return (not self.side and not self.side_wm and not self.pending
+                and all(firing.is_empty() for firing in self._firings.values()))
+
+
+class LatestFiring:
+    """An unbounded side input in the global window with a trigger other than
+    the default: Beam's model gives the main input the elements of the side
+    input's latest trigger firing (the "slowly updating side input" pattern:
+    `Repeatedly(AfterProcessingTime(...))` over a PeriodicImpulse). The side
+    input's elements go through the reduce driver (`triggers/`) as one key,
+    under the side input's own trigger, accumulation mode and allowed
+    lateness, at its watermark and the batch's processing time; each pane
+    replaces what the main input sees (ACCUMULATING: everything so far;
+    DISCARDING: what arrived since the previous firing). A main-input element
+    waits until the first firing. Every key-group gets every side row and
+    the same time steps, so all compute the same panes."""
+
+    def __init__(self, spec, element_impl, saved=None, now_us=MIN_MICROS):
+        from triggers.state import ManualClock
+        self._impl = element_impl
+        self._clock = ManualClock.at_us(saved["pt"] if saved else now_us)
+        self._reducer = (spec.restore(saved["reducer"], self._clock) if saved
+                         else spec.new_reducer(clock=self._clock))
+        self.pane = saved["pane"] if saved else None   # encoded elements of the latest firing
+
+    def take(self, block, wm):
+        """Side elements (an encoded block) at side watermark `wm`; True if a pane fired."""
+        from beam_spark_runner.worker.grouping import decode_elements
+        elements = [wv.with_value(encoded) for wv, encoded in decode_elements(block, self._impl)]
+        return self._latest(self._reducer.process_us(elements, wm))
+
+    def advance(self, wm, pt):
+        """The side watermark and processing time move; True if a pane fired."""
+        panes = self._reducer.advance_processing_time_us(pt)
+        panes += self._reducer.advance_watermark_us(wm)
+        return self._latest(panes)
+
+    def _latest(self, panes):
+        from triggers import is_retraction
+        panes = [p for p in panes if not is_retraction(p.value)]
+        if not panes:
+            return False
+        self.pane = b"".join(panes[-1].value)
+        return True
+
+    def saved(self):
+        return {"reducer": self._reducer.snapshot(), "pt": self._clock.micros(), "pane": self.pane}
+
+    def is_empty(self):
+        return self.pane is None and self._reducer.state.is_empty()
 
 
 class SideInputs:
@@ -111,7 +186,9 @@ class SideInputs:
     its window maps to is complete: the side input's watermark passed the
     end of that window (a side input in the global window is complete at the
     end of its input). Guarantee: the DoFn sees every pane of the side
-    window, never a part."""
+    window, never a part. Except `triggered`: an unbounded side input in the
+    global window with a trigger other than the default, whose view is its
+    latest trigger firing (`LatestFiring`); an element waits for its first."""
 
     def __init__(self, op, plan):
         from apache_beam.portability.api import beam_fn_api_pb2
@@ -137,6 +214,13 @@ class SideInputs:
                 self.expiry[dest] = max((st.allowed_lateness for st in strategies), default=0) * 1000
         self.dests = frozenset(d for d, _, _ in self._sides)
         self._plans = {dest: si for dest, si, _ in self._sides}
+        # dest -> (ReduceSpec of its windowing, element coder impl)
+        self.triggered = triggered_side_inputs(op.side_inputs, plan.components)
+        if self.triggered:
+            # Before the stage's first bundle: its DoFns must read these side
+            # inputs again in every bundle, not once per bundle processor.
+            from beam_spark_runner.worker.beam_internals import reread_global_side_inputs_every_bundle
+            reread_global_side_inputs_every_bundle()
         # Main inputs decode with the coder their rows carry: the element
         # coder, or for a keyed (stateful) stage the windowed KV coder.
         self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
@@ -167,11 +251,14 @@ class SideInputs:
                 side_wm[dest] = max(side_wm.get(dest, MIN_MICROS), wm)
 
     @staticmethod
-    def split_ready(pending, side_wm):
-        """(ready, still waiting) pending entries."""
+    def split_ready(pending, side_wm, fired=None):
+        """(ready, still waiting) pending entries; `fired`: for the side
+        inputs viewed at their latest firing, whether they fired yet."""
+        fired = fired or {}
         ready, waiting = [], []
         for p in pending:
-            is_ready = all(side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items())
+            is_ready = all(fired[dest] if dest in fired else side_wm.get(dest, MIN_MICROS) > end
+                           for dest, end in p[4].items())
             (ready if is_ready else waiting).append(p)
         return ready, waiting
 
@@ -182,6 +269,27 @@ class SideInputs:
         for dest, si, _ in self._sides:
             entries.extend(state_entries(si, side.get(dest, []), self._components))
         return entries
+
+
+def triggered_side_inputs(side_inputs, components: bytes):
+    """{dest: (ReduceSpec, element coder impl)} of the side inputs viewed at
+    their latest trigger firing: unbounded PCollections in the global window
+    with a trigger other than the default. A bounded one completes with its
+    input and is seen whole, as any other side window."""
+    from apache_beam.portability import common_urns
+    from triggers.driver import ReduceSpec
+    protos = beam_runner_api_pb2.Components.FromString(components)
+    ctx = context.components_context(components)
+    out = {}
+    for dest, si in side_inputs:
+        pcoll = protos.pcollections[si.pcollection]
+        strategy = protos.windowing_strategies[pcoll.windowing_strategy_id]
+        if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
+                and strategy.window_fn.urn == common_urns.global_windows.urn
+                and strategy.trigger.WhichOneof("trigger") != "default"):
+            windowing = ctx.windowing_strategies[pcoll.windowing_strategy_id]
+            out[dest] = (ReduceSpec.from_windowing(windowing), context.coder_impl(components, si.coder_id))
+    return out
 
 
 def _earliest_needs(pending):

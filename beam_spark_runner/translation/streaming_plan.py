@@ -14,8 +14,10 @@ one Structured Streaming query:
   reads), whose residuals wait in state until their resume time, and a
   *side_inputs* operator a stage reading side inputs, which keeps the side
   inputs seen so far (every key-group gets a copy) and holds back main input
-  until the side input windows it needs are complete; all keep state per
-  key-group and run as a `transformWithState` keyed by key-group.
+  until the side input windows it needs are complete (an unbounded side
+  input in the global window with a trigger: until it first fired, then it
+  shows its latest firing); all keep state per key-group and run as a
+  `transformWithState` keyed by key-group.
 
 Rows name their destination (`dest`): "materialize:<pcoll>" and
 "group:<gbk>" are what stages read (as in the batch plan's buffers),
@@ -25,7 +27,6 @@ import dataclasses
 from typing import Dict, Tuple
 
 from apache_beam.portability import common_urns
-from apache_beam.portability.api import beam_runner_api_pb2
 
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases, plan as plan_lib
@@ -145,7 +146,6 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
 def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> StreamingPlan:
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
-    protos = None           # the plan's Components, parsed once a stage needs them
     keyed_dests, element_coders, broadcast = {}, {}, []
     sdf_outputs = {write_dest(port.buffer) for stage in execution.stages
                    if stage.rebalance and not stage.keyed for port in stage.outputs}
@@ -178,9 +178,6 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            if protos is None:
-                protos = beam_runner_api_pb2.Components.FromString(execution.components)
-            _reject_triggered_global_side_inputs(protos, stage)
             side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
                          for si in stage.side_inputs)
             broadcast.extend(d for d, _ in side if d not in broadcast)
@@ -245,35 +242,6 @@ def _placement(op, dest):
     if op.kind in (SDF, SIDE_INPUTS) or op.rebalance_input:
         return "element"
     return None
-
-
-def _reject_triggered_global_side_inputs(protos: beam_runner_api_pb2.Components, stage):
-    """An unbounded side input in the global window with a trigger other
-    than the default (Beam's "slowly updating side input":
-    Repeatedly(AfterProcessingTime) over a PeriodicImpulse) gets, in Beam's
-    model, the elements of its latest trigger firing. The streaming runner
-    gives a main-input element a side window once that window is complete,
-    with all its panes (what Beam's sideinputs_test expects of windows that
-    close); the global window of an unbounded PCollection closes only when
-    its source ends, so the main input would wait until then and then see
-    every firing. Rejected rather than answered so. A bounded side input
-    completes with its input, as Beam's RunInference tests of a triggered
-    global-window side input from Create expect."""
-    for si in stage.side_inputs:
-        pcoll = protos.pcollections[si.pcollection]
-        strategy = protos.windowing_strategies[pcoll.windowing_strategy_id]
-        if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
-                and strategy.window_fn.urn == common_urns.global_windows.urn
-                and strategy.trigger.WhichOneof("trigger") != "default"):
-            raise UnsupportedPipelineError(
-                "%s (transform %s) reads side input %r from %s, an unbounded PCollection in the "
-                "global window with a trigger other than the default: Beam gives it the elements of its latest trigger "
-                "firing, while the streaming runner hands a side window to the main input only once "
-                "the window is complete (for the global window: when the side input's source ends), "
-                "with all its firings. Not supported in streaming yet (%s). A side input in fixed windows "
-                "(PeriodicImpulse(..., apply_windowing=True) or WindowInto(FixedWindows(...))) updates "
-                "once per window." % (stage.display_name, si.transform_id, si.tag, si.pcollection,
-                                      STREAMING_ISSUE))
 
 
 def _with_pass_on(operators):

@@ -170,6 +170,19 @@ class InProcessSdkHarness:
             self._side_keys.add(state_key.SerializeToString())    # StateServicer's own key
 
 
+def reread_global_side_inputs_every_bundle():
+    """Beam's DoFn invoker computes, once per bundle processor, the arguments
+    of a DoFn whose side inputs are all in the global window (beam#28776),
+    which holds while such a side input is complete once read. A streaming
+    side input seen at its latest trigger firing changes between bundles:
+    the experiment Beam provides to turn that caching off is set in this
+    process (RuntimeValueProvider.experiments: where Beam's SDK harness puts
+    the pipeline's --experiments; our in-process harness has no options)."""
+    from apache_beam.options.value_provider import RuntimeValueProvider
+    RuntimeValueProvider.experiments = set(RuntimeValueProvider.experiments) | {
+        "disable_global_windowed_args_caching"}
+
+
 def fake_timer_endpoint():
     """Bundle processors only wire timers when a timer endpoint is named."""
     return endpoints_pb2.ApiServiceDescriptor(url="in-process")

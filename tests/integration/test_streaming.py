@@ -577,3 +577,38 @@ def test_a_stateful_dofns_window_expires_with_its_allowed_lateness(lateness_s, e
            | beam.ParDo(_BagSoFar()))
     assert_that(out, equal_to(expected))
     assert _runner_counter_after_run(p, "dropped_due_to_lateness") == dropped
+
+
+@pytest.mark.parametrize("mode, expected", [
+    (trigger.AccumulationMode.DISCARDING,
+     [("a", ["m1"]), ("b", ["m1"]), ("c", ["m2", "m3"]), ("d", ["m4"])]),
+    (trigger.AccumulationMode.ACCUMULATING,
+     [("a", ["m1"]), ("b", ["m1"]), ("c", ["m1", "m2", "m3"]), ("d", ["m1", "m2", "m3", "m4"])]),
+], ids=["discarding", "accumulating"])
+def test_a_triggered_side_input_in_the_global_window_is_seen_at_its_latest_firing(mode, expected):
+    """Beam's "slowly updating side input": an unbounded side input in the
+    global window with a repeated processing-time trigger. The main input
+    waits for its first firing, then each element sees the latest firing
+    (not the whole side input, which never completes while its source
+    runs): b arrives after m2 but before the next firing, so it still sees
+    m1; d after the firing that m4 came in time for."""
+    stream = (TestStream()
+              .add_elements([_tv("m1", 0)], tag="side")
+              .add_elements([_tv("a", 1)], tag="main")
+              .advance_processing_time(2)
+              .add_elements([_tv("m2", 2), _tv("m3", 3)], tag="side")
+              .add_elements([_tv("b", 4)], tag="main")
+              .advance_processing_time(2)
+              .add_elements([_tv("c", 5)], tag="main")
+              .add_elements([_tv("m4", 6)], tag="side")
+              .advance_processing_time(2)
+              .add_elements([_tv("d", 7)], tag="main")
+              .advance_watermark_to_infinity(tag="main")
+              .advance_watermark_to_infinity(tag="side"))
+    with _pipeline() as p:
+        streams = p | stream
+        side = streams["side"] | beam.WindowInto(
+            window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
+            accumulation_mode=mode)
+        out = streams["main"] | beam.Map(lambda x, models: (x, sorted(models)), beam.pvalue.AsList(side))
+        assert_that(out, equal_to(expected))

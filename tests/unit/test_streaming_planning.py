@@ -337,18 +337,18 @@ def _side_input_pipeline(side_windowing):
     return p
 
 
-def test_an_unbounded_triggered_side_input_in_the_global_window_is_rejected_at_submission():
-    """Beam's "slowly updating side input": the model gives the latest firing,
-    the streaming runner would wait for the end of the side input's source
-    (TestStream outputs are unbounded PCollections)."""
+def test_an_unbounded_triggered_side_input_in_the_global_window_is_viewed_at_its_latest_firing():
+    """Beam's "slowly updating side input" (TestStream outputs are unbounded
+    PCollections): planned, and the reading operator knows to show the side
+    input's latest firing rather than wait for its end."""
+    from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
     p = _side_input_pipeline(lambda window, trigger: beam.WindowInto(
         window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
         accumulation_mode=trigger.AccumulationMode.DISCARDING))
-    with pytest.raises(UnsupportedPipelineError, match=(
-            r"Use .*reads side input .* an unbounded PCollection in the global window with a trigger "
-            r"other than the default.*"
-            r"latest trigger firing")):
-        plan_streaming_pipeline(pipeline_proto_of(p))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (reader,) = [op for op in plan.operators if op.side_inputs]
+    ((dest, _),) = reader.side_inputs
+    assert set(triggered_side_inputs(reader.side_inputs, plan.components)) == {dest}
 
 
 @pytest.mark.parametrize("side_windowing", [
@@ -358,8 +358,10 @@ def test_an_unbounded_triggered_side_input_in_the_global_window_is_rejected_at_s
         accumulation_mode=trigger.AccumulationMode.DISCARDING),
 ], ids=["global-default-trigger", "fixed-early-firings"])
 def test_side_inputs_that_complete_are_planned(side_windowing):
+    from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
     plan = plan_streaming_pipeline(pipeline_proto_of(_side_input_pipeline(side_windowing)))
-    assert any(op.side_inputs for op in plan.operators)
+    (reader,) = [op for op in plan.operators if op.side_inputs]
+    assert triggered_side_inputs(reader.side_inputs, plan.components) == {}
 
 
 def test_a_bounded_triggered_side_input_in_the_global_window_is_planned():
@@ -372,8 +374,10 @@ def test_a_bounded_triggered_side_input_in_the_global_window_is_planned():
         accumulation_mode=trigger.AccumulationMode.DISCARDING))
     (p | TestStream().add_elements(["m"]).advance_watermark_to_infinity()
      | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side)))
+    from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    assert any(op.side_inputs for op in plan.operators)
+    (reader,) = [op for op in plan.operators if op.side_inputs]
+    assert triggered_side_inputs(reader.side_inputs, plan.components) == {}
 
 
 def _two_streams_side_input_pipeline():
