@@ -188,7 +188,9 @@ class StatefulStageOperator(_StageBase):
     With side inputs, a main-input element waits in state until its side
     windows are ready (`side_input_wait.WaitingForSides`) and holds the output watermark at
     its timestamp meanwhile; timers fire with the side input data seen so
-    far."""
+    far. Side windows go with the windows that could read them: once the
+    watermark passes their end plus the allowed lateness, after the step's
+    timers fired."""
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
@@ -252,8 +254,11 @@ class StatefulStageOperator(_StageBase):
                 self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
             if what == "step" and self._expiry.enabled:
                 # After the step's timers fired: a window's own timers run
-                # before its state goes (they are due by its expiry).
+                # before its state goes (they are due by its expiry), and
+                # before the side windows only it could still read.
                 self._expiry.collect(runner.harness, runner.timers, wm)
+                if waiting is not None:
+                    waiting.collect(wm)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
@@ -267,7 +272,9 @@ class StatefulStageOperator(_StageBase):
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
-        metrics = self._take_metrics(len(data_rows), out, {"dropped_due_to_lateness": dropped})
+        metrics = self._take_metrics(len(data_rows), out, {
+            "dropped_due_to_lateness": dropped,
+            "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0})
         return KeyGroupResult(new_blob, out + metrics, hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):

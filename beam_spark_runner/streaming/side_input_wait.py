@@ -25,7 +25,8 @@ class WaitingForSides:
     With `collect` (a stateless stage: no timer or residual reads side data
     later), side windows no main-input element can need any more are
     dropped as the watermark passes them (`SideInputs.expiry`), so the side
-    data held stays bounded in a long-running pipeline. A main-input element
+    data held stays bounded in a long-running pipeline; a stateful stage
+    calls `collect` itself once a step's timers fired. A main-input element
     that arrives needing a dropped window is droppably late (behind the
     watermark by more than its allowed lateness): it is dropped and counted
     (`dropped`), never run against a side input that lost its data."""
@@ -59,7 +60,7 @@ class WaitingForSides:
                 if firing.take(row[4], self.side_wm.get(dest, MIN_MICROS)):
                     self._show_latest(dest)
             elif dest in self._sides.dests:
-                end = self._sides.window_end(dest, row[4]) if self._collect else None
+                end = self._sides.window_end(dest, row[4])
                 self.side.setdefault(dest, []).append((end, row[4]))
                 self._stale = True
             else:
@@ -72,16 +73,19 @@ class WaitingForSides:
             if firing.advance(self.side_wm.get(dest, MIN_MICROS), step[1]):
                 self._show_latest(dest)
         if self._collect:
-            self._collect_side_windows(step[0])
+            self.collect(step[0])
 
     def _show_latest(self, dest):
         """What the main input sees of `dest` is its latest firing."""
         self.side[dest] = [(None, self._firings[dest].pane)]
         self._stale = True
 
-    def _collect_side_windows(self, wm):
+    def collect(self, wm):
         """Drops the side rows of windows ending before wm - the main input's
-        allowed lateness, except those a waiting element still needs."""
+        allowed lateness, except those a waiting element still needs. A
+        stateful stage calls it itself, after the step's timers fired and
+        its expired windows went: a live window's timers map to side windows
+        ending at or after its own end, which is not before the horizon."""
         for dest, lateness in self._sides.expiry.items():
             horizon = min([wm - lateness] + [_earliest_needs(p)[dest] for p in self.pending])
             if horizon <= self.side_collected.get(dest, MIN_MICROS):

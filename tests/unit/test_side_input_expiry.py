@@ -75,12 +75,13 @@ def test_an_element_needing_an_expired_side_window_is_dropped_and_counted():
 
 
 def test_without_collect_and_for_state_saved_before_expiry_side_rows_stay():
-    """Stateful and splittable stages keep their side data (timers and
-    residuals read it later); rows saved without a window end never expire."""
+    """Without `collect` (splittable stages: residuals read side data later;
+    a stateful stage collects itself, after its timers) the watermark drops
+    nothing; rows saved without a window end never expire."""
     waiting = WaitingForSides(_Sides(), {}, _Harness(), collect=False)
     waiting.take([_side_row(10)], seq=0)
     waiting.advance(_step(1000, side_wm=1000))
-    assert [end for end, _ in waiting.side[SIDE]] == [None]
+    assert waiting.side[SIDE] == [(10, 10)]
     restored = WaitingForSides(_Sides(), {"side": {SIDE: [b"old row"]}}, _Harness(), collect=True)
     restored.advance(_step(1000, side_wm=1000))
     assert restored.side[SIDE] == [(None, b"old row")]
@@ -91,3 +92,84 @@ def test_only_beams_default_window_mapping_lets_side_windows_expire():
     assert side_input_wait._maps_via_end(sideinputs.default_window_mapping_fn(window.FixedWindows(10)))
     assert not side_input_wait._maps_via_end(sideinputs.default_window_mapping_fn(window.GlobalWindows()))
     assert not side_input_wait._maps_via_end(lambda w: w)
+
+
+class _RunningSum(__import__("apache_beam").DoFn):
+    """A stateful DoFn reading a side input: per key, the running sum times it."""
+    import apache_beam as _beam
+    SUM = _beam.transforms.userstate.CombiningValueStateSpec("sum", sum)
+
+    def process(self, kv, factor, total=_beam.DoFn.StateParam(SUM)):
+        total.add(kv[1])
+        yield kv[0], total.read() * factor
+
+
+def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read():
+    """A stateful DoFn reading a fixed-window side input (lateness 0): once
+    the watermark passes a side window's end, after the step's timers fired
+    and the expired windows went, the side window's rows go too (they were
+    kept for the whole run before); a live window still sees its value."""
+    import pickle
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms import window
+    from apache_beam.utils.windowed_value import WindowedValue
+    from beam_spark_runner.runner import pipeline_proto_of, plan_streaming_pipeline
+    from beam_spark_runner.streaming import operators, rows as R
+    from beam_spark_runner.translation.streaming_plan import STATEFUL
+    from beam_spark_runner.worker import context
+
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    streams = p | (TestStream().add_elements([("a", 1)], tag="main").add_elements([5], tag="side")
+                   .advance_watermark_to_infinity(tag="main").advance_watermark_to_infinity(tag="side"))
+    factor = streams["side"] | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
+    _ = (streams["main"] | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+         | beam.ParDo(_RunningSum(), beam.pvalue.AsSingleton(factor)) | beam.GroupByKey() | beam.Map(print))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (op,) = [o for o in plan.operators if o.kind == STATEFUL]
+    operator = operators.build(op, plan, 2)
+    ((side_dest, side_plan),) = op.side_inputs
+    (main_dest,) = [d for d in op.inputs if d != side_dest]
+    side_impl = context.coder_impl(plan.components, side_plan.coder_id)
+    main_coder = context.components_context(plan.components).coders[plan.keyed_dests[main_dest]]
+    key_impl = main_coder.wrapped_value_coder.key_coder().get_impl()
+    main_impl = main_coder.get_impl()
+
+    def side_row(value, start):
+        # The runner holds side input elements through its safe coder: the
+        # value is the SDK coder's (FastPrimitivesCoder's) encoding.
+        w = window.IntervalWindow(start, start + 10)
+        encoded = beam.coders.FastPrimitivesCoder().encode(value)
+        return R.data(side_dest, side_impl.encode_nested(WindowedValue(encoded, start, (w,))), 0)
+
+    def main_row(key, value, ts):
+        w = window.IntervalWindow(ts - ts % 10, ts - ts % 10 + 10)
+        element = main_impl.encode_nested(WindowedValue((key, value), ts, (w,)))
+        return R.data(main_dest, element, 0, 0, key_impl.encode_nested(key))
+
+    def step(wm_s, side_wm_s):
+        return [[1, wm_s * 1_000_000, 0, {side_dest: side_wm_s * 1_000_000}]]
+
+    def outputs(result):
+        from apache_beam.coders.coder_impl import create_InputStream
+        (out_port,) = op.stage.outputs
+        impl = context.coder_impl(plan.components, out_port.coder_id)
+        values = []
+        for r in result.rows:
+            if r[0] == R.DATA:
+                stream = create_InputStream(r[4])
+                while stream.size():
+                    values.append(impl.decode_from_stream(stream, True).value)
+        return values
+
+    def side_windows(blob):
+        return len(pickle.loads(blob)["side"][side_dest])
+
+    first = operator.run(None, [side_row(2, 0), side_row(3, 10), side_row(4, 20), main_row("a", 1, 5)], step(5, 30))
+    assert outputs(first) == [("a", 2)] and side_windows(first.blob) == 3
+    # The watermark passes 10: side window [0, 10) goes; [10, 20) still serves.
+    second = operator.run(first.blob, [main_row("a", 2, 15)], step(12, 30))
+    assert outputs(second) == [("a", 6)] and side_windows(second.blob) == 2
+    third = operator.run(second.blob, [main_row("a", 10, 25)], step(21, 30))
+    assert outputs(third) == [("a", 40)] and side_windows(third.blob) == 1
