@@ -154,9 +154,19 @@ class LatestFiring:
         self._reducer = (spec.restore(saved["reducer"], self._clock) if saved
                          else spec.new_reducer(clock=self._clock))
         self.pane = saved["pane"] if saved else None   # encoded elements of the latest firing
+        # Blocks that arrived before any time step: their processing time is
+        # not known yet (a processing-time trigger would count from the
+        # beginning of time); they join at the first step's time.
+        self._early = list(saved.get("early", ())) if saved else []
 
     def take(self, block, wm):
         """Side elements (an encoded block) at side watermark `wm`; True if a pane fired."""
+        if self._clock.micros() == MIN_MICROS:
+            self._early.append(block)
+            return False
+        return self._process(block, wm)
+
+    def _process(self, block, wm):
         from beam_spark_runner.worker.grouping import decode_elements
         elements = [wv.with_value(encoded) for wv, encoded in decode_elements(block, self._impl)]
         return self._latest(self._reducer.process_us(elements, wm))
@@ -164,8 +174,10 @@ class LatestFiring:
     def advance(self, wm, pt):
         """The side watermark and processing time move; True if a pane fired."""
         panes = self._reducer.advance_processing_time_us(pt)
+        early, self._early = self._early, []
+        fired = any([self._process(block, wm) for block in early])
         panes += self._reducer.advance_watermark_us(wm)
-        return self._latest(panes)
+        return self._latest(panes) or fired
 
     def _latest(self, panes):
         from triggers import is_retraction
@@ -176,10 +188,11 @@ class LatestFiring:
         return True
 
     def saved(self):
-        return {"reducer": self._reducer.snapshot(), "pt": self._clock.micros(), "pane": self.pane}
+        return {"reducer": self._reducer.snapshot(), "pt": self._clock.micros(), "pane": self.pane,
+                "early": self._early}
 
     def is_empty(self):
-        return self.pane is None and self._reducer.state.is_empty()
+        return self.pane is None and not self._early and self._reducer.state.is_empty()
 
 
 class SideInputs:

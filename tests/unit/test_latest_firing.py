@@ -44,7 +44,7 @@ def test_each_firing_replaces_the_view_discarding_shows_what_came_since_the_last
 
 def test_accumulating_shows_everything_so_far_and_state_survives_a_pickle():
     spec = _spec(T.AccumulationMode.ACCUMULATING, T.Repeatedly(T.AfterCount(1)))
-    firing = LatestFiring(spec, _IMPL)
+    firing = LatestFiring(spec, _IMPL, now_us=0)
     assert firing.take(_block("m1"), MIN_US) and _values(firing.pane) == ["m1"]
     restored = LatestFiring(spec, _IMPL, pickle.loads(pickle.dumps(firing.saved())))
     assert restored.take(_block("m2"), MIN_US) and _values(restored.pane) == ["m1", "m2"]
@@ -91,8 +91,11 @@ def test_main_input_waits_for_the_first_firing_then_runs_with_the_latest_one():
     waiting.take([_row("main", "a")], seq=1)
     assert waiting.ready_bundles({"main": 0}) == []       # the side input has not fired
     assert waiting.hold() == 0                            # the waiting element holds the watermark
-    waiting.advance(_step(0))
-    waiting.advance(_step(S))
+    # m1 came before any time step: it counts as arriving at the first
+    # step's processing time, so the trigger fires 1 s after that.
+    waiting.advance(_step(5 * S))
+    assert waiting.ready_bundles({"main": 0}) == []
+    waiting.advance(_step(6 * S))
     assert waiting.ready_bundles({"main": 0}) == [(1, [(0, "a")])]
     assert harness.installed[-1] == ["m1"]
     # Saved and restored between micro-batches: the view stays until the next firing.
@@ -101,7 +104,7 @@ def test_main_input_waits_for_the_first_firing_then_runs_with_the_latest_one():
     waiting.take([_row("main", "b")], seq=3)
     assert waiting.ready_bundles({"main": 0}) == [(3, [(0, "b")])]
     assert harness.installed[-1] == ["m1"]
-    waiting.advance(_step(2 * S + 1))
+    waiting.advance(_step(7 * S + 1))
     waiting.take([_row("main", "c")], seq=4)
     assert waiting.ready_bundles({"main": 0}) == [(4, [(0, "c")])]
     assert harness.installed[-1] == ["m2"]
