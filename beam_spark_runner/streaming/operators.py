@@ -271,6 +271,7 @@ class StatefulStageOperator(_StageBase):
             hold, event_hold = _earliest(hold, waiting.hold()), _earliest(event_hold, waiting.hold())
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
+            _warn_dropped_for_side_input(self.op, waiting.dropped)
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
         metrics = self._take_metrics(len(data_rows), out, {
             "dropped_due_to_lateness": dropped,
@@ -302,15 +303,18 @@ class SdfOperator(_StageBase):
     With side inputs, an input element (element and restriction) waits until
     its side windows are ready (`side_input_wait.WaitingForSides`), holding the output
     watermark at its timestamp; it and its residuals run with the side input
-    data seen so far."""
+    data seen so far. Side windows go once the input watermark passes their
+    end plus the allowed lateness and neither a waiting element nor a
+    residual (which resumes `process` in its element's windows) reads them."""
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan) if op.side_inputs else None
+        self._dests = list(op.inputs)
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
-        pt = saved["pt"]
+        wm, pt = saved["wm"], saved["pt"]
         residuals = list(saved["residuals"])
         waiting = WaitingForSides(self._side_inputs, saved, self.runner.harness) if self._side_inputs else None
         out = []
@@ -321,7 +325,7 @@ class SdfOperator(_StageBase):
                 else:
                     waiting.take(item, seq)
             else:
-                pt = max(pt, item[1])
+                wm, pt = max(wm, item[0]), max(pt, item[1])
                 if waiting is not None:
                     waiting.advance(item)
                 due = [r for r in residuals if r[2] <= pt]
@@ -333,15 +337,23 @@ class SdfOperator(_StageBase):
             if waiting is not None:
                 for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                     residuals.extend(self._run(bundle, ready_seq, pt, out))
+                if what == "step":
+                    # After the step's due residuals and ready elements ran:
+                    # what is left to resume names the side windows it reads.
+                    waiting.collect(wm, [self._side_inputs.needs(self._dests[r[0]], r[1])[2] for r in residuals])
         hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
-        state = {"wm": saved["wm"], "pt": pt, "residuals": residuals}
+        state = {"wm": wm, "pt": pt, "residuals": residuals}
         empty = not residuals
+        dropped = 0
         if waiting is not None:
             hold = _earliest(hold, waiting.hold())
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
+            dropped = waiting.dropped
+            _warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
-        return KeyGroupResult(new_blob, out + self._take_metrics(len(data_rows), out), hold)
+        return KeyGroupResult(new_blob, out + self._take_metrics(
+            len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold)
 
     def _run(self, tagged, seq, pt, out):
         """Runs one bundle; returns its residuals as (input index, element,
@@ -375,12 +387,15 @@ class SideInputOperator(_StageBase):
             for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                 self._emit(self.runner.process(bundle), ready_seq, out)
         new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
-        if waiting.dropped:
-            _LOG.warning("%s dropped %d late main-input element(s) whose side-input windows had expired "
-                         "(behind the watermark by more than the allowed lateness)",
-                         self.op.display_name, waiting.dropped)
+        _warn_dropped_for_side_input(self.op, waiting.dropped)
         metrics = self._take_metrics(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
         return KeyGroupResult(new_blob, out + metrics, waiting.hold())
+
+
+def _warn_dropped_for_side_input(op, dropped):
+    if dropped:
+        _LOG.warning("%s dropped %d late main-input element(s) whose side-input windows had expired "
+                     "(behind the watermark by more than the allowed lateness)", op.display_name, dropped)
 
 
 class GroupOperator:

@@ -26,7 +26,8 @@ class WaitingForSides:
     later), side windows no main-input element can need any more are
     dropped as the watermark passes them (`SideInputs.expiry`), so the side
     data held stays bounded in a long-running pipeline; a stateful stage
-    calls `collect` itself once a step's timers fired. A main-input element
+    calls `collect` itself once a step's timers fired, a splittable stage
+    once its due residuals ran, naming what its residuals read. A main-input element
     that arrives needing a dropped window is droppably late (behind the
     watermark by more than its allowed lateness): it is dropped and counted
     (`dropped`), never run against a side input that lost its data."""
@@ -80,14 +81,18 @@ class WaitingForSides:
         self.side[dest] = [(None, self._firings[dest].pane)]
         self._stale = True
 
-    def collect(self, wm):
+    def collect(self, wm, also_needed=()):
         """Drops the side rows of windows ending before wm - the main input's
-        allowed lateness, except those a waiting element still needs. A
-        stateful stage calls it itself, after the step's timers fired and
-        its expired windows went: a live window's timers map to side windows
-        ending at or after its own end, which is not before the horizon."""
+        allowed lateness, except those a waiting element or an entry of
+        `also_needed` ({side dest: earliest side window end it reads}: a
+        splittable stage's residuals) still needs. A stateful stage calls it
+        itself, after the step's timers fired and its expired windows went:
+        a live window's timers map to side windows ending at or after its
+        own end, which is not before the horizon."""
+        needed = [_earliest_needs(p) for p in self.pending]
+        needed.extend(also_needed)
         for dest, lateness in self._sides.expiry.items():
-            horizon = min([wm - lateness] + [_earliest_needs(p)[dest] for p in self.pending])
+            horizon = min([wm - lateness] + [needs[dest] for needs in needed])
             if horizon <= self.side_collected.get(dest, MIN_MICROS):
                 continue
             self.side_collected[dest] = horizon
@@ -248,11 +253,18 @@ class SideInputs:
         """A main-input row as a pending entry: (dest, element, seq,
         timestamp micros, {side dest: latest side window end it needs},
         {side dest: earliest side window end it needs})."""
-        wv = self._main_impls[row[1]].decode_nested(row[4])
+        timestamp, latest, earliest = self.needs(row[1], row[4])
+        return (row[1], row[4], seq, timestamp, latest, earliest)
+
+    def needs(self, dest, element):
+        """What an encoded main-input element of `dest` reads: (its
+        timestamp micros, {side dest: latest side window end its windows
+        map to}, {side dest: earliest such end})."""
+        wv = self._main_impls[dest].decode_nested(element)
         ends = {side_dest: [mapping(w).max_timestamp().micros for w in wv.windows]
                 for side_dest, _, mapping in self._sides}
-        return (row[1], row[4], seq, wv.timestamp.micros,
-                {d: max(e) for d, e in ends.items()}, {d: min(e) for d, e in ends.items()})
+        return (wv.timestamp.micros, {d: max(e) for d, e in ends.items()},
+                {d: min(e) for d, e in ends.items()})
 
     def window_end(self, dest, row):
         """Latest window end (micros) of a side row, or None if it never expires."""

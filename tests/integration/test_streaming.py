@@ -549,6 +549,24 @@ def test_side_windows_expire_with_the_main_inputs_lateness(lateness_s, expected,
     assert _runner_counter_after_run(p, "dropped_late_for_side_input") == dropped
 
 
+def test_a_splittable_dofns_residual_keeps_the_side_window_it_reads():
+    """"a" (window [0, 10)) runs one position per bundle; the watermark
+    reaches 100 (lateness 0) before its residuals resume. Side window
+    [0, 10) stays while a residual of "a" needs it (each position sees
+    factor 10: a dropped window would fail the singleton view), then goes."""
+    side_stream = TestStream().add_elements([_tv(10, 5), _tv(20, 15)]).advance_watermark_to_infinity()
+    main_stream = (TestStream()
+                   .add_elements([_tv(("a", 6), 6), _tv(("b", 1), 16)])
+                   .advance_watermark_to(100)
+                   .advance_watermark_to_infinity())
+    p = _pipeline()
+    factor = p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
+    out = (p | "Main" >> main_stream | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+           | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)))
+    assert_that(out, equal_to([("a", 10 * i) for i in range(6)] + [("b", 0)]))
+    assert _runner_counter_after_run(p, "dropped_late_for_side_input") == 0
+
+
 class _BagSoFar(beam.DoFn):
     """Outputs, per element, its window's start and the window's bag so far."""
     BAG = userstate.BagStateSpec("bag", beam.coders.VarIntCoder())

@@ -1,6 +1,10 @@
-"""Side windows of a streaming side-input stage expire (side_input_wait.WaitingForSides
-with collect=True), without Spark and without a harness: the side input's
-rows, windows and main elements are stand-ins whose window ends are given."""
+"""Side windows expire in streaming stages that read side inputs. First
+(side_input_wait.WaitingForSides with collect=True), without Spark and
+without a harness: the side input's rows, windows and main elements are
+stand-ins whose window ends are given. Then stateful and splittable stages,
+through the plan's own operators and Beam's SDK harness, without Spark."""
+import apache_beam as beam
+
 from beam_spark_runner.streaming import side_input_wait
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 
@@ -94,12 +98,11 @@ def test_only_beams_default_window_mapping_lets_side_windows_expire():
     assert not side_input_wait._maps_via_end(lambda w: w)
 
 
-class _RunningSum(__import__("apache_beam").DoFn):
+class _RunningSum(beam.DoFn):
     """A stateful DoFn reading a side input: per key, the running sum times it."""
-    import apache_beam as _beam
-    SUM = _beam.transforms.userstate.CombiningValueStateSpec("sum", sum)
+    SUM = beam.transforms.userstate.CombiningValueStateSpec("sum", sum)
 
-    def process(self, kv, factor, total=_beam.DoFn.StateParam(SUM)):
+    def process(self, kv, factor, total=beam.DoFn.StateParam(SUM)):
         total.add(kv[1])
         yield kv[0], total.read() * factor
 
@@ -110,7 +113,6 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     and the expired windows went, the side window's rows go too (they were
     kept for the whole run before); a live window still sees its value."""
     import pickle
-    import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.transforms import window
@@ -173,3 +175,101 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     assert outputs(second) == [("a", 6)] and side_windows(second.blob) == 2
     third = operator.run(second.blob, [main_row("a", 10, 25)], step(21, 30))
     assert outputs(third) == [("a", 40)] and side_windows(third.blob) == 1
+
+
+def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
+    """A splittable DoFn (one position per bundle, then a self-checkpoint)
+    reading a fixed-window side input, lateness 0, run through the plan's own
+    operators (the restriction stage feeds the splittable one): while a
+    residual of an element in [0, 10) is left, side window [0, 10) stays
+    although the watermark passed it (the residual reads it); once the
+    residual is done it goes, and later windows go as the watermark passes
+    them (they were kept for the whole run before)."""
+    import pickle
+    from apache_beam.coders.coder_impl import create_InputStream
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms import window
+    from apache_beam.utils.windowed_value import WindowedValue
+    from beam_spark_runner.runner import pipeline_proto_of, plan_streaming_pipeline
+    from beam_spark_runner.streaming import operators, rows as R
+    from beam_spark_runner.translation.streaming_plan import SDF, SIDE_INPUTS
+    from beam_spark_runner.worker import context
+
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    streams = p | (TestStream().add_elements([("a", 1)], tag="main").add_elements([5], tag="side")
+                   .advance_watermark_to_infinity(tag="main").advance_watermark_to_infinity(tag="side"))
+    factor = streams["side"] | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
+    _ = (streams["main"] | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+         | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)) | beam.Map(print))
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (restrictions,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    (sdf,) = [o for o in plan.operators if o.kind == SDF]
+    ((side_dest, side_plan),) = sdf.side_inputs
+    (main_dest,) = [d for d in restrictions.inputs if d != side_dest]
+    side_impl = context.coder_impl(plan.components, side_plan.coder_id)
+    main_impl = context.coder_impl(plan.components, plan.element_coders[main_dest])
+    (out_port,) = sdf.stage.outputs
+    out_impl = context.coder_impl(plan.components, out_port.coder_id)
+
+    def side_row(value, start):
+        w = window.IntervalWindow(start, start + 10)
+        encoded = beam.coders.FastPrimitivesCoder().encode(value)
+        return R.data(side_dest, side_impl.encode_nested(WindowedValue(encoded, start, (w,))), 0)
+
+    def step(wm_s, pt_s):
+        return [[1, wm_s * 1_000_000, pt_s * 1_000_000, {side_dest: 30 * 1_000_000}]]
+
+    def outputs(result):
+        values = []
+        for r in result.rows:
+            if r[0] == R.DATA:
+                stream = create_InputStream(r[4])
+                while stream.size():
+                    values.append(out_impl.decode_from_stream(stream, True).value)
+        return values
+
+    def side_windows_and_residuals(blob):
+        saved = pickle.loads(blob)
+        return len(saved["side"][side_dest]), len(saved["residuals"])
+
+    sides = [side_row(2, 0), side_row(3, 10), side_row(4, 20)]
+    w = window.IntervalWindow(0, 10)
+    main = R.data(main_dest, main_impl.encode_nested(WindowedValue(("a", 3), 5, (w,))), 0)
+    paired = operators.build(restrictions, plan, 2).run(None, sides + [main], step(5, 1))
+    split_rows = [r for r in paired.rows if r[0] == R.DATA]
+    operator = operators.build(sdf, plan, 2)
+    first = operator.run(None, sides + split_rows, step(5, 1))
+    assert outputs(first) == [("a", 0)] and side_windows_and_residuals(first.blob) == (3, 1)
+    # The watermark passes 10; the residual (window [0, 10)) still reads it.
+    second = operator.run(first.blob, [], step(12, 2))
+    assert outputs(second) == [("a", 2)] and side_windows_and_residuals(second.blob) == (3, 1)
+    third = operator.run(second.blob, [], step(12, 3))
+    assert outputs(third) == [("a", 4)] and side_windows_and_residuals(third.blob) == (2, 0)
+    fourth = operator.run(third.blob, [], step(21, 4))
+    assert outputs(fourth) == [] and side_windows_and_residuals(fourth.blob) == (1, 0)
+
+
+class _CountdownProvider(beam.transforms.core.RestrictionProvider):
+    """Positions 0..n-1 of an element (key, n)."""
+
+    def initial_restriction(self, element):
+        from apache_beam.io.restriction_trackers import OffsetRange
+        return OffsetRange(0, element[1])
+
+    def create_tracker(self, restriction):
+        from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
+        return OffsetRestrictionTracker(restriction)
+
+    def restriction_size(self, element, restriction):
+        return restriction.size()
+
+
+class _ScaledPositions(beam.DoFn):
+    """One position per bundle, scaled by the side input, then a self-checkpoint."""
+
+    def process(self, element, factor, tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
+        position = tracker.current_restriction().start
+        if tracker.try_claim(position):
+            yield element[0], position * factor
+            tracker.defer_remainder()
