@@ -15,6 +15,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP as MIN_TS, Timestamp
 
 from beam_spark_runner import PipelineExecutionError, SparkRunner
 from beam_spark_runner.result import PipelineState
+from tests.splittable_dofns import ScaledPositions
 
 
 def _pipeline(*args):
@@ -303,33 +304,6 @@ def test_stateful_dofn_with_a_side_input_waits_for_it_and_keeps_its_state():
         assert_that(out, equal_to([("a", 10), ("a", 30), ("b", 50), ("a", 70)]))
 
 
-class _CountdownProvider(beam.transforms.core.RestrictionProvider):
-    """Positions 0..n-1 of an element (key, n)."""
-
-    def initial_restriction(self, element):
-        from apache_beam.io.restriction_trackers import OffsetRange
-        return OffsetRange(0, element[1])
-
-    def create_tracker(self, restriction):
-        from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
-        return OffsetRestrictionTracker(restriction)
-
-    def restriction_size(self, element, restriction):
-        return restriction.size()
-
-
-class _ScaledPositions(beam.DoFn):
-    """A splittable DoFn with a side input: one position per bundle, scaled
-    by the side input, then a self-checkpoint (the rest runs in later
-    micro-batches, still reading the side input)."""
-
-    def process(self, element, factor, tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
-        position = tracker.current_restriction().start
-        if tracker.try_claim(position):
-            yield element[0], position * factor
-            tracker.defer_remainder()
-
-
 def test_splittable_dofn_with_a_side_input_waits_for_it_and_resumes_with_it():
     side_stream = _late_side_factor_stream()
     main_stream = (TestStream()
@@ -339,7 +313,7 @@ def test_splittable_dofn_with_a_side_input_waits_for_it_and_resumes_with_it():
     with _pipeline() as p:
         factor = (p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10)))
         out = (p | "Main" >> main_stream | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-               | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)))
+               | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(factor)))
         assert_that(out, equal_to([("a", 0), ("a", 10), ("a", 20), ("b", 0), ("b", 10)]))
 
 
@@ -562,7 +536,7 @@ def test_a_splittable_dofns_residual_keeps_the_side_window_it_reads():
     p = _pipeline()
     factor = p | "Side" >> side_stream | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
     out = (p | "Main" >> main_stream | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-           | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)))
+           | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(factor)))
     assert_that(out, equal_to([("a", 10 * i) for i in range(6)] + [("b", 0)]))
     assert _runner_counter_after_run(p, "dropped_late_for_side_input") == 0
 

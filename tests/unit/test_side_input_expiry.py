@@ -7,6 +7,7 @@ import apache_beam as beam
 
 from beam_spark_runner.streaming import side_input_wait
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
+from tests.splittable_dofns import ScaledPositions
 
 SIDE = "side"
 
@@ -154,16 +155,7 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
         return [[1, wm_s * 1_000_000, 0, {side_dest: side_wm_s * 1_000_000}]]
 
     def outputs(result):
-        from apache_beam.coders.coder_impl import create_InputStream
-        (out_port,) = op.stage.outputs
-        impl = context.coder_impl(plan.components, out_port.coder_id)
-        values = []
-        for r in result.rows:
-            if r[0] == R.DATA:
-                stream = create_InputStream(r[4])
-                while stream.size():
-                    values.append(impl.decode_from_stream(stream, True).value)
-        return values
+        return _output_values(result, op, plan)
 
     def side_windows(blob):
         return len(pickle.loads(blob)["side"][side_dest])
@@ -186,7 +178,6 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     residual is done it goes, and later windows go as the watermark passes
     them (they were kept for the whole run before)."""
     import pickle
-    from apache_beam.coders.coder_impl import create_InputStream
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.transforms import window
@@ -201,7 +192,7 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
                    .advance_watermark_to_infinity(tag="main").advance_watermark_to_infinity(tag="side"))
     factor = streams["side"] | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
     _ = (streams["main"] | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-         | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(factor)) | beam.Map(print))
+         | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(factor)) | beam.Map(print))
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (restrictions,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
     (sdf,) = [o for o in plan.operators if o.kind == SDF]
@@ -209,8 +200,6 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     (main_dest,) = [d for d in restrictions.inputs if d != side_dest]
     side_impl = context.coder_impl(plan.components, side_plan.coder_id)
     main_impl = context.coder_impl(plan.components, plan.element_coders[main_dest])
-    (out_port,) = sdf.stage.outputs
-    out_impl = context.coder_impl(plan.components, out_port.coder_id)
 
     def side_row(value, start):
         w = window.IntervalWindow(start, start + 10)
@@ -221,13 +210,7 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
         return [[1, wm_s * 1_000_000, pt_s * 1_000_000, {side_dest: 30 * 1_000_000}]]
 
     def outputs(result):
-        values = []
-        for r in result.rows:
-            if r[0] == R.DATA:
-                stream = create_InputStream(r[4])
-                while stream.size():
-                    values.append(out_impl.decode_from_stream(stream, True).value)
-        return values
+        return _output_values(result, sdf, plan)
 
     def side_windows_and_residuals(blob):
         saved = pickle.loads(blob)
@@ -250,26 +233,17 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     assert outputs(fourth) == [] and side_windows_and_residuals(fourth.blob) == (1, 0)
 
 
-class _CountdownProvider(beam.transforms.core.RestrictionProvider):
-    """Positions 0..n-1 of an element (key, n)."""
-
-    def initial_restriction(self, element):
-        from apache_beam.io.restriction_trackers import OffsetRange
-        return OffsetRange(0, element[1])
-
-    def create_tracker(self, restriction):
-        from apache_beam.io.restriction_trackers import OffsetRestrictionTracker
-        return OffsetRestrictionTracker(restriction)
-
-    def restriction_size(self, element, restriction):
-        return restriction.size()
-
-
-class _ScaledPositions(beam.DoFn):
-    """One position per bundle, scaled by the side input, then a self-checkpoint."""
-
-    def process(self, element, factor, tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
-        position = tracker.current_restriction().start
-        if tracker.try_claim(position):
-            yield element[0], position * factor
-            tracker.defer_remainder()
+def _output_values(result, op, plan):
+    """The values of an operator's DATA rows (its one output)."""
+    from apache_beam.coders.coder_impl import create_InputStream
+    from beam_spark_runner.streaming import rows as R
+    from beam_spark_runner.worker import context
+    (out_port,) = op.stage.outputs
+    impl = context.coder_impl(plan.components, out_port.coder_id)
+    values = []
+    for r in result.rows:
+        if r[0] == R.DATA:
+            stream = create_InputStream(r[4])
+            while stream.size():
+                values.append(impl.decode_from_stream(stream, True).value)
+    return values
