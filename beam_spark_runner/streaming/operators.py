@@ -337,7 +337,7 @@ class SdfOperator(_StageBase):
             if waiting is not None:
                 for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                     residuals.extend(self._run(bundle, ready_seq, pt, out))
-                if what == "step":
+                if what == "step" and self._side_inputs.expiry:
                     # After the step's due residuals and ready elements ran:
                     # what is left to resume names the side windows it reads.
                     waiting.collect(wm, [self._side_inputs.needs(self._dests[r[0]], r[1])[2] for r in residuals])
