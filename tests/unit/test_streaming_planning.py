@@ -135,10 +135,10 @@ def test_a_side_input_read_by_several_operators_reaches_each_of_them():
     """A splittable DoFn with a side input: the restriction-splitting stage
     and the SDF operator both read it; the first passes its rows on."""
     from beam_spark_runner.translation.streaming_plan import SDF, SIDE_INPUTS
-    from tests.integration.test_streaming import _ScaledPositions
+    from tests.splittable_dofns import ScaledPositions
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([2])
-    (p | TestStream().add_elements([("a", 3)]) | beam.ParDo(_ScaledPositions(), beam.pvalue.AsSingleton(side)))
+    (p | TestStream().add_elements([("a", 3)]) | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(side)))
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (split,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
     (sdf,) = [o for o in plan.operators if o.kind == SDF]
