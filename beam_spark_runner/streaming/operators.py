@@ -310,7 +310,6 @@ class SdfOperator(_StageBase):
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan) if op.side_inputs else None
-        self._dests = list(op.inputs)
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
@@ -340,7 +339,7 @@ class SdfOperator(_StageBase):
                 if what == "step" and self._side_inputs.expiry:
                     # After the step's due residuals and ready elements ran:
                     # what is left to resume names the side windows it reads.
-                    waiting.collect(wm, [self._side_inputs.needs(self._dests[r[0]], r[1])[2] for r in residuals])
+                    waiting.collect(wm, [self._side_inputs.needs(self.op.inputs[r[0]], r[1])[2] for r in residuals])
         hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
         state = {"wm": wm, "pt": pt, "residuals": residuals}
         empty = not residuals
