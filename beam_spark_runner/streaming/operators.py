@@ -444,6 +444,10 @@ class GroupOperator:
                     panes.extend((key, p) for p in reducer_of(key).process_us(wvs, wm))
             else:
                 wm, pt = max(wm, item[0]), max(pt, item[1])
+                # Elements that arrive after this step see its processing
+                # time (a processing-time trigger's deadline counts from
+                # it), even if no key's reducer is restored at the step.
+                clock.set_us(pt)
                 for key, (wake_wm, wake_pt, _) in wake.items():
                     if key not in active and (wake_wm <= wm or wake_pt <= pt):
                         reducer_of(key)

@@ -102,6 +102,33 @@ def test_processing_time_trigger_follows_the_test_stream_clock():
         assert_that(out, equal_to([("k", [1, 2]), ("k", [3])]))
 
 
+class _EarlyPanes(beam.DoFn):
+    def process(self, kv, pane=beam.DoFn.PaneInfoParam):
+        if pane.timing == beam.utils.windowed_value.PaneInfoTiming.EARLY:
+            yield kv[0], sorted(kv[1])
+
+
+def test_processing_time_deadline_counts_from_the_batch_step_a_new_key_arrives_after():
+    """The first elements of a key, after the stream's clock moved in the
+    same micro-batch: their processing-time deadline is that time plus the
+    delay, not the previous batch's time plus the delay (which fired the
+    first element alone, 5 s early)."""
+    with _pipeline() as p:
+        stream = (TestStream()
+                  .advance_processing_time(5000)
+                  .add_elements([_tv(("k", 1), 1)])
+                  .advance_processing_time(5)
+                  .add_elements([_tv(("k", 2), 2)])
+                  .advance_processing_time(5)
+                  .advance_watermark_to_infinity())
+        out = (p | stream
+               | beam.WindowInto(window.FixedWindows(100),
+                                 trigger=trigger.Repeatedly(trigger.AfterProcessingTime(10)),
+                                 accumulation_mode=trigger.AccumulationMode.DISCARDING)
+               | beam.GroupByKey() | beam.ParDo(_EarlyPanes()))
+        assert_that(out, equal_to([("k", [1, 2])]))
+
+
 def test_user_error_fails_the_streaming_run_with_its_message():
     def explode(x):
         raise ValueError("streaming boom %s" % x)
