@@ -24,6 +24,15 @@ def _start_session():
             .config("spark.ui.port", "0")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            # One session runs hundreds of streaming queries, each micro-batch
+            # a SQL execution whose plan the UI keeps: with Spark's default
+            # retention (1000 executions) the driver's 1 GiB heap filled up
+            # late in the suite (OutOfMemoryError serializing a task).
+            .config("spark.sql.ui.retainedExecutions", "50")
+            .config("spark.ui.retainedJobs", "200")
+            .config("spark.ui.retainedStages", "200")
+            .config("spark.sql.streaming.ui.retainedQueries", "20")
+            .config("spark.sql.streaming.ui.retainedProgressUpdates", "20")
             .config("spark.default.parallelism", "2")
             .getOrCreate())
 

@@ -4,12 +4,15 @@ reduce driver (no Spark, no gRPC).
 Public API:
  * ``ReduceSpec`` / ``KeyReducer`` (triggers.driver): the per-key reduce driver;
  * ``KeyState`` / ``ManualClock`` (triggers.state): its state-and-timers interface;
+ * ``ClosingRules`` (triggers.closing): when a window emits a pane, and its
+   final pane (the windowing strategy's closing and on-time behaviour);
  * ``compile_trigger`` (triggers.machines): runner-API Trigger -> state machine;
  * ``group_by_window`` (triggers.batch): bounded GroupByKey of one key;
  * ``DISCARDING``, ``ACCUMULATING``, ``RETRACTING`` (runner-API
    AccumulationMode values 1, 2, 3);
  * ``Retraction``, ``is_retraction``, ``retractable`` (triggers.retractions).
 """
+from triggers.closing import ClosingRules
 from triggers.driver import ACCUMULATING
 from triggers.driver import DISCARDING
 from triggers.driver import RETRACTING
@@ -26,7 +29,7 @@ from triggers.state import ManualClock
 __all__ = [
     'ACCUMULATING', 'DISCARDING', 'RETRACTING', 'KeyReducer', 'ReduceSpec',
     'compile_trigger', 'Retraction', 'is_retraction', 'map_pane',
-    'retractable', 'KeyState', 'ManualClock', 'group_by_window',
+    'retractable', 'KeyState', 'ManualClock', 'group_by_window', 'ClosingRules',
 ]
 
 

@@ -1,22 +1,30 @@
 """Bounded GroupByKey: all panes of one key, in one call.
 
-``group_by_window`` is the contract the Spark batch runner calls per key.  It
-yields exactly the panes Beam's
-``create_trigger_driver(windowing, is_batch=True).process_entire_key`` yields
-(same windows, values, timestamps and PaneInfo): all input arrives while the
-input watermark is -infinity, then the watermark jumps to +infinity; processing
-time does not advance.  Output values are lists.
+``group_by_window`` is the contract the Spark batch runner calls per key.
+Batch semantics are the streaming driver's with all input arriving while the
+input watermark is -infinity, then the watermark jumping to +infinity;
+processing time does not advance.  So every window closes in that one
+advance (``triggers.closing``): a window whose trigger has not finished
+emits its final pane, ON_TIME and ``is_last``, even if its trigger never
+fired (a ``Never`` trigger, an ``AfterCount(n)`` short of n elements, a
+processing-time trigger).  Output values are lists.
 
 Fast paths (no per-element state machine):
  * Beam's "default windowing" (global window, default trigger, discarding,
-   end-of-window, no lateness) and the global window with ``AfterCount(1)``,
-   ``Always`` or ``Never`` (Beam's batch driver passes these straight through):
-   one pane, timestamp MIN_TIMESTAMP, ``PaneInfo(first, last, ON_TIME, 0, 0)``;
+   end-of-window, no lateness) and the global window with ``AfterCount(1)``
+   or ``Always`` (Beam's batch driver passes these straight through): one
+   pane, timestamp MIN_TIMESTAMP, ``PaneInfo(first, last, ON_TIME, 0, 0)``;
  * any non-merging WindowFn with the default trigger (any accumulation mode:
-   a batch window fires exactly once): one ON_TIME pane per window, in order of
-   first appearance, timestamped by the timestamp combiner.
+   a batch window fires exactly once): one ON_TIME pane per window, last, in
+   order of first appearance, timestamped by the timestamp combiner.
 Everything else (merging windows, other triggers, RETRACTING with repeated
 triggers) runs the general reduce driver.
+
+Where this differs from Beam's Python batch driver
+(``create_trigger_driver(windowing, is_batch=True).process_entire_key``):
+it marks the on-time pane of a non-global window ``is_last``, and it emits
+the final pane of a window whose trigger did not finish, where Beam's Python
+runners drop that window's data (Beam's Java runners emit it).
 """
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
@@ -24,6 +32,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from triggers import panes
+from triggers.closing import PYTHON_SDK_DEFAULT
 from triggers.driver import ReduceSpec
 from triggers.machines import to_trigger_proto
 from windowing.timestamps import OutputTimePolicy
@@ -39,18 +48,19 @@ def _trigger_kind(triggerfn):
   return which
 
 
-def group_by_window(windowing, key, windowed_values):
+def group_by_window(windowing, key, windowed_values, closing=PYTHON_SDK_DEFAULT):
   """Yields ``WindowedValue((key, values), timestamp, (window,), pane_info)``
   for every pane a bounded GroupByKey of this key produces (see module doc).
 
   ``windowing``: an ``apache_beam.transforms.core.Windowing``;
-  ``windowed_values``: WindowedValues whose ``.value`` is the grouped value."""
+  ``windowed_values``: WindowedValues whose ``.value`` is the grouped value;
+  ``closing``: the windowing strategy's ``triggers.closing.ClosingRules``
+  (``Windowing`` does not carry them)."""
   window_fn = windowing.windowfn
   kind = _trigger_kind(windowing.triggerfn)
   is_global = type(window_fn) is GlobalWindows
 
-  if is_global and (windowing.is_default()
-                    or kind in ('count1', 'always', 'never')):
+  if is_global and (windowing.is_default() or kind in ('count1', 'always')):
     values = [wv.value for wv in windowed_values]
     yield WindowedValue((key, values), MIN_TIMESTAMP, _GLOBAL_TUPLE,
                         panes.ONLY_FIRING)
@@ -60,22 +70,12 @@ def group_by_window(windowing, key, windowed_values):
     yield from _default_trigger_panes(windowing, key, windowed_values)
     return
 
-  spec = _spec_for(windowing, kind)
+  spec = ReduceSpec.from_windowing(windowing, closing=closing)
   reducer = spec.new_reducer()
   for wv in reducer.process(windowed_values, MIN_TIMESTAMP):
     yield wv.with_value((key, wv.value))
   for wv in reducer.finish():
     yield wv.with_value((key, wv.value))
-
-
-def _spec_for(windowing, kind):
-  trigger = windowing.triggerfn
-  if kind == 'never':
-    # As Beam's batch driver: a Never trigger would drop everything in batch.
-    from apache_beam.transforms.trigger import Always
-    trigger = Always()
-  return ReduceSpec(windowing.windowfn, trigger, windowing.accumulation_mode,
-                    windowing.timestamp_combiner, windowing.allowed_lateness)
 
 
 def _default_trigger_panes(windowing, key, windowed_values):

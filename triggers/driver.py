@@ -10,21 +10,26 @@ Guarantees of ``KeyReducer``:
  * ``process(elements, input_watermark)`` buffers a bundle of WindowedValues
    (already assigned to windows), merges windows, and returns the panes the
    trigger fires while processing it;
- * ``advance_watermark(wm)`` fires every event-time timer at or before ``wm``
-   (each with its own timestamp as the watermark, in timestamp order), then
-   drops the state of every window whose GC time (``windowing.gc_time``) is
-   before ``wm``;
+ * ``advance_watermark(wm)`` closes every window whose GC time
+   (``windowing.gc_time``) is before ``wm``: if its trigger has not finished,
+   the window emits its final pane (``is_last``; ON_TIME if this advance
+   also passed the end of the window and no non-early pane came before,
+   else LATE), as ``triggers.closing`` rules, and its state and timers are
+   dropped.  Before that it fires every event-time timer at or before ``wm``
+   of the other windows (each with its own timestamp as the watermark, in
+   timestamp order);
  * ``advance_processing_time(t)`` fires every processing-time timer at or
    before ``t`` against the current input watermark;
  * elements for expired windows are dropped; elements for windows whose
    trigger finished are dropped until the window is garbage-collected;
+ * a firing whose pane is empty (no element since the window's last
+   firing) emits nothing unless ``triggers.closing`` says so (the ON_TIME
+   pane under FIRE_ALWAYS, the final pane under EMIT_ALWAYS);
  * outputs are ``WindowedValue(values, timestamp, (window,), PaneInfo)`` with
    ``values`` a fresh list; under RETRACTING each firing is preceded by
    ``WindowedValue(Retraction(old_values), old_ts, (old_window,), old_pane)``
    for every pane it supersedes (the window's own last pane and the last panes
    of all windows merged into it since).
-A leftover, unfired buffer is *not* emitted at garbage collection (the Python
-SDK's behaviour; the Java SDK would emit a final pane).
 
 With ``compact`` (a function from a window's buffered values to an
 equivalent, usually shorter, list: a lifted combiner's accumulators merged
@@ -43,6 +48,8 @@ from apache_beam.utils.timestamp import Duration
 from apache_beam.utils.windowed_value import WindowedValue
 
 from triggers import panes
+from triggers.closing import PYTHON_SDK_DEFAULT
+from triggers.closing import ClosingRules
 from triggers.machines import compile_trigger
 from triggers.machines import merge_trigger_states
 from triggers.retractions import Retraction
@@ -99,9 +106,10 @@ class ReduceSpec(object):
   """Immutable per-transform configuration; builds per-key reducers."""
 
   def __init__(self, window_fn, trigger, accumulation_mode, timestamp_combiner=None,
-               allowed_lateness=0, compact=None):
+               allowed_lateness=0, compact=None, closing=PYTHON_SDK_DEFAULT):
     self.window_fn = window_fn
     self.compact = compact
+    self.closing = closing
     self.trigger = compile_trigger(trigger)
     mode = int(accumulation_mode)
     if mode not in (DISCARDING, ACCUMULATING, RETRACTING):
@@ -113,11 +121,21 @@ class ReduceSpec(object):
     self.merging = window_fn.is_merging()
 
   @classmethod
-  def from_windowing(cls, windowing, compact=None):
-    """From an ``apache_beam.transforms.core.Windowing``."""
+  def from_windowing(cls, windowing, compact=None, closing=PYTHON_SDK_DEFAULT):
+    """From an ``apache_beam.transforms.core.Windowing`` (which does not
+    carry the closing rules: Beam's Python SDK always writes
+    ``PYTHON_SDK_DEFAULT``; pass the proto's with ``closing``)."""
     return cls(windowing.windowfn, windowing.triggerfn,
                windowing.accumulation_mode, windowing.timestamp_combiner,
-               windowing.allowed_lateness, compact)
+               windowing.allowed_lateness, compact, closing)
+
+  @classmethod
+  def from_proto(cls, windowing_strategy, context, compact=None):
+    """From a runner-API ``WindowingStrategy`` and the
+    ``PipelineContext`` its components live in, closing rules included."""
+    from apache_beam.transforms.core import Windowing
+    return cls.from_windowing(Windowing.from_runner_api(windowing_strategy, context),
+                              compact, ClosingRules.from_proto(windowing_strategy))
 
   def new_reducer(self, state=None, clock=None):
     return KeyReducer(self, state if state is not None else KeyState(),
@@ -204,6 +222,7 @@ class KeyReducer(object):
       for wv in elems:
         buf.append(wv.value)
         trigger.on_element(ctx)
+      st.fresh = True
       if compact is not None and len(buf) > 1:
         st.elements = compact(buf)
       if trigger.should_fire(ctx, input_watermark):
@@ -254,6 +273,7 @@ class KeyReducer(object):
       new.elements.extend(p.elements)
       new.hold = policy.combine(new.hold, p.hold)
       new.finished = new.finished or p.finished
+      new.fresh = new.fresh or p.fresh
       new.pending.extend(p.pending)
       if p is not own and p.last is not None:
         new.pending.append(p.last)
@@ -279,14 +299,18 @@ class KeyReducer(object):
 
   # --- output -------------------------------------------------------------
 
-  def _emit(self, out, st, finished, output_watermark, by_wm_timer):
-    window = st.window
-    pane = panes.next_pane(st, finished, output_watermark, by_wm_timer)
+  def _emit(self, out, st, finished, output_watermark, on_time_eligible):
+    """Fires the window whose state is ``st``: a pane (with the retractions
+    it supersedes) if the closing rules emit it, and the accumulation
+    mode's effect on the buffer either way."""
+    pane = panes.describe(st, finished, output_watermark, on_time_eligible)
+    emitted = self.spec.closing.should_emit(not st.fresh, finished, pane.timing)
+    st.fresh = False
     values = st.elements
     mode = self._mode
     if finished or mode == DISCARDING:
       st.elements = []
-    else:
+    elif emitted:
       st.elements = list(values)
     if finished:
       st.finished = True
@@ -298,6 +322,9 @@ class KeyReducer(object):
       if not (output_watermark < st.end and self._trigger.has_ontime_pane):
         # Keep the hold while an on-time pane is still to come.
         st.hold = None
+    if not emitted:
+      return
+    panes.record(st, pane)
     if mode == RETRACTING:
       for values_, ts_, w_, pane_ in st.pending:
         out.append(WindowedValue(Retraction(values_), from_us(ts_), (w_,), pane_))
@@ -305,8 +332,8 @@ class KeyReducer(object):
       if st.last is not None:
         values_, ts_, w_, pane_ = st.last
         out.append(WindowedValue(Retraction(values_), from_us(ts_), (w_,), pane_))
-      st.last = (list(values), ts, window, pane)
-    out.append(WindowedValue(values, from_us(ts), (window,), pane))
+      st.last = (list(values), ts, st.window, pane)
+    out.append(WindowedValue(values, from_us(ts), (st.window,), pane))
 
   # --- time ---------------------------------------------------------------
 
@@ -351,6 +378,7 @@ class KeyReducer(object):
 
   def advance_watermark_us(self, input_watermark, output_watermark=None):
     ks = self.state
+    previous = ks.input_watermark
     if output_watermark is None:
       output_watermark = input_watermark
     if input_watermark > ks.input_watermark:
@@ -358,9 +386,27 @@ class KeyReducer(object):
     if output_watermark > ks.output_watermark:
       ks.output_watermark = output_watermark
     out = []
+    closing = self._closing(input_watermark)
+    for key, _ in closing:
+      # A window that closes in this advance is handled once, by its
+      # closing (Java's ReduceFnRunner: the garbage-collection activation
+      # takes precedence over the window's timers, so end of window and
+      # expiry reached together give one pane, ON_TIME and last).
+      ks.timers.pop(key, None)
     self._fire_due(out, WATERMARK, input_watermark)
+    for _, st in closing:
+      if not st.finished:
+        self._emit(out, st, True, input_watermark, previous <= st.max)
     self.collect_garbage_us(input_watermark)
     return out
+
+  def _closing(self, input_watermark):
+    """[(window key, state)] of the windows that close at
+    ``input_watermark`` (none if the closing rules do not close windows)."""
+    if not self.spec.closing.closes_windows:
+      return ()
+    gc_time = self.spec.gc_time_us
+    return [(k, st) for k, st in self.state.windows.items() if input_watermark > gc_time(st)]
 
   def advance_processing_time(self, now):
     """Moves processing time to ``now``; returns the panes that fire."""
@@ -393,10 +439,22 @@ class KeyReducer(object):
   def next_wake_up_us(self):
     """(earliest input watermark, earliest processing time), in micros, at
     which this reducer has something to do without new elements: a timer or
-    a window's garbage collection (MAX_US: nothing before the end of time)."""
+    a window passing its end or closing (MAX_US: nothing before the end of
+    time)."""
     state = self.state
     gc_time = self.spec.gc_time_us
-    wm = min((gc_time(st) + 1 for st in state.windows.values()), default=MAX_US)
+    passed = state.input_watermark
+    closes = self.spec.closing.closes_windows
+    wm = MAX_US
+    for st in state.windows.values():
+      if closes and passed <= st.max and not st.finished:
+        # Also the advance that passes the end of the window: whether the
+        # final pane can be ON_TIME depends on it (see advance_watermark).
+        t = st.max + 1
+      else:
+        t = gc_time(st) + 1
+      if t < wm:
+        wm = t
     timer = state.earliest_timer(WATERMARK)
     if timer is not None and timer < wm:
       wm = timer

@@ -76,10 +76,12 @@ class WindowState(object):
   (tombstone: later elements are dropped until GC);  trig: trigger state
   dict;  last: ``(values, timestamp_us, window, pane)`` of the last pane
   emitted (RETRACTING only);  pending: emissions of windows merged into this
-  one, to be retracted at the next firing (RETRACTING only).
+  one, to be retracted at the next firing (RETRACTING only);  fresh: an
+  element arrived since the window last fired (the next pane is not empty,
+  in the sense of ``triggers.closing``).
   """
   __slots__ = ('window', 'key', 'end', 'max', 'elements', 'hold', 'index', 'nonspec',
-               'finished', 'trig', 'last', 'pending')
+               'finished', 'trig', 'last', 'pending', 'fresh')
 
   def __init__(self, window, key=None):
     self.window = window
@@ -93,19 +95,26 @@ class WindowState(object):
     self.trig = {}
     self.last = None
     self.pending = []
+    self.fresh = False
 
   def snapshot(self):
     """The window appears as its key (ints for Beam's interval and global
     windows: far cheaper to pickle than the window)."""
     return (self.key, list(self.elements), self.hold, self.index, self.nonspec,
-            self.finished, dict(self.trig), self.last, list(self.pending))
+            self.finished, dict(self.trig), self.last, list(self.pending), self.fresh)
 
   @classmethod
   def restore(cls, snap):
     key = snap[0]
     st = cls(window_of_key(key), key)
+    if len(snap) == 9:
+      # Written before `fresh` existed (streaming checkpoints of earlier
+      # releases): buffered values mean data since the last firing in
+      # DISCARDING mode, the common case; in ACCUMULATING mode this may
+      # emit one extra final pane, never lose one.
+      snap = tuple(snap) + (bool(snap[1]),)
     (_, elements, st.hold, st.index, st.nonspec, st.finished, trig, st.last,
-     pending) = snap
+     pending, st.fresh) = snap
     st.elements = list(elements)
     st.trig = dict(trig)
     st.pending = list(pending)

@@ -17,6 +17,7 @@ Rules (the same the Python SDK's trigger driver applies, so panes agree):
 """
 import functools
 
+from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import TimestampCombiner
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -33,6 +34,9 @@ EARLIEST_TRANSFORMED = TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED
 # comparisons, hashing and pickling cost microseconds each.
 MIN_US = MIN_TIMESTAMP.micros
 MAX_US = MAX_TIMESTAMP.micros
+# The global window's max timestamp: a day before MAX_US in Beam. No window
+# is kept past it, so a watermark at the end of time closes every window.
+GLOBAL_MAX_US = GlobalWindow().max_timestamp().micros
 
 
 def to_us(t):
@@ -104,9 +108,9 @@ class OutputTimePolicy(object):
 
 def gc_time_us(window_max_us, allowed_lateness_us):
   """``gc_time`` on micros: the window's max timestamp plus the lateness,
-  capped at MAX_US."""
-  if window_max_us >= MAX_US - allowed_lateness_us:
-    return MAX_US
+  capped at the global window's max timestamp."""
+  if window_max_us >= GLOBAL_MAX_US - allowed_lateness_us:
+    return max(window_max_us, GLOBAL_MAX_US)
   return window_max_us + allowed_lateness_us
 
 
@@ -115,7 +119,9 @@ def gc_time(window, allowed_lateness):
   """Last watermark at which ``window`` still accepts data.
 
   ``window.max_timestamp() + allowed_lateness`` (the Java SDK's rule), capped at
-  MAX_TIMESTAMP so the global window is never collected before the end of time.
+  the global window's max timestamp (as Java's ``LateDataUtils``), so the
+  global window lives until the watermark reaches the end of time, and a
+  watermark at the end of time closes every window.
   """
   return from_us(gc_time_us(window.max_timestamp().micros, Duration.of(allowed_lateness).micros))
 

@@ -405,7 +405,8 @@ class GroupOperator:
         self.op = op
         self._codec = grouping.GroupCodec(plan.components, op.group)
         merger = grouping.AccumulatorMerger(plan.components, op.group) if op.group.combine else None
-        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger)
+        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger,
+                                              closing=self._codec.closing)
         self._dest = "group:%s" % op.name
         self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
                                  plan.broadcast_dests)

@@ -316,8 +316,7 @@ def triggered_side_inputs(side_inputs, components: bytes):
         if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
                 and strategy.window_fn.urn == common_urns.global_windows.urn
                 and strategy.trigger.WhichOneof("trigger") != "default"):
-            windowing = ctx.windowing_strategies[pcoll.windowing_strategy_id]
-            out[dest] = (ReduceSpec.from_windowing(windowing), context.coder_impl(components, si.coder_id))
+            out[dest] = (ReduceSpec.from_proto(strategy, ctx), context.coder_impl(components, si.coder_id))
     return out
 
 

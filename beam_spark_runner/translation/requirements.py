@@ -9,6 +9,7 @@ from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+from triggers.closing import ClosingRules, UnspecifiedBehavior
 
 
 class UnsupportedPipelineError(ValueError):
@@ -99,6 +100,27 @@ def _check_pardo(name, transform):
     return errors
 
 
+_GROUPING_URNS = frozenset([_P.GROUP_BY_KEY.urn, common_urns.composites.COMBINE_PER_KEY.urn])
+
+
+def check_windowing(pipeline):
+    """A grouping needs to know how its windows close (the windowing
+    strategy's closing_behavior and on_time_behavior): UNSPECIFIED is not a
+    behaviour, so guessing one could emit or drop final panes wrongly."""
+    errors = []
+    components = pipeline.components
+    for tid, t in _leaf_transforms(pipeline):
+        if t.spec.urn not in _GROUPING_URNS or len(t.inputs) != 1:
+            continue
+        pcoll = components.pcollections[translations.only_element(t.inputs.values())]
+        try:
+            ClosingRules.from_proto(components.windowing_strategies[pcoll.windowing_strategy_id])
+        except UnspecifiedBehavior as e:
+            errors.append("%s: %s reads PCollection %s whose windowing strategy %s is not supported: %s" % (
+                t.unique_name or tid, t.spec.urn, pcoll.unique_name or t.inputs, pcoll.windowing_strategy_id, e))
+    return errors
+
+
 def check_requirements(pipeline):
     return ["pipeline requirement %s is not supported by the Spark runner" % r
             for r in pipeline.requirements if r not in SUPPORTED_REQUIREMENTS]
@@ -118,7 +140,8 @@ def check_environments(pipeline):
 
 def check_pipeline(pipeline, streaming=False):
     """Raises UnsupportedPipelineError listing every problem found."""
-    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline, streaming))
+    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline, streaming)
+              + check_windowing(pipeline))
     if errors:
         raise UnsupportedPipelineError(
             "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))

@@ -19,6 +19,7 @@ from apache_beam.utils import windowed_value
 from beam_spark_runner.worker import context
 from triggers import RETRACTING
 from triggers.batch import group_by_window
+from triggers.closing import ClosingRules
 from triggers.retraction_coder import grouped_pane_coder
 
 BLOCK_BYTES = 1 << 20
@@ -32,6 +33,9 @@ class GroupCodec:
         pre = ctx.coders[group.input_coder_id]
         post = ctx.coders[group.output_coder_id]
         self.windowing = ctx.windowing_strategies[group.windowing_strategy_id]
+        # Windowing objects do not carry these two proto fields.
+        self.closing = ClosingRules.from_proto(
+            ctx.windowing_strategies.get_proto_from_id(group.windowing_strategy_id))
         self.trivial_windowing = self.windowing.is_default()
         kv_coder = pre.wrapped_value_coder
         value_coder = kv_coder.value_coder()
@@ -83,7 +87,7 @@ class GroupCodec:
             encode = self.post_impl.encode_to_stream
             for key, values in grouped:
                 wvs = [decode_wv(v) for v in values]
-                for grouped_wv in group_by_window(self.windowing, decode_key(key), wvs):
+                for grouped_wv in group_by_window(self.windowing, decode_key(key), wvs, self.closing):
                     encode(grouped_wv, out, True)
                 if out.size() >= BLOCK_BYTES:
                     yield out.get()

@@ -7,6 +7,24 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from tests.core.transcript_harness import pane_description
 from triggers import ReduceSpec
+from triggers.closing import ClosingRules
+
+
+class BeamPythonClosing(ClosingRules):
+  """Closing rules that reproduce Beam's Python trigger driver, which does not
+  follow the model there: a window whose trigger has not finished is dropped
+  at expiry without a final pane, no pane is marked ``is_last`` for that
+  reason, and empty panes are emitted like any other. Only for comparing the
+  rest of the driver (firing, merging, pane counters, timestamps) with Beam's
+  Python driver; triggers.closing has the model's rules."""
+  __slots__ = ()
+  closes_windows = False
+
+  def should_emit(self, is_empty, is_final, timing):
+    return True
+
+
+BEAM_PYTHON = BeamPythonClosing()
 
 
 class _FrozenClock(object):
@@ -47,7 +65,7 @@ def run_beam(window_fn, trigger_fn, mode, combiner, lateness, script):
 
 def run_ours(window_fn, trigger_fn, mode, combiner, lateness, script):
   reducer = ReduceSpec(window_fn, trigger_fn, mode, combiner,
-                       lateness).new_reducer()
+                       lateness, closing=BEAM_PYTHON).new_reducer()
   wm = MIN_TIMESTAMP
   steps = []
   for action, arg in script:

@@ -8,6 +8,7 @@ import yaml
 
 from tests.core.transcript_harness import TranscriptFailure
 from tests.core.transcript_harness import beam_transcripts
+from tests.core.transcript_harness import run_batch_transcript
 from tests.core.transcript_harness import run_transcript
 
 DATA = os.path.join(os.path.dirname(__file__), 'data')
@@ -91,3 +92,21 @@ def test_beam_really_answers_differently(spec):
     run_transcript(beam_spec)
   with pytest.raises(TranscriptFailure):
     run_transcript_on_beam(spec)
+
+
+BATCH = [s for s in OWN if 'batch_expect' in s]
+
+
+def test_closing_cases_say_what_batch_gives():
+  # Every closing case (and every book example) runs in batch too.
+  files = {s['_file'] for s in BATCH}
+  assert {'closing.yaml', 'streamingbook.yaml'} <= files
+  for spec in OWN:
+    if spec['_file'] in ('closing.yaml', 'streamingbook.yaml'):
+      assert 'batch_expect' in spec, spec['name']
+      assert spec.get('source'), spec['name']
+
+
+@pytest.mark.parametrize('spec', BATCH, ids=['%s:%s' % (s['_file'], s['name']) for s in BATCH])
+def test_own_transcript_in_batch(spec):
+  run_batch_transcript(spec)

@@ -8,7 +8,14 @@ descriptions), ``state`` (ignored, as by Beam's own driver harness).
 
 Our extensions (used by tests/core/data/*.yaml):
  * ``accumulation_mode: retracting`` (runner-API value 3);
- * action ``clock: t`` advances processing time to t;
+ * ``closing_behavior: emit_always | emit_if_nonempty`` and
+   ``on_time_behavior: fire_always | fire_if_nonempty`` (the windowing
+   strategy's proto fields; default: what Beam's Python SDK writes,
+   emit_always and fire_always);
+ * action ``clock: t`` advances processing time to t (absolute seconds);
+ * ``batch_expect``: every pane the same input gives in batch (all input
+   arriving before the watermark jumps to +infinity, processing time still),
+   checked by ``run_batch_transcript``;
  * expected panes may say ``retraction: true`` (default false is NOT implied:
    like every other attribute it is only checked when given);
  * ``expect_beam`` in a spec documents what Beam's Python driver produces where
@@ -28,6 +35,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from triggers import ReduceSpec
 from triggers import ManualClock
+from triggers.batch import group_by_window
+from triggers.closing import ClosingRules
 from triggers.retractions import unwrap
 
 
@@ -111,6 +120,14 @@ def parse_spec(spec):
   return window_fn, trigger_fn, mode, combiner, lateness
 
 
+def closing_of(spec):
+  """The spec's ``triggers.closing.ClosingRules``."""
+  from apache_beam.portability.api import beam_runner_api_pb2 as pb
+  return ClosingRules(
+      pb.ClosingBehavior.Enum.Value(spec.get('closing_behavior', 'emit_always').upper()),
+      pb.OnTimeBehavior.Enum.Value(spec.get('on_time_behavior', 'fire_always').upper()))
+
+
 def pane_description(wv):
   """The attributes transcripts match on (as Beam's _windowed_value_info)."""
   window, = wv.windows
@@ -137,7 +154,8 @@ def run_transcript(spec):
 
   Returns the list of all pane descriptions produced (for inspection)."""
   window_fn, trigger_fn, mode, combiner, lateness = parse_spec(spec)
-  spec_obj = ReduceSpec(window_fn, trigger_fn, mode, combiner, lateness)
+  spec_obj = ReduceSpec(window_fn, trigger_fn, mode, combiner, lateness,
+                        closing=closing_of(spec))
   clock = ManualClock(0)
   reducer = spec_obj.new_reducer(clock=clock)
   watermark = MIN_TIMESTAMP
@@ -172,6 +190,30 @@ def run_transcript(spec):
       pass
     else:
       raise TranscriptFailure('Unknown action: %s' % action)
+  if output:
+    raise TranscriptFailure('Unexpected output: %s' % output)
+  return everything
+
+
+def transcript_inputs(spec):
+  """Every timestamp the transcript inputs, in order."""
+  return [t for line in spec['transcript'] for action, ts in line.items()
+          if action == 'input' for t in ts]
+
+
+def run_batch_transcript(spec):
+  """Runs the transcript's input as a bounded GroupByKey of one key
+  (``triggers.batch.group_by_window``) and matches every pane against
+  ``batch_expect``; raises TranscriptFailure on a mismatch."""
+  from apache_beam.transforms.core import Windowing
+  window_fn, trigger_fn, mode, combiner, lateness = parse_spec(spec)
+  windowing = Windowing(window_fn, trigger_fn, mode, combiner, lateness)
+  bundle = [WindowedValue(t, t, window_fn.assign(WindowFn.AssignContext(t, t)))
+            for t in transcript_inputs(spec)]
+  output = [pane_description(wv.with_value(wv.value[1])) for wv in
+            group_by_window(windowing, 'k', bundle, closing_of(spec))]
+  everything = list(output)
+  _consume_expected(output, spec['batch_expect'])
   if output:
     raise TranscriptFailure('Unexpected output: %s' % output)
   return everything

@@ -138,3 +138,35 @@ def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp(
     earliest = build(window.TimestampCombiner.OUTPUT_AT_EARLIEST)
     assert not lifted(earliest)
     assert lifting.keep_timestamp_combiners(earliest) is not earliest
+
+
+def test_unspecified_closing_behavior_rejected_naming_the_grouping_and_field():
+    p = beam.Pipeline()
+    (p | beam.Create([("k", 1)]) | beam.WindowInto(window.FixedWindows(10))
+     | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
+    proto = pipeline_proto_of(p)
+    for strategy in proto.components.windowing_strategies.values():
+        if strategy.window_fn.urn == "beam:window_fn:fixed_windows:v1":
+            strategy.ClearField("closing_behavior")
+    with pytest.raises(UnsupportedPipelineError) as e:
+        plan_pipeline(proto)
+    assert "MyGroup" in str(e.value) and "closing_behavior" in str(e.value)
+
+
+def test_group_plan_carries_the_windowing_strategy_closing_rules():
+    """The two proto fields reach the reduce driver (Windowing objects drop them)."""
+    from apache_beam.portability.api import beam_runner_api_pb2 as pb
+    from beam_spark_runner.worker.grouping import GroupCodec
+    from triggers.closing import ClosingRules
+
+    p = beam.Pipeline()
+    (p | beam.Create([("k", 1)]) | beam.WindowInto(window.FixedWindows(10))
+     | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
+    proto = pipeline_proto_of(p)
+    for strategy in proto.components.windowing_strategies.values():
+        strategy.closing_behavior = pb.ClosingBehavior.EMIT_IF_NONEMPTY
+        strategy.on_time_behavior = pb.OnTimeBehavior.FIRE_IF_NONEMPTY
+    plan = plan_pipeline(proto)
+    group = next(g for g in plan.groups.values() if g.display_name == "MyGroup")
+    assert GroupCodec(plan.components, group).closing == ClosingRules(
+        pb.ClosingBehavior.EMIT_IF_NONEMPTY, pb.OnTimeBehavior.FIRE_IF_NONEMPTY)
