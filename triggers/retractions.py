@@ -177,9 +177,18 @@ class _Retaining(core.CombineFn):
     return fn.extract_output(inner)
 
 
+def _wrapped_callable(combine_fn):
+  """The callable a ``CombinePerKey(callable)`` runs: Beam wraps it in a
+  ``CallableWrapperCombineFn`` whose ``_fn`` is the only way to see it (no
+  public accessor)."""
+  if isinstance(combine_fn, core.CallableWrapperCombineFn):
+    return getattr(combine_fn, '_fn', None)
+  return None
+
+
 def retractable(combine_fn):
   """A CombineFn equivalent to ``combine_fn`` that also consumes retractions."""
-  if combine_fn is sum:
+  if combine_fn is sum or _wrapped_callable(combine_fn) is sum:
     return _InvertibleSum()
   if isinstance(combine_fn, combiners.CountCombineFn):
     return _InvertibleCount()

@@ -44,6 +44,29 @@ CombineValues comes back as an equal copy):
   it, never run unchanged.  So is a CombinePerKey with side inputs (Beam
   expands it into its own lifted form, ``LiftedCombinePerKey``: its merge step
   would receive retractions of accumulator panes).
+
+Downstream of those (``may_hold_retractions``: every PCollection computed
+from a RETRACTING grouping's output without passing through a combine):
+
+* **Combines consume retractions.**  Every CombinePerKey (so also
+  CombineGlobally) and CombineValues whose input may hold retractions gets
+  ``triggers.retractable(fn)`` in place of its CombineFn, in its payload (what
+  Beam's lifting phases use), in its CombineValues and in that ParDo's
+  ``CombineValuesDoFn``, with the new fn's accumulator coder: invertible
+  combiners subtract a retracted input, others keep the live multiset.  So a
+  second aggregation over RETRACTING output converges to the right answer
+  with a plain ``sum``, ``Count``, ``Mean`` or ``max``.  Retractions are
+  expected where the Dataflow model puts them: the value of a KV, or the
+  element itself.
+* **Coders carry them.**  In such a PCollection's coder, the first coder on
+  the value path (the value of a KV, the element of an iterable, the value
+  of a windowed value or length prefix) that cannot encode a ``Retraction``
+  (a typed coder: ``VarIntCoder``, ``StrUtf8Coder``, ...) is wrapped in
+  ``RetractionAwareCoder``: ``KV<K, V>`` becomes
+  ``KV<K, RetractionAware(V)>``, a GroupByKey's ``KV<K, Iterable<V>>``
+  becomes ``KV<K, Iterable<RetractionAware(V)>>``.  Coders that pickle any
+  object (``FastPrimitivesCoder``, ``PickleCoder``) carry them as they are;
+  keys and windows are never retractions.
 """
 from apache_beam.coders import coders
 from apache_beam.internal import pickler
@@ -56,6 +79,7 @@ from apache_beam.transforms import combiners, core
 from beam_spark_runner.translation.requirements import UnsupportedPipelineError
 from triggers.retracting_combine import RetractionAwareCombineValuesDoFn
 from triggers.retraction_coder import RetractionAwareCoder
+from triggers.retractions import retractable
 
 RETRACTING = 3  # beam_runner_api_pb2.AccumulationMode.RETRACTING
 
@@ -86,6 +110,9 @@ def rewrite_retracting(pipeline_proto):
                       if t.spec.urn == urn and _retracting_input(components, t))
 
     combines, combine_values, groups = retracting(_CPK), retracting(_CGV), retracting(_GBK)
+    may_hold = may_hold_retractions(components)
+    _carry_retractions(components, may_hold, set(combines) | set(combine_values) | set(groups))
+    _make_combines_retractable(components, may_hold)
     for tid in combines:
         _expand_combine_per_key(components, tid)
     for tid in combine_values:
@@ -253,3 +280,176 @@ def _copy_coder_closure(src, dst, coder_id):
     dst.coders[coder_id].CopyFrom(coder)
     for component in coder.component_coder_ids:
         _copy_coder_closure(src, dst, component)
+
+
+# --- downstream of RETRACTING groupings ----------------------------------
+
+def may_hold_retractions(components):
+    """Ids of the PCollections that may hold retractions: the outputs of
+    every RETRACTING GroupByKey, CombinePerKey or CombineValues, and of every
+    transform computed from one, except a combine (which consumes them,
+    see `_make_combines_retractable`, and emits retractions only of its own
+    RETRACTING panes). A GroupByKey passes them on inside its groups."""
+    transforms = components.transforms
+    units = []
+
+    def collect(tid):
+        t = transforms[tid]
+        if t.spec.urn in (_CPK, _CGV) or not t.subtransforms:
+            units.append(t)
+        else:
+            for sub in t.subtransforms:
+                collect(sub)
+
+    for tid in _roots(components):
+        collect(tid)
+    may_hold = set()
+    changed = True
+    while changed:
+        changed = False
+        for t in units:
+            inputs = set(t.inputs.values())
+            if t.spec.urn in (_CPK, _CGV):
+                holds = _retracting_input(components, t)
+            elif t.spec.urn == _GBK:
+                holds = _retracting_input(components, t) or bool(inputs & may_hold)
+            else:
+                holds = bool(inputs & may_hold)
+            new = set(t.outputs.values()) - may_hold if holds else ()
+            if new:
+                may_hold.update(new)
+                changed = True
+    return may_hold
+
+
+def _roots(components):
+    children = {sub for t in components.transforms.values() for sub in t.subtransforms}
+    return sorted(tid for tid in components.transforms if tid not in children)
+
+
+def _carries_retractions(coder):
+    """Does `coder` encode any picklable object, a Retraction included?"""
+    return isinstance(coder, (RetractionAwareCoder, coders.FastPrimitivesCoder, coders.PickleCoder,
+                              coders.DillCoder))
+
+
+# Standard composite coders and the component on their value path: a
+# Retraction sits in the value of a KV, in an element of an iterable, inside
+# a length prefix or a windowed value (a Reshuffle carries whole elements as
+# windowed values), never in a key or a window.
+_VALUE_PATH = {
+    _KV: 1,
+    _ITERABLE: 0,
+    common_urns.coders.LENGTH_PREFIX.urn: 0,
+    common_urns.coders.WINDOWED_VALUE.urn: 0,
+    common_urns.coders.PARAM_WINDOWED_VALUE.urn: 0,
+    common_urns.coders.STATE_BACKED_ITERABLE.urn: 0,
+}
+
+
+def _carry_retractions(components, may_hold, retracting_groupings):
+    """Points each PCollection of `may_hold` at a coder that can encode a
+    Retraction wherever the model puts one (`_VALUE_PATH`): the first coder
+    on the value path that cannot is wrapped in RetractionAwareCoder. The
+    outputs of `retracting_groupings` are `rewrite_retracting`'s (it gives
+    them their own coders after this)."""
+    python_coders = pipeline_context.PipelineContext(components).coders
+    exempt = {pc for tid in retracting_groupings for pc in components.transforms[tid].outputs.values()}
+    memo = {}
+
+    def carrying(coder_id):
+        if coder_id not in memo:
+            coder = components.coders[coder_id]
+            index = _VALUE_PATH.get(coder.spec.urn)
+            if index is not None and len(coder.component_coder_ids) > index:
+                component = carrying(coder.component_coder_ids[index])
+                if component == coder.component_coder_ids[index]:
+                    memo[coder_id] = coder_id
+                else:
+                    new = beam_runner_api_pb2.Coder()
+                    new.CopyFrom(coder)
+                    new.component_coder_ids[index] = component
+                    memo[coder_id] = _add_coder(components, new, coder_id + "_retraction_aware")
+            elif _carries_retractions(python_coders[coder_id]):
+                memo[coder_id] = coder_id
+            else:
+                memo[coder_id] = _add_coder(components, RetractionAwareCoder(
+                    python_coders[coder_id]).to_runner_api(None), coder_id + "_retraction_aware")
+        return memo[coder_id]
+
+    for pcoll_id in sorted(may_hold - exempt):
+        pcoll = components.pcollections[pcoll_id]
+        pcoll.coder_id = carrying(pcoll.coder_id)
+
+
+def _make_combines_retractable(components, may_hold):
+    """Gives every CombinePerKey and CombineValues whose input may hold
+    retractions `triggers.retractable(fn)` (see the module docstring)."""
+    transforms = components.transforms
+    _reject_lifted_combines(components, may_hold)
+    for tid in sorted(transforms):
+        t = transforms[tid]
+        if t.spec.urn not in (_CPK, _CGV) or len(t.inputs) != 1:
+            continue
+        if translations.only_element(t.inputs.values()) not in may_hold:
+            continue
+        _retractable_payload(components, tid)
+        for sub in _descendants(components, tid):
+            st = transforms[sub]
+            if st.spec.urn in (_CPK, _CGV):
+                _retractable_payload(components, sub)
+            elif st.spec.urn == _PAR_DO:
+                _retractable_combine_values_dofn(components, tid, sub)
+
+
+def _reject_lifted_combines(components, may_hold):
+    """A CombinePerKey with side inputs is Beam's own LiftedCombinePerKey,
+    whose first ParDo pre-combines with the CombineFn: not a combine the
+    runner can make retractable, so refused rather than failed mid-run."""
+    partial = getattr(combiners, "_PartialGroupByKeyCombiningValues", None)
+    for tid, t in sorted(components.transforms.items()):
+        if partial is None or t.spec.urn != _PAR_DO or not may_hold.intersection(t.inputs.values()):
+            continue
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+        if payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO:
+            continue
+        try:
+            dofn = pickler.loads(payload.do_fn.payload)[0]
+        except Exception:  # pylint: disable=broad-except
+            continue  # cannot inspect it here; its own code will see the Retraction
+        if isinstance(dofn, partial):
+            raise UnsupportedPipelineError(
+                "%s: a CombinePerKey with side inputs (%s) combines a PCollection that may hold "
+                "retractions (it is computed from a RETRACTING grouping's output); Beam runs it in its "
+                "own lifted form, which cannot consume them: use a CombinePerKey without side inputs "
+                "(see docs/retractions.md)" % (_name(components, tid), _PAR_DO))
+
+
+def _retractable_payload(components, tid):
+    t = components.transforms[tid]
+    payload = beam_runner_api_pb2.CombinePayload.FromString(t.spec.payload)
+    if payload.combine_fn.urn != python_urns.PICKLED_COMBINE_FN:
+        raise _rejection(components, tid, "a combine", t.spec.urn,
+                         "combines a PCollection that may hold retractions with a non-Python CombineFn (%s)"
+                         % payload.combine_fn.urn)
+    context = pipeline_context.PipelineContext(components)
+    fn = retractable(core.CombineFn.from_runner_api(payload.combine_fn, context))
+    payload.combine_fn.CopyFrom(fn.to_runner_api(context))
+    payload.accumulator_coder_id = _add_coder(
+        components, fn.get_accumulator_coder().to_runner_api(None), payload.accumulator_coder_id + "_retractable")
+    t.spec.payload = payload.SerializeToString()
+
+
+def _retractable_combine_values_dofn(components, combine_id, pardo_id):
+    pardo = components.transforms[pardo_id]
+    payload = beam_runner_api_pb2.ParDoPayload.FromString(pardo.spec.payload)
+    if payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO:
+        return
+    dofn_info = pickler.loads(payload.do_fn.payload)
+    if not isinstance(dofn_info[0], core.CombineValuesDoFn):
+        raise _rejection(components, combine_id, "a combine", components.transforms[combine_id].spec.urn,
+                         "runs %s, not Beam's CombineValuesDoFn, over a PCollection that may hold retractions"
+                         % type(dofn_info[0]).__name__)
+    dofn_info[0].combinefn = retractable(dofn_info[0].combinefn)
+    payload.do_fn.payload = pickler.dumps(dofn_info)
+    pardo.spec.payload = payload.SerializeToString()

@@ -284,6 +284,53 @@ def test_retracting_sessions_then_a_second_aggregation_converge_where_accumulati
     _session_totals_pipeline(triggers.ACCUMULATING, sum(accumulating))
 
 
+def _live_session_sums(mode):
+    """The multiset of stage-one session sums still live at the end (every
+    retraction removes an earlier addition), per the pure driver."""
+    import collections
+    live = collections.Counter()
+    for s in _pure_driver_pane_sums(mode):
+        if s < 0:
+            live[-s] -= 1
+        else:
+            live[s] += 1
+    return list(live.elements())
+
+
+@pytest.mark.parametrize("mode_name", ["RETRACTING", "ACCUMULATING"])
+def test_plain_combiners_after_retracting_sessions_consume_retractions(mode_name):
+    """The Dataflow paper's second aggregation with plain CombineFns (no
+    `triggers.retractable` in user code): the runner makes them consume the
+    retractions, so under RETRACTING they see exactly the live session sums,
+    where ACCUMULATING counts superseded panes again."""
+    import triggers
+    mode = getattr(triggers, mode_name)
+    live = _live_session_sums(mode)
+    assert sum(live) == 15 if mode == triggers.RETRACTING else sum(live) > 15
+    stream = TestStream()
+    for kind, arg in _SESSION_EVENTS:
+        if kind == "elements":
+            stream = stream.add_elements([_tv(("k", v), ts) for v, ts in arg])
+        elif arg is None:
+            stream = stream.advance_watermark_to_infinity()
+        else:
+            stream = stream.advance_watermark_to(arg)
+    with _pipeline() as p:
+        sums = (p | stream
+                | beam.WindowInto(window.Sessions(5), trigger=_SESSION_TRIGGER,
+                                  accumulation_mode=mode, allowed_lateness=100)
+                | "SessionSum" >> beam.CombinePerKey(sum)
+                | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
+                | "Day" >> beam.WindowInto(window.FixedWindows(24 * 3600)))
+        for name, combine, expected in [
+                ("Sum", beam.CombinePerKey(sum), sum(live)),
+                ("Count", beam.combiners.Count.PerKey(), len(live)),
+                ("Mean", beam.combiners.Mean.PerKey(), sum(live) / len(live)),
+                ("Max", beam.CombinePerKey(max), max(live))]:
+            assert_that(sums | name >> combine | "%sValue" % name >> beam.Values(),
+                        equal_to([expected]), label="Check%s" % name)
+
+
 def test_periodic_impulse_is_an_unbounded_source_whose_watermark_closes_windows():
     """An unbounded splittable DoFn: PeriodicImpulse self-checkpoints until
     its next firing time; the runner resumes it in a later micro-batch and

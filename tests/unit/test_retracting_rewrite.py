@@ -199,3 +199,88 @@ def test_combine_per_key_with_side_inputs_is_rejected_naming_it():
     with pytest.raises(UnsupportedPipelineError) as e:
         plan_pipeline(pipeline_proto_of(p))
     assert "SideSum" in str(e.value) and "accumulators" in str(e.value) and "map_pane" in str(e.value)
+
+
+# --- downstream of RETRACTING output: combines consume, coders carry -----
+
+def _second_stage(combine):
+    def build(pcoll):
+        (pcoll | "SessionSum" >> beam.CombinePerKey(sum)
+         | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
+         | "Day" >> beam.WindowInto(window.FixedWindows(86400))
+         | "Second" >> combine | "Out" >> beam.Map(print))
+    return build
+
+
+def _combine_fn(proto, name):
+    from apache_beam.transforms import core
+    t = _by_name(proto, name)
+    payload = beam_runner_api_pb2.CombinePayload.FromString(t.spec.payload)
+    return core.CombineFn.from_runner_api(payload.combine_fn, pipeline_context.PipelineContext(proto.components))
+
+
+def test_may_hold_retractions_stops_at_the_combine_that_consumes_them():
+    from beam_spark_runner.translation.retracting import may_hold_retractions
+    proto = _proto(3, _second_stage(beam.CombinePerKey(sum)))
+    producers = {t.unique_name for t in proto.components.transforms.values()
+                 if set(t.outputs.values()) & may_hold_retractions(proto.components)}
+    assert {"SessionSum", "ToDay", "Day"} <= producers, producers
+    assert not any(n.startswith(("Second", "Out")) for n in producers), producers
+    # Nothing downstream of ACCUMULATING output.
+    assert not may_hold_retractions(_proto(2, _second_stage(beam.CombinePerKey(sum))).components)
+
+
+@pytest.mark.parametrize("combine,kind", [
+    (beam.CombinePerKey(sum), "_InvertibleSum"),
+    (beam.combiners.Count.PerKey(), "_InvertibleCount"),
+    (beam.combiners.Mean.PerKey(), "_InvertibleMean"),
+    (beam.CombinePerKey(max), "_Retaining"),
+])
+def test_combines_downstream_of_retracting_output_become_retractable(combine, kind):
+    proto = _proto(3, _second_stage(combine))
+    rewritten = rewrite_retracting(proto)
+    second = next(t.unique_name for t in proto.components.transforms.values()
+                  if t.unique_name.startswith("Second") and t.spec.urn == "beam:transform:combine_per_key:v1")
+    assert type(_combine_fn(rewritten, second)).__name__ == kind
+    # ... in the CombineValues its expansion would run too, and with the new
+    # fn's accumulator coder.
+    cgv = next(t.unique_name for t in rewritten.components.transforms.values()
+               if t.unique_name.startswith(second + "/") and t.spec.urn == "beam:transform:combine_grouped_values:v1")
+    assert type(_combine_fn(rewritten, cgv)).__name__ == kind
+    before = beam_runner_api_pb2.CombinePayload.FromString(_by_name(proto, second).spec.payload)
+    after = beam_runner_api_pb2.CombinePayload.FromString(_by_name(rewritten, second).spec.payload)
+    assert after.accumulator_coder_id != before.accumulator_coder_id
+    # The first stage combines fresh input: its panes are combined with sum
+    # itself (per pane, keeping their polarity).
+    pardo = _by_name(rewritten, "SessionSum/Combine/ParDo(CombineValuesDoFn)")
+    dofn = pickler.loads(beam_runner_api_pb2.ParDoPayload.FromString(pardo.spec.payload).do_fn.payload)[0]
+    assert isinstance(dofn, RetractionAwareCombineValuesDoFn)
+    from apache_beam.transforms import core
+    assert isinstance(dofn.combine_values_dofn.combinefn, core.CallableWrapperCombineFn)
+
+
+def test_typed_coders_downstream_of_retracting_output_carry_them():
+    def build(pcoll):
+        (pcoll | "Count" >> beam.combiners.Count.PerKey()
+         | "Reshuffle" >> beam.Reshuffle() | "Out" >> beam.Map(print))
+    proto = _proto(3, build)
+    rewritten = rewrite_retracting(proto)
+    python_coders = pipeline_context.PipelineContext(rewritten.components).coders
+    out_id = next(iter(_by_name(proto, "Reshuffle").outputs.values()))
+    coder = python_coders[rewritten.components.pcollections[out_id].coder_id]
+    # KV<str, RetractionAware(int)>: a Retraction(1) round-trips.
+    assert coder.decode(coder.encode(("k", Retraction(1)))) == ("k", Retraction(1))
+    before = pipeline_context.PipelineContext(proto.components).coders[
+        proto.components.pcollections[out_id].coder_id]
+    with pytest.raises(TypeError):
+        before.encode(("k", Retraction(1)))
+
+
+def test_combine_with_side_inputs_over_retractions_is_rejected_naming_it():
+    def build(pcoll):
+        side = pcoll.pipeline | "Side" >> beam.Create([1])
+        (pcoll | "SessionSum" >> beam.CombinePerKey(sum)
+         | "Day" >> beam.WindowInto(window.FixedWindows(86400))
+         | "WithSide" >> beam.CombinePerKey(lambda vs, s: sum(vs), beam.pvalue.AsSingleton(side)))
+    with pytest.raises(UnsupportedPipelineError, match="WithSide"):
+        rewrite_retracting(_proto(3, build))
