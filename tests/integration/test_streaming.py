@@ -245,11 +245,8 @@ def _pure_driver_pane_sums(mode):
     return [-sum(p.value.value) if triggers.is_retraction(p.value) else sum(p.value) for p in panes]
 
 
-def _session_totals_pipeline(mode, expected_total):
-    """The Dataflow paper's case: per-key session sums with early and late
-    firings, then a second aggregation over the sessions. Element 3 at t=6
-    arrives late and merges sessions [1, 6) and [10, 15) into [1, 15)."""
-    import triggers
+def _session_stream():
+    """_SESSION_EVENTS as a TestStream of ("k", value) elements."""
     stream = TestStream()
     for kind, arg in _SESSION_EVENTS:
         if kind == "elements":
@@ -258,6 +255,15 @@ def _session_totals_pipeline(mode, expected_total):
             stream = stream.advance_watermark_to_infinity()
         else:
             stream = stream.advance_watermark_to(arg)
+    return stream
+
+
+def _session_totals_pipeline(mode, expected_total):
+    """The Dataflow paper's case: per-key session sums with early and late
+    firings, then a second aggregation over the sessions. Element 3 at t=6
+    arrives late and merges sessions [1, 6) and [10, 15) into [1, 15)."""
+    import triggers
+    stream = _session_stream()
     with _pipeline() as p:
         totals = (p | stream
                   | beam.WindowInto(window.Sessions(5), trigger=_SESSION_TRIGGER,
@@ -307,14 +313,7 @@ def test_plain_combiners_after_retracting_sessions_consume_retractions(mode_name
     mode = getattr(triggers, mode_name)
     live = _live_session_sums(mode)
     assert sum(live) == 15 if mode == triggers.RETRACTING else sum(live) > 15
-    stream = TestStream()
-    for kind, arg in _SESSION_EVENTS:
-        if kind == "elements":
-            stream = stream.add_elements([_tv(("k", v), ts) for v, ts in arg])
-        elif arg is None:
-            stream = stream.advance_watermark_to_infinity()
-        else:
-            stream = stream.advance_watermark_to(arg)
+    stream = _session_stream()
     with _pipeline() as p:
         sums = (p | stream
                 | beam.WindowInto(window.Sessions(5), trigger=_SESSION_TRIGGER,

@@ -140,11 +140,15 @@ def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp(
     assert lifting.keep_timestamp_combiners(earliest) is not earliest
 
 
-def test_unspecified_closing_behavior_rejected_naming_the_grouping_and_field():
+def _fixed_windows_group_proto():
     p = beam.Pipeline()
     (p | beam.Create([("k", 1)]) | beam.WindowInto(window.FixedWindows(10))
      | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
-    proto = pipeline_proto_of(p)
+    return pipeline_proto_of(p)
+
+
+def test_unspecified_closing_behavior_rejected_naming_the_grouping_and_field():
+    proto = _fixed_windows_group_proto()
     for strategy in proto.components.windowing_strategies.values():
         if strategy.window_fn.urn == "beam:window_fn:fixed_windows:v1":
             strategy.ClearField("closing_behavior")
@@ -159,10 +163,7 @@ def test_group_plan_carries_the_windowing_strategy_closing_rules():
     from beam_spark_runner.worker.grouping import GroupCodec
     from triggers.closing import ClosingRules
 
-    p = beam.Pipeline()
-    (p | beam.Create([("k", 1)]) | beam.WindowInto(window.FixedWindows(10))
-     | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
-    proto = pipeline_proto_of(p)
+    proto = _fixed_windows_group_proto()
     for strategy in proto.components.windowing_strategies.values():
         strategy.closing_behavior = pb.ClosingBehavior.EMIT_IF_NONEMPTY
         strategy.on_time_behavior = pb.OnTimeBehavior.FIRE_IF_NONEMPTY
