@@ -12,10 +12,12 @@ module at a time (sequentially: the test machine has 2 cores).
     .venv/bin/python tools/beam_suites.py --modules apache_beam/transforms/core_test --runner spark
     .venv/bin/python tools/beam_suites.py --report-only --json /tmp/beam_suites.json
 
-It prints a markdown table (module | Direct pass/fail/skip | Spark
-pass/fail/skip | tests passing on Direct but failing on Spark) and writes every
-per-test outcome to the --json file (rewritten after each module, so a long run
-can be watched and resumed with --resume).
+It prints a markdown table (module | per runner: passed on that runner / passed
+without a pipeline / passed on another runner / failed / skipped | tests passing
+on Direct but failing on Spark) and writes every per-test outcome, with the
+runners its pipelines ran on (tests/pipeline_runs.py), to the --json file
+(rewritten after each module, so a long run can be watched and resumed with
+--resume).
 """
 import argparse
 import datetime
@@ -36,6 +38,12 @@ RUNNER_OPTIONS = {
     "spark": "--runner=beam_spark_runner.SparkRunner",
 }
 RUNNER_TITLES = {"direct": "Direct", "spark": "Spark"}
+# The runner classes tests/pipeline_runs.py records for each runner under test.
+RUNNER_LABELS = {
+    "direct": frozenset(["DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner"]),
+    "spark": frozenset(["SparkRunner"]),
+}
+RUNNERS_PROPERTY = "pipeline_runners"
 MAX_NAMES_IN_TABLE = 6
 
 # Modules named explicitly in addition to apache_beam/transforms/*_test.py.
@@ -82,6 +90,10 @@ LOCAL_IT_EXAMPLES = frozenset([
     "apache_beam/examples/complete/tfidf_it_test",
     "apache_beam/examples/cookbook/custom_ptransform_it_test",
 ])
+IO_IT_REASON = (
+    "io integration or performance test (*_it_test, *_perf_test): written for Beam's "
+    "post-commit; needs external services (MongoDB, GCS, an HTTP endpoint) or a large "
+    "generated data set")
 IT_EXAMPLE_REASON = (
     "example integration test (*_it_test): written for Beam's post-commit on "
     "Dataflow; needs --temp_location on GCS and/or GCP services (GCS, "
@@ -114,6 +126,18 @@ def default_modules():
     for m in transforms + EXTRA_MODULES:
         if m in EXCLUDED:
             excluded[m] = EXCLUDED[m]
+        elif m not in modules:
+            modules.append(m)
+    # Beam's io/ tests that run pipelines through TestPipeline: the runner
+    # replaces text reads and file writes, so they matter here.
+    io_modules = sorted(
+        _module_of(p, root) for p in glob.glob(os.path.join(root, "io", "*_test.py"))
+        if _uses_test_pipeline(p))
+    for m in io_modules:
+        if m in EXCLUDED:
+            excluded[m] = EXCLUDED[m]
+        elif m.endswith("_it_test") or m.endswith("_perf_test"):
+            excluded[m] = IO_IT_REASON
         elif m not in modules:
             modules.append(m)
     examples = sorted(
@@ -207,7 +231,7 @@ def run_module(module, runner, args, workdir):
         "duration_s": round(duration, 1),
         "xml": xml_path,
         "log": log_path,
-        "counts": count(tests),
+        "counts": count(tests, runner),
         "tests": tests,
     }
 
@@ -273,6 +297,11 @@ def parse_junit(xml_path):
                     detail = text[-2500:]
                 break
         record = {"outcome": outcome, "time": float(case.get("time") or 0)}
+        runners = [prop.get("value") for prop in case.iter("property")
+                   if prop.get("name") == RUNNERS_PROPERTY]
+        if runners:
+            # tests/pipeline_runs.py: the runner of every pipeline the test ran.
+            record["runners"] = [r for r in runners[0].split(",") if r]
         if message:
             record["message"] = message
         if detail:
@@ -281,11 +310,25 @@ def parse_junit(xml_path):
     return tests
 
 
-def count(tests):
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+def count(tests, runner):
+    """Outcome counts, with passed tests split by where their pipelines ran
+    (tests/pipeline_runs.py): "on_runner" only if every pipeline ran on the
+    runner under test and at least one did."""
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0,
+              "on_runner": 0, "no_pipeline": 0, "other_runner": 0}
     for t in tests.values():
         counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
+        if t["outcome"] == "passed":
+            counts[_where(t.get("runners"), runner)] += 1
     return counts
+
+
+def _where(runners, runner):
+    if runners is None:
+        return "other_runner"   # not recorded: cannot be counted for the runner
+    if not runners:
+        return "no_pipeline"
+    return "on_runner" if all(r in RUNNER_LABELS[runner] for r in runners) else "other_runner"
 
 
 def _failing(outcome):
@@ -311,7 +354,8 @@ def _cell(run):
     if not run:
         return "not run"
     c = run["counts"]
-    text = "%d / %d / %d" % (c["passed"], c["failed"] + c["error"], c["skipped"])
+    text = "%d / %d / %d / %d / %d" % (c.get("on_runner", 0), c.get("no_pipeline", 0),
+                                      c.get("other_runner", 0), c["failed"] + c["error"], c["skipped"])
     if run["status"] != "ok":
         text += " (%s after %ds)" % (run["status"], run["duration_s"])
     return text
@@ -321,7 +365,8 @@ def markdown(record):
     runners = record["runners"]
     regressions = compare(record) if set(runners) >= {"direct", "spark"} else {}
     lines = []
-    header = ["module"] + ["%s pass / fail / skip" % RUNNER_TITLES[r] for r in runners]
+    header = ["module"] + ["%s: passed on it / no pipeline / other runner / fail / skip" % RUNNER_TITLES[r]
+                           for r in runners]
     both = set(runners) >= {"direct", "spark"}
     if both:
         header.append("passing on Direct, failing on Spark")
@@ -329,7 +374,8 @@ def markdown(record):
     lines.append("| " + " | ".join(header) + " |")
     lines.append("| " + " | ".join(["---"] + ["---:"] * len(runners) + (["---"] if both else [])
                                    + ["---:"]) + " |")
-    totals = {r: {"passed": 0, "failed": 0, "error": 0, "skipped": 0} for r in runners}
+    totals = {r: {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "on_runner": 0, "no_pipeline": 0,
+                  "other_runner": 0} for r in runners}
     n_regressions = 0
     for module in record["order"]:
         runs = record["modules"].get(module, {})
@@ -350,14 +396,18 @@ def markdown(record):
     row = ["**total**"]
     for r in runners:
         t = totals[r]
-        row.append("**%d / %d / %d**" % (t["passed"], t["failed"] + t["error"], t["skipped"]))
+        row.append("**%d / %d / %d / %d / %d**" % (t["on_runner"], t["no_pipeline"], t["other_runner"],
+                                                   t["failed"] + t["error"], t["skipped"]))
     if both:
         row.append("**%d**" % n_regressions)
     row.append("")
     lines.append("| " + " | ".join(row) + " |")
     lines.append("")
-    lines.append("fail = failed + error (pytest `error` = failure in setup/teardown or "
-                 "collection); %s" % ", ".join(
+    lines.append("passed on it: every pipeline the test ran ran on that runner, at least one "
+                 "(tests/pipeline_runs.py); no pipeline: passed without running one; other runner: "
+                 "passed with a pipeline on another runner (e.g. `beam.Pipeline()`, which is "
+                 "DirectRunner, or a pinned FnApiRunner). fail = failed + error (pytest `error` = "
+                 "failure in setup/teardown or collection); %s" % ", ".join(
                      "%s errors: %d" % (RUNNER_TITLES[r], totals[r]["error"]) for r in runners))
     if record.get("not_run"):
         lines.append("")
@@ -428,10 +478,10 @@ def main(argv=None):
             record = json.load(f)
         if args.reparse:  # re-read every run's JUnit XML (after a parser change)
             for runs in record["modules"].values():
-                for run in runs.values():
+                for runner, run in runs.items():
                     if os.path.exists(run["xml"]):
                         run["tests"] = parse_junit(run["xml"])
-                        run["counts"] = count(run["tests"])
+                        run["counts"] = count(run["tests"], runner)
             save(record, args.json)
         table = markdown(record)
         print(table)

@@ -1,0 +1,109 @@
+"""pytest plugin: which runner every pipeline a test ran used, so that Beam's
+own tests are counted honestly.
+
+A Beam test (one defined in an `apache_beam` module) counts as *passed on
+SparkRunner* only if it ran at least one pipeline and every pipeline it ran
+ran on SparkRunner. A passing Beam test that ran no pipeline (a unit test of
+Beam's own code) or ran one on another runner (`beam.Pipeline()` is
+DirectRunner; some tests pin FnApiRunner) is reported apart, never as a
+Spark pass.
+
+Every test's call-phase report carries a `pipeline_runners` user property
+(comma-separated runner classes, "SparkRunner" for SparkRunner and its
+subclasses; JUnit XML writes it as a testcase property), and the terminal
+summary ends with the counts. With BEAM_SPARK_PIPELINE_RUNS=path the
+per-test records are also written there as JSON.
+"""
+import json
+import os
+
+import pytest
+
+SPARK = "SparkRunner"
+PROPERTY = "pipeline_runners"
+
+_current = None        # runners of the pipelines the running test ran so far
+_records = {}          # nodeid -> {"beam": bool, "outcome": ..., "runners": [...]}
+
+
+def runner_label(runner):
+    """"SparkRunner" for SparkRunner and its subclasses, else the class name."""
+    from beam_spark_runner import SparkRunner
+    return SPARK if isinstance(runner, SparkRunner) else type(runner).__name__
+
+
+def classify(outcome, runners):
+    """One of: "spark" (passed, every pipeline on SparkRunner, at least one),
+    "no pipeline", "other runner" (passed), "failed", "skipped"."""
+    if outcome != "passed":
+        return outcome
+    if not runners:
+        return "no pipeline"
+    return "spark" if all(r == SPARK for r in runners) else "other runner"
+
+
+def _is_beam_test(item):
+    function = getattr(item, "function", None)
+    return bool(function is not None and getattr(function, "__module__", "").startswith("apache_beam."))
+
+
+def pytest_configure(config):
+    from apache_beam import pipeline
+    if getattr(pipeline.Pipeline.run, "_records_runner", False):
+        return
+    original = pipeline.Pipeline.run
+
+    def run(self, *args, **kwargs):
+        if _current is not None:
+            _current.append(runner_label(self.runner))
+        return original(self, *args, **kwargs)
+
+    run._records_runner = True
+    pipeline.Pipeline.run = run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _current
+    _current = []
+    try:
+        yield
+    finally:
+        _current = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    if call.when == "call":
+        item.user_properties.append((PROPERTY, ",".join(_current or ())))
+    outcome = yield
+    report = outcome.get_result()
+    record = _records.setdefault(item.nodeid, {"beam": _is_beam_test(item), "outcome": "passed",
+                                               "runners": []})
+    if report.when == "call":
+        record["runners"] = list(_current or ())
+    if report.failed:
+        record["outcome"] = "failed"
+    elif report.skipped and record["outcome"] == "passed":
+        record["outcome"] = "skipped"
+
+
+def summary(records):
+    counts = {k: 0 for k in ("spark", "no pipeline", "other runner", "failed", "skipped")}
+    for record in records.values():
+        if record["beam"]:
+            counts[classify(record["outcome"], record["runners"])] += 1
+    return counts
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts = summary(_records)
+    if sum(counts.values()):
+        terminalreporter.write_line(
+            "Beam's tests: %(spark)d passed on SparkRunner, %(no pipeline)d passed without running a "
+            "pipeline, %(other runner)d passed on another runner, %(failed)d failed, %(skipped)d skipped"
+            % counts)
+    path = os.environ.get("BEAM_SPARK_PIPELINE_RUNS")
+    if path:
+        with open(path, "w") as f:
+            json.dump({"counts": counts, "tests": _records}, f, indent=1, sort_keys=True)
