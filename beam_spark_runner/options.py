@@ -1,4 +1,6 @@
-"""Pipeline options of the Spark runner."""
+"""Pipeline options of the Spark runner, and what it does with Beam's own
+options: each one it accepts is honoured or refused at submission with a
+message naming it (`option_problems`); none is silently ignored."""
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
@@ -77,3 +79,74 @@ def worker_log_settings(options):
     harness = options.view_as(WorkerOptions)
     return LogSettings.from_option_values(harness.default_sdk_harness_log_level,
                                           harness.sdk_harness_log_level_overrides)
+
+
+# The Python SDK environment SparkRunner runs: embedded in Spark's own Python
+# workers (the only environment today; the job service, issue #21, will
+# accept the others).
+EMBEDDED_PYTHON_ENVIRONMENT = "beam:env:embedded_python:v1"
+
+# Beam options that prepare the SDK harness's environment (staged packages,
+# containers, other SDK workers). SparkRunner runs Beam's Python SDK inside
+# Spark's own Python workers and installs nothing on the executors yet (issue
+# #21): each is refused when set, saying what to do instead.
+_ENVIRONMENT = ("SparkRunner runs Beam's Python SDK embedded in Spark's Python workers; leave it unset "
+                "(other environments will come with the job service)")
+_CONTAINERS = "SparkRunner starts no SDK containers; leave it unset"
+_INSTALL = ("SparkRunner does not install or stage anything on Spark's executors yet; install what the "
+            "pipeline needs in the Python environment the executors run (the driver's own on the "
+            "embedded local master; on a cluster e.g. a packed environment given to Spark's --archives "
+            "with spark.pyspark.python)")
+_UNSUPPORTED = {
+    "environment_type": _ENVIRONMENT,
+    "environment_config": _ENVIRONMENT,
+    "environment_options": _ENVIRONMENT,
+    "sdk_container_image": _CONTAINERS,
+    "prebuild_sdk_container_engine": _CONTAINERS,
+    "docker_registry_push_url": _CONTAINERS,
+    "requirements_file": _INSTALL,
+    "requirements_cache": _INSTALL,
+    "setup_file": _INSTALL,
+    "extra_packages": _INSTALL,
+    "files_to_stage": _INSTALL,
+    "beam_plugins": _INSTALL,
+    "sdk_location": "Spark's Python workers use the apache-beam installed with them; leave it unset",
+}
+
+
+def option_problems(options):
+    """(errors, warnings): the options given (not defaults) that SparkRunner
+    cannot honour, as messages naming them. Errors refuse the pipeline;
+    warnings are options that lose nothing here but do not do what they do
+    elsewhere."""
+    given = options.get_all_options(drop_default=True, retain_unknown_options=False)
+    errors, warnings = [], []
+    for name, why in _UNSUPPORTED.items():
+        if name not in given:
+            continue
+        if name == "environment_type" and given[name] == EMBEDDED_PYTHON_ENVIRONMENT:
+            continue
+        errors.append("--%s=%s is not supported: %s" % (name, given[name], why))
+    library = given.get("pickle_library")
+    if library not in (None, "default", "cloudpickle"):
+        errors.append("--pickle_library=%s is not supported: Spark's Python workers unpickle the "
+                      "pipeline with cloudpickle, Beam's default" % library)
+    if given.get("save_main_session"):
+        warnings.append(
+            "--save_main_session: SparkRunner stages no main session; functions and the objects "
+            "they reference are pickled with them (cloudpickle), so most pipelines need nothing "
+            "more, but module state they do not reference is not in Spark's workers")
+    if "sdk_worker_parallelism" in given:
+        warnings.append(
+            "--sdk_worker_parallelism=%s has no effect: Spark runs one Python worker per task "
+            "slot (--spark_master local[N], or the executors' cores)" % given["sdk_worker_parallelism"])
+    return errors, warnings
+
+
+def keeps_every_stage_on_the_sdk_harness(options):
+    """--sdk_harness_only, or Beam's --performance_runtime_type_check, whose
+    checks live in the SDK harness (the plain-Python stages do not make
+    them)."""
+    from apache_beam.options.pipeline_options import TypeOptions
+    return bool(options.view_as(SparkRunnerOptions).sdk_harness_only
+                or options.view_as(TypeOptions).performance_runtime_type_check)

@@ -10,7 +10,8 @@ from apache_beam.runners.pipeline_utils import (
     group_by_key_input_visitor, merge_common_environments, validate_pipeline_graph)
 from apache_beam.transforms import environments
 
-from beam_spark_runner.options import SparkRunnerOptions, parallelism, worker_log_settings
+from beam_spark_runner.options import (
+    SparkRunnerOptions, keeps_every_stage_on_the_sdk_harness, option_problems, parallelism, worker_log_settings)
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
 from beam_spark_runner.translation import lifting, native_io, retracting
@@ -95,32 +96,42 @@ class SparkRunner(beam_runner.PipelineRunner):
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
+        errors, warnings = option_problems(options)
+        if errors:
+            raise requirements.UnsupportedPipelineError(
+                "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
+        for warning in warnings:
+            _LOG.warning("%s", warning)
         log_settings = worker_log_settings(options)     # a bad level fails here, before any work
+        plain_python = not keeps_every_stage_on_the_sdk_harness(options)
         if is_streaming(pipeline_proto, options):
-            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain,
-                                                     plain_python=not spark_options.sdk_harness_only)
+            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
         else:
-            execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain,
-                                           plain_python=not spark_options.sdk_harness_only)
+            execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
         if spark_options.print_plan:
             print(execution_plan.describe())
-        return self._execute(execution_plan, spark_options, parallelism(options), log_settings)
+        explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
+        return self._execute(execution_plan, spark_options, parallelism(options), log_settings, explicit)
 
-    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None):
+    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=()):
         from beam_spark_runner.execution.batch import BatchExecution
         from beam_spark_runner.session import get_or_create_session
 
-        spark = get_or_create_session(spark_options)
-        if log_settings is not None:
-            from beam_spark_runner.execution.log_receiver import settings_for
-            log_settings = settings_for(spark.sparkContext, log_settings)
-        if isinstance(execution_plan, streaming_plan.StreamingPlan):
-            from beam_spark_runner.execution.streaming import StreamingExecution
-            execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
-                                           spark_options.trigger_interval, log_settings)
-        else:
-            execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes,
-                                       log_settings)
+        spark, run_conf = get_or_create_session(spark_options, explicit)
+        try:
+            if log_settings is not None:
+                from beam_spark_runner.execution.log_receiver import settings_for
+                log_settings = settings_for(spark.sparkContext, log_settings)
+            if isinstance(execution_plan, streaming_plan.StreamingPlan):
+                from beam_spark_runner.execution.streaming import StreamingExecution
+                execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
+                                               spark_options.trigger_interval, log_settings)
+            else:
+                execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes,
+                                           log_settings)
+        except BaseException:
+            run_conf.restore()
+            raise
 
         def run():
             try:
@@ -131,6 +142,8 @@ class SparkRunner(beam_runner.PipelineRunner):
                 error = PipelineExecutionError(_user_error(e))
                 _LOG.error("Pipeline failed: %s", error)
                 raise error from e
+            finally:
+                run_conf.restore()
 
         result = SparkPipelineResult(run, cancel_fn=execution.cancel)
         return result.start(execution.metrics_so_far)

@@ -1,9 +1,12 @@
 """Getting a SparkSession: reuse an active one (a notebook's, a test's),
 otherwise create one from the options. The only place that starts Spark."""
+import logging
 import os
 import sys
 
 from beam_spark_runner.options import parse_spark_conf
+
+_LOG = logging.getLogger(__name__)
 
 UI_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner-ui.jar")
 
@@ -43,15 +46,63 @@ def merged_spark_conf(user_conf):
     return conf
 
 
-def get_or_create_session(spark_options):
+class RunConf:
+    """The --spark_conf entries a run set on an active session, and their
+    previous values: `restore()` puts them back when the run ends."""
+
+    def __init__(self, spark=None, previous=None):
+        self._spark = spark
+        self._previous = previous or {}
+
+    def restore(self):
+        previous, self._previous = self._previous, {}
+        for key, value in previous.items():
+            if value is None:
+                self._spark.conf.unset(key)
+            else:
+                self._spark.conf.set(key, value)
+
+
+def get_or_create_session(spark_options, explicit=()):
+    """(session, RunConf). An active session (a notebook's, a test's) is
+    reused: --spark_conf entries Spark lets a running session change are set
+    for the run and restored after it; the options that cannot apply to it
+    (other static settings, --spark_master, --spark_app_name given
+    explicitly) are named in one warning. Otherwise a session is created from
+    the options. `explicit`: the options the user gave (not defaults)."""
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return active, _apply_to_active(active, spark_options, explicit)
     builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)
     conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf))
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return builder.getOrCreate(), RunConf()
+
+
+def _apply_to_active(spark, spark_options, explicit):
+    previous, cannot = {}, []
+    for key, value in parse_spark_conf(spark_options.spark_conf).items():
+        current = spark.conf.get(key, None)
+        if current == value:
+            continue
+        if spark.conf.isModifiable(key):
+            previous[key] = current
+            spark.conf.set(key, value)
+        else:
+            cannot.append("--spark_conf %s=%s (the session has %s)" % (key, value, current))
+    context = spark.sparkContext
+    if "spark_master" in explicit and spark_options.spark_master != context.master:
+        cannot.append("--spark_master=%s (the session's master is %s)" % (spark_options.spark_master, context.master))
+    if "spark_app_name" in explicit and spark_options.spark_app_name != context.appName:
+        cannot.append("--spark_app_name=%s (the session's is %s)" % (spark_options.spark_app_name, context.appName))
+    if cannot:
+        _LOG.warning("SparkRunner reuses the active SparkSession; these options cannot apply to it (they are "
+                     "fixed when a session starts: stop it, or set them where it is created): %s",
+                     "; ".join(cannot))
+    if previous:
+        _LOG.info("SparkRunner sets %s on the active SparkSession for this run", ", ".join(sorted(previous)))
+    return RunConf(spark, previous)
