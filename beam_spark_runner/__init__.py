@@ -8,12 +8,12 @@ import importlib
 
 _EXPORTS = {
     "SparkRunner": "beam_spark_runner.runner",
-    "plan_pipeline": "beam_spark_runner.runner",
-    "describe_plan": "beam_spark_runner.runner",
+    "plan_pipeline": "beam_spark_runner.translation.planner",
+    "describe_plan": "beam_spark_runner.translation.planner",
     "SparkRunnerOptions": "beam_spark_runner.options",
     "SparkPipelineResult": "beam_spark_runner.result",
     "PipelineExecutionError": "beam_spark_runner.result",
-    "UnsupportedPipelineError": "beam_spark_runner.translation.requirements",
+    "UnsupportedPipelineError": "beam_spark_runner.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -16,8 +16,8 @@ from google.protobuf import text_format
 
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from beam_spark_runner.runner import is_streaming, plan_pipeline, plan_streaming_pipeline
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+from beam_spark_runner.translation.planner import is_streaming, plan_pipeline, plan_streaming_pipeline
+from beam_spark_runner.errors import UnsupportedPipelineError
 
 
 def plan_main(argv=None):

@@ -3,68 +3,20 @@ import logging
 import re
 
 from apache_beam.options import pipeline_options
-from apache_beam.portability import common_urns
 from apache_beam.options.value_provider import RuntimeValueProvider
 from apache_beam.runners import runner as beam_runner
-from apache_beam.runners.pipeline_utils import (
-    group_by_key_input_visitor, merge_common_environments, validate_pipeline_graph)
-from apache_beam.transforms import environments
+from apache_beam.runners.pipeline_utils import group_by_key_input_visitor, merge_common_environments
 
 from beam_spark_runner.options import (
     SparkRunnerOptions, keeps_every_stage_on_the_sdk_harness, option_problems, parallelism, worker_log_settings)
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
-from beam_spark_runner.translation import phases, plan as plan_lib, requirements, streaming_plan
-from beam_spark_runner.translation import lifting, native_io, retracting
+from beam_spark_runner import plans
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.planner import (
+    is_streaming, pipeline_proto_of, plan_pipeline, plan_streaming_pipeline)
 
 _LOG = logging.getLogger(__name__)
-
-
-def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
-    """Checks a pipeline proto and plans it; raises UnsupportedPipelineError.
-
-    Pure planning: no Spark needed, so `beam-spark-plan` and tests can call it.
-    `plain_python=False` keeps every stage on the SDK harness.
-    """
-    validate_pipeline_graph(pipeline_proto)
-    requirements.check_pipeline(pipeline_proto)
-    pipeline_proto = _rewrite(pipeline_proto)
-    context, stages = phases.create_stages(pipeline_proto, drain=drain)
-    return plan_lib.build_plan(context, stages, plain_python=plain_python)
-
-
-def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True):
-    """Checks and plans an unbounded pipeline (Structured Streaming);
-    `plain_python=False` keeps every stateless stage on the SDK harness."""
-    validate_pipeline_graph(pipeline_proto)
-    requirements.check_pipeline(pipeline_proto, streaming=True)
-    return streaming_plan.plan_streaming(_rewrite(pipeline_proto), drain=drain, plain_python=plain_python)
-
-
-def _rewrite(pipeline_proto):
-    """Proto rewrites both engines need before Beam's phases."""
-    return lifting.keep_timestamp_combiners(retracting.rewrite_retracting(pipeline_proto))
-
-
-def is_streaming(pipeline_proto, options=None):
-    """--streaming, or a pipeline with a TestStream: those run on Structured
-    Streaming, as Beam's DirectRunner switches engines for TestStream.
-    Other unbounded reads without --streaming run in batch, drained as
-    Beam's FnApiRunner does."""
-    if options is not None and options.view_as(pipeline_options.StandardOptions).streaming:
-        return True
-    return any(t.spec.urn == common_urns.primitives.TEST_STREAM.urn
-               for t in pipeline_proto.components.transforms.values())
-
-
-def pipeline_proto_of(pipeline):
-    """The runner-API proto SparkRunner executes for a `beam.Pipeline`."""
-    return merge_common_environments(pipeline.to_runner_api(
-        default_environment=environments.EmbeddedPythonEnvironment.default()))
-
-
-def describe_plan(pipeline):
-    """The Spark plan of a `beam.Pipeline`, as text, without running it."""
-    return plan_pipeline(pipeline_proto_of(pipeline)).describe()
 
 
 class SparkRunner(beam_runner.PipelineRunner):
@@ -90,7 +42,7 @@ class SparkRunner(beam_runner.PipelineRunner):
             not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders))
         spark_options = options.view_as(SparkRunnerOptions)
         if not (options.view_as(pipeline_options.StandardOptions).streaming or spark_options.beam_io_only):
-            native_io.apply_native_io(pipeline)
+            phases.apply_pipeline_overrides(pipeline)
         return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):
@@ -98,7 +50,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         spark_options = options.view_as(SparkRunnerOptions)
         errors, warnings = option_problems(options)
         if errors:
-            raise requirements.UnsupportedPipelineError(
+            raise UnsupportedPipelineError(
                 "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
         for warning in warnings:
             _LOG.warning("%s", warning)
@@ -114,7 +66,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         return self._execute(execution_plan, spark_options, parallelism(options), log_settings, explicit)
 
     def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=()):
-        from beam_spark_runner.execution.batch import BatchExecution
+        from beam_spark_runner.execution.batch_execution import BatchExecution
         from beam_spark_runner.session import get_or_create_session
 
         spark, run_conf = get_or_create_session(spark_options, explicit)
@@ -122,8 +74,8 @@ class SparkRunner(beam_runner.PipelineRunner):
             if log_settings is not None:
                 from beam_spark_runner.execution.log_receiver import settings_for
                 log_settings = settings_for(spark.sparkContext, log_settings)
-            if isinstance(execution_plan, streaming_plan.StreamingPlan):
-                from beam_spark_runner.execution.streaming import StreamingExecution
+            if isinstance(execution_plan, plans.StreamingPlan):
+                from beam_spark_runner.execution.streaming_execution import StreamingExecution
                 execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
                                                spark_options.trigger_interval, log_settings)
             else:
@@ -150,7 +102,7 @@ class SparkRunner(beam_runner.PipelineRunner):
 
 
 _STAGE_FAILED = re.compile(
-    r"(beam_spark_runner\.worker\.stage_runner\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
+    r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
 
 
 def _user_error(exc):

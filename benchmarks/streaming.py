@@ -91,7 +91,7 @@ beam_latency_3gbk  The same as beam_latency with three chained GroupByKeys (coun
     later stages keep the first's windowing and its continuation trigger).
     Watermark lag per extra stateful stage is read from the runner's own
     per-batch times (StreamingExecution.last_status, read when the runner
-    logs the end of a batch on beam_spark_runner.execution.streaming): for every window
+    logs the end of a batch on beam_spark_runner.execution.streaming_execution): for every window
     end W, the batch in which GroupByKey i+1's input watermark first reaches
     W minus that of GroupByKey i. Also printed: the delay of on-time panes
     (output time - window end) and the event-to-output p50 with 3 vs 1
@@ -144,7 +144,7 @@ EARLY_S = 1
 LATE_EVERY = 20          # 1 in 20 events is late ...
 LATE_LAG_S = 15          # ... by 15 s of event time (the window it falls in has closed)
 ALLOWED_LATENESS_S = 30  # = the native query's watermark delay: no event is dropped
-STREAMING_LOGGER = "beam_spark_runner.execution.streaming"
+STREAMING_LOGGER = "beam_spark_runner.execution.streaming_execution"
 # Session settings a SparkRunner streaming query changes (RocksDB state store,
 # checkpoint format 2, shuffle partitions = key-groups); the native queries run
 # with the values the session had before any Beam run, i.e. Spark's defaults.
@@ -420,7 +420,7 @@ def build_beam(p, rate, seconds, interval, probe_every, out_dir, group_stages, e
 
 class _BatchLog(logging.Handler):
     """Records each Beam micro-batch when the runner's driver sink logs it
-    (logger beam_spark_runner.execution.streaming, INFO): wall time, the
+    (logger beam_spark_runner.execution.streaming_execution, INFO): wall time, the
     batch's number and BatchTimes (from StreamingExecution.last_status, set
     just before the log line), and the run's counters at that moment."""
 
@@ -461,7 +461,7 @@ class _BatchLog(logging.Handler):
 
 def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages, label, verbose=False,
              early_s=0):
-    from beam_spark_runner.runner import pipeline_proto_of, plan_streaming_pipeline
+    from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
     out_dir = tempfile.mkdtemp(prefix="beam-spark-bench-panes-")
     log = _BatchLog()
     logger = logging.getLogger(STREAMING_LOGGER)

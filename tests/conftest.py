@@ -1,4 +1,6 @@
-"""Test-process setup: one SparkSession for the whole process.
+"""Test-process setup: one SparkSession for the whole process, started by the
+first test that needs it (integration and conformance tests: their
+conftest.py asks for it; unit and core tests never start Spark).
 
 SparkRunner reuses an active SparkSession, so every pipeline a test runs
 shares this one (JVM start-up is paid once per test process).
@@ -37,7 +39,7 @@ def _start_session():
             .getOrCreate())
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def spark_session():
     if os.environ.get("BEAM_SPARK_NO_SESSION"):
         yield None

@@ -8,7 +8,7 @@ runner creates; everything else is PySpark's own daemon.
 import apache_beam  # noqa: F401
 import apache_beam.runners.worker.bundle_processor  # noqa: F401
 import apache_beam.runners.worker.sdk_worker  # noqa: F401
-import beam_spark_runner.worker.stage_runner  # noqa: F401
+import beam_spark_runner.worker.harness_stage  # noqa: F401
 from pyspark import daemon
 
 if __name__ == "__main__":

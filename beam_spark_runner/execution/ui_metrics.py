@@ -1,7 +1,7 @@
 """Beam metrics in the Spark UI.
 
 The authoritative metric values travel from Python workers to the driver
-through PySpark's accumulator (execution/metrics.py) and are what
+through PySpark's accumulator (execution/metrics_accumulator.py) and are what
 `PipelineResult.metrics()` returns. Python workers cannot update named JVM
 accumulators, which are what the Spark UI lists, so the driver publishes the
 aggregated values through a small JVM helper shipped with the runner

@@ -28,18 +28,18 @@ import pickle
 from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
-from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 
 from apache_beam.metrics import monitoring_infos
 
-from beam_spark_runner.metrics import merge as merge_monitoring_infos
+from beam_spark_runner.metrics_merge import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context, grouping
-from beam_spark_runner.worker.python_stage import PythonStageRunner
-from beam_spark_runner.worker.stage_runner import StageRunner
+from beam_spark_runner.worker.plain_stage import PlainStageRunner
+from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
 from windowing.timestamps import MIN_US as MIN_MICROS
@@ -139,18 +139,23 @@ def _metrics_row(name, infos, records_in=0, records_out=0, counters=None):
 
 
 class _StageBase:
+    """An operator running a fused stage. The stage's ProcessBundleDescriptor
+    is parsed once, here, and handed to everything that reads it (the stage
+    runner, side-input waiting, window expiry)."""
+
     def __init__(self, op, plan, key_groups):
         self.op = op
-        self.runner = self._make_runner(op, plan)
+        self.descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
+        self.runner = self._make_runner(op, plan, self.descriptor)
         self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
-        from beam_spark_runner.translation.streaming_plan import write_dest
+        from beam_spark_runner.plans import write_dest
         self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
         self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
                                  plan.broadcast_dests)
 
     @staticmethod
-    def _make_runner(op, plan):
-        return StageRunner(op.stage, (), plan.components)
+    def _make_runner(op, plan, descriptor):
+        return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
     def _bundle(self, group):
         return [(self._input_index[row[1]], row[4]) for row in group]
@@ -166,13 +171,13 @@ class _StageBase:
 
 class StatelessOperator(_StageBase):
     """A fused stage without state: one bundle per `seq`. A stage the plain
-    path can run (worker/python_stage.py) runs there, as in batch."""
+    path can run (worker/plain_stage.py) runs there, as in batch."""
 
     @staticmethod
-    def _make_runner(op, plan):
-        if op.stage.python_spec is not None:
-            return PythonStageRunner(op.stage, op.stage.python_spec, plan.components)
-        return StageRunner(op.stage, (), plan.components)
+    def _make_runner(op, plan, descriptor):
+        if op.stage.plain_spec is not None:
+            return PlainStageRunner(op.stage, op.stage.plain_spec, plan.components, descriptor)
+        return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
     def run(self, data_rows):
         out = []
@@ -194,10 +199,8 @@ class StatefulStageOperator(_StageBase):
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
-        self._side_inputs = SideInputs(op, plan) if op.side_inputs else None
-        from apache_beam.portability.api import beam_fn_api_pb2
-        self._expiry = WindowExpiry(beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor),
-                                    plan.components)
+        self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
+        self._expiry = WindowExpiry(self.descriptor, plan.components)
         self._main_impls = {d: context.coder_impl(plan.components, plan.keyed_dests[d])
                             for d in op.inputs if plan.keyed_dests.get(d)}
 
@@ -309,7 +312,7 @@ class SdfOperator(_StageBase):
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
-        self._side_inputs = SideInputs(op, plan) if op.side_inputs else None
+        self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
@@ -370,7 +373,7 @@ class SideInputOperator(_StageBase):
 
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
-        self._side_inputs = SideInputs(op, plan)
+        self._side_inputs = SideInputs(op, plan, self.descriptor)
 
     def run(self, blob, data_rows, steps):
         saved = pickle.loads(blob) if blob else {"pt": MIN_MICROS}
@@ -491,7 +494,7 @@ class GroupOperator:
 
 def build(op, plan, key_groups):
     """The operator object for a plan Operator (see streaming_plan)."""
-    from beam_spark_runner.translation.streaming_plan import GROUP, SDF, SIDE_INPUTS, STATEFUL
+    from beam_spark_runner.plans import GROUP, SDF, SIDE_INPUTS, STATEFUL
     if op.kind == GROUP:
         return GroupOperator(op, plan, key_groups)
     if op.kind == SIDE_INPUTS:

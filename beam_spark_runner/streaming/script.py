@@ -17,8 +17,8 @@ from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import (
     ELEMENTS, IMPULSE_SEQ, PROCESSING_TIME, WATERMARK, ScriptedStream, SourceScript)
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
-from beam_spark_runner.translation.streaming_plan import source_key
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.plans import source_key
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 

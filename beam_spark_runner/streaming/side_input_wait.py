@@ -212,11 +212,10 @@ class SideInputs:
     global window with a trigger other than the default, whose view is its
     latest trigger firing (`LatestFiring`); an element waits for its first."""
 
-    def __init__(self, op, plan):
-        from apache_beam.portability.api import beam_fn_api_pb2
+    def __init__(self, op, plan, descriptor):
+        """`descriptor`: the stage's parsed ProcessBundleDescriptor."""
         from apache_beam.pvalue import SideInputData
         from apache_beam.utils import proto_utils
-        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
         self._components = plan.components
         self._sides = []    # (dest, SideInputPlan, window mapping fn)
         # dest -> allowed lateness (micros) of the reading transform's main
@@ -307,12 +306,11 @@ def triggered_side_inputs(side_inputs, components: bytes):
     input and is seen whole, as any other side window."""
     from apache_beam.portability import common_urns
     from triggers.driver import ReduceSpec
-    protos = beam_runner_api_pb2.Components.FromString(components)
-    ctx = context.components_context(components)
+    ctx = context.components_context(components)    # parsed once per process and plan
     out = {}
     for dest, si in side_inputs:
-        pcoll = protos.pcollections[si.pcollection]
-        strategy = protos.windowing_strategies[pcoll.windowing_strategy_id]
+        pcoll = ctx.pcollections.get_proto_from_id(si.pcollection)
+        strategy = ctx.windowing_strategies.get_proto_from_id(pcoll.windowing_strategy_id)
         if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
                 and strategy.window_fn.urn == common_urns.global_windows.urn
                 and strategy.trigger.WhichOneof("trigger") != "default"):

@@ -1,5 +1,5 @@
 """Plans each micro-batch at the sources: what it reads and the times every
-keyed operator applies. No Spark: the Spark source (execution/streaming.py)
+keyed operator applies. No Spark: the Spark source (execution/streaming_execution.py)
 calls `initial_offset`, `next_offset` and `batch_rows` from Spark's
 source-planning process and executors.
 
@@ -28,7 +28,7 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.watermarks import (
     MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority)
 
-IMPULSE_SOURCE = "impulse"   # as translation.streaming_plan.IMPULSE_SOURCE
+IMPULSE_SOURCE = "impulse"   # as plans.IMPULSE_SOURCE (this module imports no Beam)
 AFTER_ALL = 1 << 62        # seq of the step that follows every data row
 IMPULSE_SEQ = -1           # Impulse's element comes before any TestStream event
 HOLDS_WAIT_SECONDS = 300

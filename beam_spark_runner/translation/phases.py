@@ -1,16 +1,40 @@
-"""The ordered list of graph phases that turn a pipeline proto into stages.
+"""The ordered phases that turn a pipeline into stages.
 
-Each phase is a `(stages, context) -> stages` function. We use Beam's own
-phases (combiner lifting, SDF expansion, GBK expansion, fusion, ...) from
-`fn_api_runner.translations` and add our own only where Spark needs a
-different shape; every phase is testable on its own.
+Three kinds, in the order they apply (translation/planner.py runs them):
+ * pipeline overrides, on the `beam.Pipeline` object before it becomes a
+   proto (`apply_pipeline_overrides`: the runner's own text reads and file
+   writes, batch only);
+ * proto rewrites, `(pipeline proto) -> pipeline proto` (`PROTO_REWRITES`:
+   retractions, combines that must not be lifted);
+ * graph phases, `(stages, context) -> stages`: Beam's own (combiner
+   lifting, SDF expansion, GBK expansion, fusion, ...) from
+   `fn_api_runner.translations`, and ours only where Spark needs a
+   different shape (`BATCH_PHASES`, `STREAMING_PHASES`).
+Every phase is a plain function, testable on its own.
 """
 import copy
 
 from apache_beam.portability import common_urns
 from apache_beam.runners.portability.fn_api_runner import translations
 
-from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+from beam_spark_runner.translation import native_io_overrides, retracting, unliftable_combines
+from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+
+
+def apply_pipeline_overrides(pipeline):
+    """Batch: the runner's Spark-native text reads and file writes in place
+    of Beam's expansions, where they give the same result
+    (translation/native_io_overrides.py)."""
+    native_io_overrides.apply_native_io(pipeline)
+
+
+# Before Beam's phases, in this order; each a pure `proto -> proto`.
+PROTO_REWRITES = (
+    # RETRACTING: coders that carry retractions, combines that consume them.
+    retracting.rewrite_retracting,
+    # CombinePerKeys whose timestamp combiner lifting would change.
+    unliftable_combines.keep_timestamp_combiners,
+)
 
 # Transforms the runner (Spark) executes itself rather than the SDK harness.
 RUNNER_URNS = frozenset([

@@ -8,12 +8,9 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.utils import proto_utils
 
-from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
-
-
-class UnsupportedPipelineError(ValueError):
-    """The pipeline uses something this runner cannot run; nothing was run."""
 
 
 _P = common_urns.primitives

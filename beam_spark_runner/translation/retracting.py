@@ -76,7 +76,7 @@ from apache_beam.runners import pipeline_context
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.transforms import combiners, core
 
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+from beam_spark_runner.errors import UnsupportedPipelineError
 from triggers.retracting_combine import RetractionAwareCombineValuesDoFn
 from triggers.retraction_coder import RetractionAwareCoder
 from triggers.retractions import retractable

@@ -24,106 +24,19 @@ Rows name their destination (`dest`): "materialize:<pcoll>" and
 "gbk:<gbk>" is a GroupByKey's input. Pure planning: no Spark here.
 """
 import dataclasses
-from typing import Dict, Tuple
 
 from apache_beam.portability import common_urns
 
+from beam_spark_runner import plans
+from beam_spark_runner.plans import (
+    GROUP, IMPULSE_SOURCE, SDF, SIDE_INPUTS, STATEFUL, STATELESS, Operator, StreamingPlan, TestStreamSource,
+    read_dest, source_key, write_dest)
 from beam_spark_runner.streaming.watermarks import StageInputs
-from beam_spark_runner.translation import phases, plan as plan_lib
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
+from beam_spark_runner.translation import phases, batch_plan as plan_lib
+from beam_spark_runner.errors import UnsupportedPipelineError
 
-STATELESS = "stateless"
-STATEFUL = "stateful"
-GROUP = "group"
-SDF = "sdf"
-SIDE_INPUTS = "side_inputs"
-
-IMPULSE_SOURCE = "impulse"
 STREAMING_ISSUE = "issue #5 (streaming)"
 _TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
-
-
-def source_key(test_stream: str, tag: str) -> str:
-    """A TestStream output's name as a watermark source: each tag has its own."""
-    return "%s#%s" % (test_stream, tag)
-
-
-def read_dest(ref: plan_lib.BufferRef) -> str:
-    """Where rows a stage reads from buffer `ref` are addressed."""
-    return str(ref)
-
-
-def write_dest(ref: plan_lib.BufferRef) -> str:
-    """Where rows a stage writes to buffer `ref` are addressed: a GroupByKey's
-    input is the group operator, everything else the readers."""
-    return "gbk:%s" % ref.name if ref.kind == plan_lib.GROUP else str(ref)
-
-
-@dataclasses.dataclass(frozen=True)
-class TestStreamSource:
-    name: str                                   # the TestStream transform id
-    display_name: str
-    payload: bytes                              # serialized TestStreamPayload
-    outputs: Tuple[Tuple[str, str, str], ...]   # (tag, dest, windowed coder id)
-
-
-@dataclasses.dataclass(frozen=True)
-class Operator:
-    kind: str                       # STATELESS, STATEFUL, SDF or GROUP
-    name: str                       # unique: stage name or GBK transform id
-    display_name: str
-    inputs: Tuple[str, ...]         # dests this operator consumes
-    stage: object = None            # StagePlan (all but GROUP)
-    group: object = None            # GroupPlan (GROUP)
-    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
-    # STATELESS reading an SDF operator's output: its rows are spread over
-    # key-groups by element and re-partitioned by key-group before it runs.
-    rebalance_input: bool = False
-    # Inputs a later operator reads too (a side input of several stages):
-    # their rows are passed on as well as consumed.
-    pass_on: Tuple[str, ...] = ()
-
-    @property
-    def is_keyed(self):
-        return self.kind != STATELESS
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamingPlan:
-    sources: Tuple[TestStreamSource, ...]
-    impulse_dests: Tuple[str, ...]          # dests that receive Impulse's element
-    operators: Tuple[Operator, ...]         # topological order
-    keyed_dests: Dict[str, str]             # dest -> windowed KV coder id to key rows by
-                                            # (None: key by the whole element)
-    element_coders: Dict[str, str]          # dest -> element coder id, where keyed_dests is None
-    broadcast_dests: Tuple[str, ...]        # side inputs: a copy for every key-group
-    watermark_graph: Dict[str, StageInputs]  # keyed operators only, topological
-    side_watermarks: Dict[str, Dict[str, StageInputs]]  # op -> side dest -> what feeds it
-    components: bytes
-
-
-    def describe(self) -> str:
-        lines = []
-        for s in self.sources:
-            lines.append("Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d for _, d, _ in s.outputs)))
-        if self.impulse_dests:
-            lines.append("Source Impulse -> %s" % ", ".join(self.impulse_dests))
-        for i, op in enumerate(self.operators):
-            how = {STATELESS: "mapInArrow" + (" after repartition by key-group" if op.rebalance_input else ""),
-                   STATEFUL: "transformWithState by key-group",
-                   SDF: "splittable DoFn as transformWithState by key-group",
-                   SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
-                   GROUP: "GroupByKey as transformWithState by key-group"}[op.kind]
-            if op.stage is not None and op.stage.python_spec is not None:
-                how += ", plain Python"
-            lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
-            lines.append("    reads  %s" % ", ".join(op.inputs))
-            if op.stage is not None:
-                for port in op.stage.outputs:
-                    lines.append("    writes %s" % write_dest(port.buffer))
-            else:
-                lines.append("    writes group:%s" % op.name)
-        return "\n".join(lines)
 
 
 def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingPlan:
@@ -143,7 +56,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
     return from_execution_plan(execution, test_streams)
 
 
-def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> StreamingPlan:
+def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> StreamingPlan:
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
     keyed_dests, element_coders, broadcast = {}, {}, []
@@ -155,7 +68,7 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             continue
         inputs = []
         for port in stage.inputs:
-            if port.buffer.kind == plan_lib.IMPULSE:
+            if port.buffer.kind == plans.IMPULSE:
                 dest = "impulse:%s" % stage.name
                 impulse_dests.append(dest)
             else:
@@ -164,8 +77,8 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
             if stage.keyed:
                 keyed_dests[dest] = port.coder_id
             elif ((stage.rebalance or stage.side_inputs or dest in sdf_outputs)
-                  and (dest.startswith(plan_lib.MATERIALIZE)
-                       or (stage.side_inputs and port.buffer.kind == plan_lib.GROUP))):
+                  and (dest.startswith(plans.MATERIALIZE)
+                       or (stage.side_inputs and port.buffer.kind == GROUP))):
                 # One row per element: a stage with side inputs holds each
                 # main-input element until its side windows are ready (a
                 # GroupByKey's output too, not its blocks); restrictions are
@@ -173,12 +86,12 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
         for port in stage.outputs:
-            if port.buffer.kind == plan_lib.GROUP:
+            if port.buffer.kind == GROUP:
                 group = execution.groups[port.buffer.name]
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            side = tuple((read_dest(plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection)), si)
+            side = tuple((read_dest(plans.BufferRef(plans.MATERIALIZE, si.pcollection)), si)
                          for si in stage.side_inputs)
             broadcast.extend(d for d, _ in side if d not in broadcast)
         kind = STATEFUL if stage.keyed else SDF if stage.rebalance else SIDE_INPUTS if side else STATELESS
@@ -189,7 +102,7 @@ def from_execution_plan(execution: plan_lib.ExecutionPlan, test_streams) -> Stre
     ordered = []
     for op in operators:
         for dest in op.inputs:
-            if dest.startswith(plan_lib.GROUP + ":"):
+            if dest.startswith(GROUP + ":"):
                 gbk = dest.split(":", 1)[1]
                 if gbk not in {o.name for o in ordered}:
                     group = execution.groups[gbk]
@@ -300,7 +213,3 @@ def _output_dests(op):
     if op.kind == GROUP:
         return ["group:%s" % op.name]
     return [write_dest(port.buffer) for port in op.stage.outputs]
-
-
-__all__ = ["StreamingPlan", "Operator", "TestStreamSource", "plan_streaming",
-           "STATELESS", "STATEFUL", "SDF", "SIDE_INPUTS", "GROUP", "IMPULSE_SOURCE", "read_dest", "write_dest", "source_key"]

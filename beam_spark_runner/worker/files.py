@@ -1,5 +1,5 @@
 """Reading text files by byte ranges and writing through a Beam sink, as plain
-functions (no Spark): the executor side of translation/native_io.py.
+functions (no Spark): the executor side of translation/native_io_overrides.py.
 
 Text records follow Beam's `_TextSource` with default settings exactly:
 records end at `\\n`, a `\\r` just before it belongs to the separator, a last

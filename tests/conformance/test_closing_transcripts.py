@@ -40,6 +40,12 @@ def test_ci_subset_names_existing_cases():
     assert len(SPECS) >= 30
 
 
+def test_cases_run_in_both_shapes_in_ci():
+    shapes = transcripts_on_spark.SHAPES
+    assert {transcripts_on_spark.shape_of(s) for s in SPECS} == set(shapes)
+    assert {transcripts_on_spark.shape_of(s) for s in SPECS if s["name"] in CI_STREAMING} == set(shapes)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def transcripts_run_on_spark():
     previous = TestPipeline.pytest_test_pipeline_options

@@ -74,8 +74,22 @@ SparkTestStreamTranscriptTest = type(
     "SparkTestStreamTranscriptTest", (trigger_test.TestStreamTranscriptTest,),
     _subset(trigger_test.TestStreamTranscriptTest, CI_TRANSCRIPTS, _FULL_ONLY))
 
+class _ThreeKeyGroups:
+    """Runs its transcripts with three key-groups (the strict ones run with
+    the default two: the session's parallelism)."""
+
+    def setUp(self):
+        super().setUp()
+        self._options = TestPipeline.pytest_test_pipeline_options
+        TestPipeline.pytest_test_pipeline_options = self._options + " --parallelism=3"
+
+    def tearDown(self):
+        TestPipeline.pytest_test_pipeline_options = self._options
+        super().tearDown()
+
+
 SparkWeakTestStreamTranscriptTest = type(
-    "SparkWeakTestStreamTranscriptTest", (trigger_test.WeakTestStreamTranscriptTest,),
+    "SparkWeakTestStreamTranscriptTest", (_ThreeKeyGroups, trigger_test.WeakTestStreamTranscriptTest),
     _subset(trigger_test.WeakTestStreamTranscriptTest, CI_WEAK_TRANSCRIPTS, _FULL_ONLY))
 
 

@@ -10,12 +10,16 @@ on SparkRunner, as pipelines:
   a CombinePerKey, every pane checked against `batch_expect` (Beam's
   `_windowed_value_info_check`: as many panes as expected, each matching).
 
+Each case runs in one of two shapes (`SHAPES`, picked by its name): one
+key-group and tiny bundles, or three key-groups and default bundles.
+
 Beam's Python `WindowInto` cannot set a windowing strategy's
 `closing_behavior` / `on_time_behavior`; `ClosingRulesRunner` writes the
 spec's values into the pipeline proto before SparkRunner plans it, as a
 pipeline from another SDK or the job service would carry them.
 """
 import contextlib
+import zlib
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -78,13 +82,28 @@ class _Streaming(trigger_test.BaseTestStreamTranscriptTest):
         pass
 
 
+# The shapes a case runs in, picked by its name (deterministic): the
+# number of key-groups / shuffle partitions, and the input bytes per bundle
+# (batch; 64 bytes puts every few elements in a bundle of its own).
+SHAPES = (("--parallelism=1", "--bundle_size_bytes=64"), ("--parallelism=3",))
+
+
+def shape_of(spec):
+    return SHAPES[zlib.crc32(spec["name"].encode()) % len(SHAPES)]
+
+
 def run_streaming(spec):
     """Runs the spec's transcript through TestStream on SparkRunner; raises on
     a pane that is missing, unexpected or different."""
     window_fn, trigger_fn, mode, combiner, lateness = parse_spec(spec)
-    with closing_rules(closing_of(spec)):
-        _Streaming()._execute(window_fn, trigger_fn, mode, combiner, lateness,
-                              _relative_clock(spec["transcript"]), spec)
+    previous = TestPipeline.pytest_test_pipeline_options
+    TestPipeline.pytest_test_pipeline_options = " ".join((RUNNER,) + shape_of(spec))
+    try:
+        with closing_rules(closing_of(spec)):
+            _Streaming()._execute(window_fn, trigger_fn, mode, combiner, lateness,
+                                  _relative_clock(spec["transcript"]), spec)
+    finally:
+        TestPipeline.pytest_test_pipeline_options = previous
 
 
 def run_batch(spec):
@@ -96,7 +115,7 @@ def run_batch(spec):
     def check(actual):
         trigger_test._windowed_value_info_check(actual, expected)
 
-    options = PipelineOptions(["--allow_unsafe_triggers"])
+    options = PipelineOptions(["--allow_unsafe_triggers", *shape_of(spec)])
     with closing_rules(closing_of(spec)), TestPipeline(runner=ClosingRulesRunner(), options=options) as p:
         windowed = (p | beam.Create(transcript_inputs(spec))
                     | beam.Map(lambda t: TimestampedValue(("key", t), t))

@@ -5,8 +5,8 @@ from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.execution.batch import BatchExecution
-from beam_spark_runner.runner import pipeline_proto_of, plan_pipeline
+from beam_spark_runner.execution.batch_execution import BatchExecution
+from beam_spark_runner.translation.planner import pipeline_proto_of, plan_pipeline
 
 
 def _execution(spark_session, parallelism):

@@ -1,4 +1,4 @@
-"""Bundle finalization in batch (execution/finalization.py): callbacks run
+"""Bundle finalization in batch (execution/batch_finalization.py): callbacks run
 after the Spark job that ran their bundle succeeded, in the driver; a
 splittable DoFn is resumed only after its earlier bundles were finalized."""
 import json

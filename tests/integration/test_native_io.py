@@ -1,5 +1,5 @@
 """ReadFromText and bounded file writes run by Spark itself
-(translation/native_io.py) give what Beam's own expansions give; settings
+(translation/native_io_overrides.py) give what Beam's own expansions give; settings
 the runner does not reproduce keep Beam's expansion."""
 import glob
 import gzip
@@ -12,8 +12,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.runner import pipeline_proto_of, plan_pipeline
-from beam_spark_runner.translation import native_io
+from beam_spark_runner.translation.planner import pipeline_proto_of, plan_pipeline
+from beam_spark_runner.translation import native_io_overrides
 
 NATIVE_OR_BEAM = pytest.mark.parametrize("beam_io_only", [False, True], ids=["native", "beam"])
 
@@ -26,7 +26,7 @@ def _pipeline(beam_io_only):
 def _native_urns(build):
     p = beam.Pipeline()
     build(p)
-    native_io.apply_native_io(p)
+    native_io_overrides.apply_native_io(p)
     plan = plan_pipeline(pipeline_proto_of(p))
     return sorted(stage.native.urn for stage in plan.stages if stage.native)
 
@@ -86,7 +86,7 @@ def test_wordcount_read_and_write_are_run_by_spark(tmp_path):
     def build(p):
         _ = p | textio.ReadFromText(pattern) | textio.WriteToText(str(tmp_path / "o"))
 
-    assert _native_urns(build) == sorted([native_io.READ_TEXT_URN, native_io.WRITE_FILES_URN])
+    assert _native_urns(build) == sorted([native_io_overrides.READ_TEXT_URN, native_io_overrides.WRITE_FILES_URN])
 
 
 def test_settings_the_runner_does_not_reproduce_keep_beams_expansion(tmp_path):
@@ -117,6 +117,6 @@ def test_streaming_pipelines_are_not_rewritten(tmp_path):
     p = beam.Pipeline()
     _ = p | TestStream().add_elements(["a"])
     _ = p | textio.ReadFromText(pattern)
-    native_io.apply_native_io(p)
+    native_io_overrides.apply_native_io(p)
     proto = pipeline_proto_of(p)
-    assert not any(t.spec.urn in native_io.NATIVE_IO_URNS for t in proto.components.transforms.values())
+    assert not any(t.spec.urn in native_io_overrides.NATIVE_IO_URNS for t in proto.components.transforms.values())

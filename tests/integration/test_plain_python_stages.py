@@ -1,4 +1,4 @@
-"""Stages of simple callables run as plain Python loops (worker/python_stage.py)
+"""Stages of simple callables run as plain Python loops (worker/plain_stage.py)
 with the same results, windows, tags, metrics and errors as on the SDK
 harness. Each pipeline runs both ways (`--sdk_harness_only` is the harness)
 against expectations computed here, not against each other only."""
@@ -20,7 +20,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner import PipelineExecutionError, SparkRunner
-from beam_spark_runner.runner import plan_pipeline, pipeline_proto_of
+from beam_spark_runner.translation.planner import plan_pipeline, pipeline_proto_of
 
 BOTH_WAYS = pytest.mark.parametrize("harness_only", [False, True], ids=["plain", "harness"])
 
@@ -33,7 +33,7 @@ def _pipeline(harness_only):
 def _executed_by(_):
     """Which executor is calling user code, from the call stack."""
     files = [frame.filename for frame in traceback.extract_stack()]
-    if any(f.endswith("python_steps.py") for f in files):
+    if any(f.endswith("plain_steps.py") for f in files):
         return "plain"
     if any(f.endswith("bundle_processor.py") for f in files):
         return "harness"
@@ -311,7 +311,7 @@ def _stage_kinds(build):
     p = beam.Pipeline()
     build(p)
     plan = plan_pipeline(pipeline_proto_of(p))
-    return {name: stage.python_spec is not None for stage in plan.stages for name in stage.sdk_transforms}
+    return {name: stage.plain_spec is not None for stage in plan.stages for name in stage.sdk_transforms}
 
 
 def test_only_stages_of_simple_callables_and_combiner_phases_are_planned_plain():
@@ -339,7 +339,7 @@ def test_only_stages_of_simple_callables_and_combiner_phases_are_planned_plain()
 
 def test_runtime_type_check_wrappers_stay_on_the_harness():
     from apache_beam.typehints.typecheck import OutputCheckWrapperDoFn, TypeCheckWrapperDoFn
-    from beam_spark_runner.worker.python_steps import _is_plain_dofn_class
+    from beam_spark_runner.worker.plain_callables import _is_plain_dofn_class
     assert _is_plain_dofn_class(_Doubler())
     wrapped = OutputCheckWrapperDoFn(TypeCheckWrapperDoFn(_Doubler(), beam.typehints.decorators.IOTypeHints.empty()),
                                      "Doubler")
@@ -358,7 +358,7 @@ def _plain_stage_of(p, transform):
     from beam_spark_runner.worker import context, runs
     plan = plan_pipeline(pipeline_proto_of(p))
     (stage,) = [s for s in plan.stages if transform in s.sdk_transforms]
-    assert stage.python_spec is not None
+    assert stage.plain_spec is not None
     ctx = context.components_context(plan.components)
     return (plan, stage, runs.RunCodec(ctx.coders[stage.inputs[0].coder_id]),
             runs.RunCodec(ctx.coders[stage.outputs[0].coder_id]))
@@ -369,8 +369,8 @@ def test_a_bundle_after_a_failed_one_starts_clean():
     may run in the worker where the failed attempt ran. What the failed
     bundle pre-combined must not reach the next bundle's output."""
     from beam_spark_runner.worker import runs
-    from beam_spark_runner.worker.python_stage import PythonStageRunner
-    from beam_spark_runner.worker.stage_runner import StageFailed
+    from beam_spark_runner.worker.plain_stage import PlainStageRunner
+    from beam_spark_runner.worker.harness_stage import StageFailed
     p = beam.Pipeline()
     # After a Flatten (run by Spark), the stage reads encoded ints.
     both = (p | "A" >> beam.Create([1]), p | "B" >> beam.Create([2])) | beam.Flatten()
@@ -380,7 +380,7 @@ def test_a_bundle_after_a_failed_one_starts_clean():
     def block(*values):
         return 0, in_codec.encode([(runs.GLOBAL_TEMPLATE, list(values))])
 
-    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     with pytest.raises(StageFailed, match="three"):
         list(runner.run([block(1, 2), block(3)]))
     outputs = [v for _, b in runner.run([block(5)]) for _, vs in out_codec.decode(b) for v in vs]
@@ -393,8 +393,8 @@ def test_a_dofn_workers_cannot_unpickle_fails_naming_it(tmp_path, monkeypatch):
     worker that cannot import it must fail with that error and the
     transform's name, not fall over later."""
     import sys
-    from beam_spark_runner.worker.python_stage import PythonStageRunner
-    from beam_spark_runner.worker.stage_runner import StageFailed
+    from beam_spark_runner.worker.plain_stage import PlainStageRunner
+    from beam_spark_runner.worker.harness_stage import StageFailed
     (tmp_path / "only_on_the_driver.py").write_text(
         "import apache_beam as beam\n\n"
         "class Tripler(beam.DoFn):\n"
@@ -406,12 +406,12 @@ def test_a_dofn_workers_cannot_unpickle_fails_naming_it(tmp_path, monkeypatch):
     _ = p | beam.Create([1]) | "Triple" >> beam.ParDo(only_on_the_driver.Tripler()) | beam.Map(print)
     plan = plan_pipeline(pipeline_proto_of(p))
     (stage,) = [s for s in plan.stages if "Triple" in s.sdk_transforms]
-    assert stage.python_spec is not None
+    assert stage.plain_spec is not None
     # Now the "worker": the module is gone.
     monkeypatch.delitem(sys.modules, "only_on_the_driver")
     monkeypatch.setattr(sys, "path", [e for e in sys.path if e != str(tmp_path)])
     with pytest.raises(StageFailed) as e:
-        PythonStageRunner(stage, stage.python_spec, plan.components)
+        PlainStageRunner(stage, stage.plain_spec, plan.components)
     assert "only_on_the_driver" in str(e.value) and "Triple" in str(e.value)
 
 
@@ -424,15 +424,15 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
     outputs at once (measured in the streaming benchmark: 7.7M, and twice
     the per-event time)."""
     from beam_spark_runner.worker import runs
-    from beam_spark_runner.worker.python_stage import CHUNK_OUTPUT_TARGET, PythonStageRunner
-    from beam_spark_runner.worker.python_steps import OUTPUT_PIECE
+    from beam_spark_runner.worker.plain_stage import CHUNK_OUTPUT_TARGET, PlainStageRunner
+    from beam_spark_runner.worker.plain_steps import OUTPUT_PIECE
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
     _ = (both | "FanOut" >> beam.FlatMap(lambda x, n: ((x, i) for i in range(n)), fan_out)
          | "Sum" >> beam.CombinePerKey(sum))
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "FanOut")
-    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
-    (fan_out_step,) = [s for s in stage.python_spec.steps if s.name.endswith("FanOut")]
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
+    (fan_out_step,) = [s for s in stage.plain_spec.steps if s.name.endswith("FanOut")]
     step = runner._steps[fan_out_step.transform_id]
     calls = []       # per call of the step: the sizes of the pieces it handed on
 
@@ -462,15 +462,15 @@ def test_window_into_and_the_precombine_get_their_input_whole():
     WindowInto or a combiner phase outputs no more than it is given, so it
     gets its input whole instead of slices that copy its value lists."""
     from beam_spark_runner.worker import runs
-    from beam_spark_runner.worker.python_stage import CHUNK_ELEMENTS, PythonStageRunner
+    from beam_spark_runner.worker.plain_stage import CHUNK_ELEMENTS, PlainStageRunner
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([("a", 1)]), p | "B" >> beam.Create([("b", 1)])) | beam.Flatten()
     _ = (both | "Window" >> beam.WindowInto(window.FixedWindows(10))
          | "Count" >> beam.combiners.Count.PerKey())
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "Window")
-    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     calls = collections.defaultdict(list)    # step name -> values per call
-    for spec in stage.python_spec.steps:
+    for spec in stage.plain_spec.steps:
         step = runner._steps[spec.transform_id]
 
         def spy(chunk, process=step.process, name=spec.name):
@@ -525,7 +525,7 @@ def test_the_plain_precombine_of_count_counts_without_calling_add_inputs(monkeyp
     """Count.PerKey's pre-combine counts per key in place: CountCombineFn's
     add_inputs (which would list every input) is not called."""
     from beam_spark_runner.worker import runs
-    from beam_spark_runner.worker.python_stage import PythonStageRunner
+    from beam_spark_runner.worker.plain_stage import PlainStageRunner
 
     def listing_not_expected(self, accumulator, elements):
         raise AssertionError("add_inputs called")
@@ -535,7 +535,7 @@ def test_the_plain_precombine_of_count_counts_without_calling_add_inputs(monkeyp
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
     _ = both | "Key" >> beam.Map(lambda x: ("k%d" % (x % 2), x)) | beam.combiners.Count.PerKey()
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "Key")
-    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [0, 1, 2, 3, 4])])
     counts = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
     runner.close()
@@ -548,17 +548,17 @@ def test_the_precombine_table_evicts_its_oldest_entries_when_full(monkeypatch, c
     accumulators; when full it hands on the oldest tenth (oldest windows
     first) as partial accumulators. Their merge downstream must give the
     same totals as without eviction."""
-    from beam_spark_runner.worker import python_steps, runs
-    from beam_spark_runner.worker.python_stage import PythonStageRunner
-    monkeypatch.setattr(python_steps, "MAX_PRECOMBINE_KEYS", 20)
-    monkeypatch.setattr(python_steps, "PRECOMBINE_BUFFER", 16)     # fold often
+    from beam_spark_runner.worker import plain_steps, runs
+    from beam_spark_runner.worker.plain_stage import PlainStageRunner
+    monkeypatch.setattr(plain_steps, "MAX_PRECOMBINE_KEYS", 20)
+    monkeypatch.setattr(plain_steps, "PRECOMBINE_BUFFER", 16)     # fold often
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
     keyed = (both | "Stamp" >> beam.Map(lambda x: window.TimestampedValue((x % 17, x), x % 30))
              | beam.WindowInto(window.FixedWindows(10)))
     _ = keyed | (beam.combiners.Count.PerKey() if counting else beam.CombinePerKey(sum))
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "Stamp")
-    runner = PythonStageRunner(stage, stage.python_spec, plan.components)
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     values = list(range(600))
     block = in_codec.encode([(runs.GLOBAL_TEMPLATE, values)])
     partials = [(int(t.windows[0].start), k, v) for _, b in runner.run([(0, block)])

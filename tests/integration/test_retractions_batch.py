@@ -18,7 +18,7 @@ from apache_beam.utils.windowed_value import PaneInfoTiming, WindowedValue
 
 import triggers
 from beam_spark_runner import SparkRunner, plan_pipeline
-from beam_spark_runner.runner import pipeline_proto_of
+from beam_spark_runner.translation.planner import pipeline_proto_of
 from triggers import Retraction, is_retraction, map_pane
 from triggers.batch import group_by_window
 

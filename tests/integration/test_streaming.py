@@ -202,7 +202,7 @@ def test_a_streaming_run_lists_its_metrics_in_the_spark_ui_when_it_ends(spark_se
 
 def test_a_running_streaming_pipeline_refreshes_its_metrics_in_the_spark_ui(spark_session, monkeypatch):
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
-    from beam_spark_runner.execution import streaming as streaming_execution
+    from beam_spark_runner.execution import streaming_execution
     from tests.integration.test_batch_runner import ui_metric_stages
     monkeypatch.setattr(streaming_execution, "UI_METRICS_INTERVAL_S", 0.5)
     counter = Metrics.counter("streaming_ui", "ui_ticks")
@@ -421,7 +421,7 @@ class _ThreeEventsPerTick(beam.DoFn):
     def process(self, tick):
         import traceback
         files = [frame.filename for frame in traceback.extract_stack()]
-        who = ("plain" if any(f.endswith("python_steps.py") for f in files)
+        who = ("plain" if any(f.endswith("plain_steps.py") for f in files)
                else "harness" if any(f.endswith("bundle_processor.py") for f in files) else "unknown")
         for _ in range(3):
             yield window.TimestampedValue((who, 1), tick)

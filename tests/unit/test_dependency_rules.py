@@ -1,47 +1,149 @@
-"""The package dependency rules of docs/architecture.md, checked on imports.
+"""The dependency rules of docs/architecture.md, checked on the code.
 
-- windowing/ and triggers/ never import pyspark or grpc;
-- translation/ and worker/ (planning and executor-side code) never import
-  pyspark: only execution/, session.py and streaming/spark_*.py talk to Spark.
+* Layers, bottom up: each module imports only from its own layer and the
+  layers below (`LAYERS`); nothing imports back up.
+* Spark's APIs (pyspark, py4j) only in execution/ and session.py; gRPC
+  nowhere in the engine-agnostic core.
+* The modules Spark loads in its helper processes (the streaming source's
+  planning process, the stateful operators' set-up) import no Beam and,
+  but for the Spark glue among them, no pyspark: checked by importing them
+  in a fresh interpreter.
 """
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-RULES = [
-    ("windowing", {"pyspark", "grpc", "beam_spark_runner"}),
-    ("triggers", {"pyspark", "grpc", "beam_spark_runner"}),
-    ("beam_spark_runner/translation", {"pyspark"}),
-    ("beam_spark_runner/worker", {"pyspark"}),
-    # Streaming: only its spark_*.py modules may talk to Spark.
-    ("beam_spark_runner/streaming", {"pyspark"}),
+# Bottom to top. A module may import its own group and the groups below.
+LAYERS = [
+    ("core", ["windowing", "triggers"]),
+    ("leaves", ["beam_spark_runner.errors", "beam_spark_runner.metrics_merge", "beam_spark_runner.result"]),
+    ("worker", ["beam_spark_runner.worker"]),
+    ("plans", ["beam_spark_runner.plans"]),
+    ("streaming semantics", ["beam_spark_runner.streaming"]),
+    ("planning", ["beam_spark_runner.translation"]),
+    ("options", ["beam_spark_runner.options"]),
+    ("spark glue", ["beam_spark_runner.session", "beam_spark_runner.execution"]),
+    ("entry points", ["beam_spark_runner.runner", "beam_spark_runner.cli", "beam_spark_runner"]),
 ]
+# Third-party modules a group may not import at all.
+FORBIDDEN = {
+    "core": {"pyspark", "py4j", "grpc"},
+    "leaves": {"pyspark", "py4j", "grpc"},
+    "worker": {"pyspark", "py4j"},
+    "plans": {"pyspark", "py4j"},
+    "streaming semantics": {"pyspark", "py4j"},
+    "planning": {"pyspark", "py4j"},
+    "options": {"pyspark", "py4j"},
+}
+# Loaded by Spark in helper processes: no Beam there (and no Spark API but
+# in the Spark glue among them).
+HELPER_PROCESS_MODULES = {
+    "beam_spark_runner.streaming.source_planner": False,
+    "beam_spark_runner.streaming.rows": False,
+    "beam_spark_runner.streaming.watermarks": False,
+    "beam_spark_runner.streaming.key_groups": False,
+    "beam_spark_runner.execution.streaming_udfs": True,   # may import pyspark
+}
 
 
-def imported_top_level_modules(path):
+def _module_name(path):
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _group_of(module):
+    """(index, name) of the layer group a module belongs to (most specific prefix)."""
+    best = None
+    for index, (name, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[2]:
+                    best = (index, name, len(prefix))
+    return None if best is None else best[:2]
+
+
+def imported_modules(path):
+    """(module, line) of every import in a file, absolute names."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name.split(".")[0], node.lineno
+                yield alias.name, node.lineno
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module.split(".")[0], node.lineno
+            for alias in node.names:
+                # `from package import module` imports the module (the
+                # package's own __init__ is lazy), else a name of the module.
+                sub = "%s.%s" % (node.module, alias.name)
+                yield (sub if _is_our_module(sub) else node.module), node.lineno
 
 
-@pytest.mark.parametrize("package,forbidden", RULES, ids=[r[0] for r in RULES])
-def test_package_does_not_import(package, forbidden):
-    files = sorted(f for f in (ROOT / package).rglob("*.py") if not f.name.startswith("spark_"))
-    assert files, "no Python files under %s" % package
-    violations = [
-        "%s:%d imports %s" % (f.relative_to(ROOT), line, mod)
-        for f in files for mod, line in imported_top_level_modules(f) if mod in forbidden]
+def _is_our_module(name):
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _source_files():
+    files = []
+    for package in ("windowing", "triggers", "beam_spark_runner"):
+        files.extend(sorted((ROOT / package).rglob("*.py")))
+    return files
+
+
+def test_every_module_is_in_a_layer():
+    unplaced = [str(f.relative_to(ROOT)) for f in _source_files() if _group_of(_module_name(f)) is None]
+    assert not unplaced
+
+
+def test_no_import_runs_up_the_layers():
+    violations = []
+    for f in _source_files():
+        own_index, own_name = _group_of(_module_name(f))
+        for module, line in imported_modules(f):
+            target = _group_of(module)
+            if target is not None and target[0] > own_index:
+                violations.append("%s:%d (%s) imports %s (%s)" % (
+                    f.relative_to(ROOT), line, own_name, module, target[1]))
     assert not violations, "\n".join(violations)
 
 
-def test_checker_sees_forbidden_imports(tmp_path):
+@pytest.mark.parametrize("group", sorted(FORBIDDEN))
+def test_groups_do_not_import_forbidden_libraries(group):
+    violations = []
+    for f in _source_files():
+        if _group_of(_module_name(f))[1] != group:
+            continue
+        for module, line in imported_modules(f):
+            if module.split(".")[0] in FORBIDDEN[group]:
+                violations.append("%s:%d imports %s" % (f.relative_to(ROOT), line, module))
+    assert not violations, "\n".join(violations)
+
+
+def test_modules_spark_loads_in_helper_processes_import_no_beam():
+    code = ("import importlib, json, sys\n"
+            "out = {}\n"
+            "for m in %r:\n"
+            "    before = set(sys.modules)\n"
+            "    importlib.import_module(m)\n"
+            "out = sorted({k.split('.')[0] for k in sys.modules if k.split('.')[0] in ('apache_beam', 'pyspark')})\n"
+            "print(json.dumps(out))\n")
+    for module, may_use_spark in HELPER_PROCESS_MODULES.items():
+        result = subprocess.run([sys.executable, "-c", code % ([module],)], cwd=ROOT, capture_output=True,
+                                text=True, check=True)
+        loaded = set(eval(result.stdout.strip().splitlines()[-1]))
+        allowed = {"pyspark"} if may_use_spark else set()
+        assert loaded <= allowed, "%s loads %s" % (module, sorted(loaded - allowed))
+
+
+def test_checker_sees_imports_of_every_form(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import grpc\nfrom pyspark.sql import SparkSession\n")
-    assert {m for m, _ in imported_top_level_modules(bad)} == {"grpc", "pyspark"}
+    bad.write_text("import grpc\nfrom pyspark.sql import SparkSession\nfrom beam_spark_runner import runner\n")
+    found = {m for m, _ in imported_modules(bad)}
+    assert found == {"grpc", "pyspark.sql", "beam_spark_runner.runner"}

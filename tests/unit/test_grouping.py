@@ -5,7 +5,7 @@ from apache_beam.coders.coder_impl import create_InputStream, create_OutputStrea
 from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.runner import pipeline_proto_of, plan_pipeline
+from beam_spark_runner.translation.planner import pipeline_proto_of, plan_pipeline
 from beam_spark_runner.worker.grouping import GroupCodec, split_elements
 
 

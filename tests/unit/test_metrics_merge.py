@@ -3,7 +3,7 @@ from apache_beam.metrics import monitoring_infos as mi
 from apache_beam.metrics.cells import BoundedTrieData, GaugeData
 from apache_beam.runners.portability.portable_metrics import from_monitoring_infos
 
-from beam_spark_runner.metrics import merge
+from beam_spark_runner.metrics_merge import merge
 
 
 def _values(infos):

@@ -5,8 +5,8 @@ from apache_beam.testing import test_stream
 from apache_beam.transforms import window
 
 from beam_spark_runner import UnsupportedPipelineError, describe_plan, plan_pipeline
-from beam_spark_runner.runner import pipeline_proto_of
-from beam_spark_runner.translation import plan as plan_lib
+from beam_spark_runner.translation.planner import pipeline_proto_of
+from beam_spark_runner.translation import batch_plan as plan_lib
 
 
 def _plan(build):
@@ -111,15 +111,15 @@ def test_retracting_mode_is_planned_with_retraction_aware_group_output():
     group = next(g for g in plan.groups.values() if g.display_name == "G")
     assert "retraction_aware" in group.output_coder_id
     # The streaming planner applies the same rewrite.
-    from beam_spark_runner.runner import plan_streaming_pipeline
-    from beam_spark_runner.translation.streaming_plan import GROUP
+    from beam_spark_runner.translation.planner import plan_streaming_pipeline
+    from beam_spark_runner.plans import GROUP
     streaming = plan_streaming_pipeline(proto)
     op = next(o for o in streaming.operators if o.kind == GROUP and o.display_name == "G")
     assert "retraction_aware" in op.group.output_coder_id
 
 
 def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp():
-    from beam_spark_runner.translation import lifting
+    from beam_spark_runner.translation import unliftable_combines
 
     def build(combiner):
         p = beam.Pipeline()
@@ -137,7 +137,7 @@ def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp(
     assert lifted(build(window.TimestampCombiner.OUTPUT_AT_EOW))
     earliest = build(window.TimestampCombiner.OUTPUT_AT_EARLIEST)
     assert not lifted(earliest)
-    assert lifting.keep_timestamp_combiners(earliest) is not earliest
+    assert unliftable_combines.keep_timestamp_combiners(earliest) is not earliest
 
 
 def _fixed_windows_group_proto():

@@ -13,8 +13,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 import triggers
 from beam_spark_runner import UnsupportedPipelineError, plan_pipeline
-from beam_spark_runner.runner import pipeline_proto_of
-from beam_spark_runner.translation import phases, plan as plan_lib
+from beam_spark_runner.translation.planner import pipeline_proto_of
+from beam_spark_runner.translation import phases, batch_plan as plan_lib
 from beam_spark_runner.translation.retracting import rewrite_retracting
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.grouping import GroupCodec

@@ -76,7 +76,7 @@ def test_chunks_read_a_callable_size_before_each_chunk():
 
 
 def test_chunk_sizer_starts_at_one_value_grows_while_output_is_small_and_shrinks_for_fan_out():
-    from beam_spark_runner.worker.python_stage import CHUNK_ELEMENTS, CHUNK_OUTPUT_TARGET, ChunkSizer
+    from beam_spark_runner.worker.plain_stage import CHUNK_ELEMENTS, CHUNK_OUTPUT_TARGET, ChunkSizer
     sizer = ChunkSizer()
     assert sizer.size() == 1
     while sizer.size() < CHUNK_ELEMENTS:       # one output per value: doubles up to the cap

@@ -118,9 +118,9 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
-    from beam_spark_runner.runner import pipeline_proto_of, plan_streaming_pipeline
+    from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
     from beam_spark_runner.streaming import operators, rows as R
-    from beam_spark_runner.translation.streaming_plan import STATEFUL
+    from beam_spark_runner.plans import STATEFUL
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
@@ -182,9 +182,9 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
-    from beam_spark_runner.runner import pipeline_proto_of, plan_streaming_pipeline
+    from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
     from beam_spark_runner.streaming import operators, rows as R
-    from beam_spark_runner.translation.streaming_plan import SDF, SIDE_INPUTS
+    from beam_spark_runner.plans import SDF, SIDE_INPUTS
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))

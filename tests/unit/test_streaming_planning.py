@@ -11,15 +11,15 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
-from beam_spark_runner.runner import is_streaming, pipeline_proto_of, plan_streaming_pipeline
+from beam_spark_runner.translation.planner import is_streaming, pipeline_proto_of, plan_streaming_pipeline
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import GroupOperator
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import (
     AFTER_ALL, SourcePlanner, write_holds)
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
-from beam_spark_runner.translation.requirements import UnsupportedPipelineError
-from beam_spark_runner.translation.streaming_plan import GROUP, STATELESS
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.plans import GROUP, STATELESS
 
 
 def test_micros_constants_match_beam():
@@ -61,7 +61,7 @@ class _Expand(beam.DoFn):
 def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_key_groups():
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
     from beam_spark_runner.streaming.operators import RowWriter
-    from beam_spark_runner.translation.streaming_plan import SDF
+    from beam_spark_runner.plans import SDF
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     (p | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=5, fire_interval=1)
      | "Expand" >> beam.ParDo(_Expand()) | beam.WindowInto(window.FixedWindows(2))
@@ -75,7 +75,7 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
     after = next(op for op in plan.operators if any(d in op.inputs for d in
                                                     ["materialize:" + p.buffer.name for p in sdf.stage.outputs]))
     assert after.kind == STATELESS and after.rebalance_input
-    assert "Expand" in after.stage.sdk_transforms and after.stage.python_spec is not None
+    assert "Expand" in after.stage.sdk_transforms and after.stage.plain_spec is not None
     assert "after repartition by key-group, plain Python" in plan.describe()
     # Its input rows carry one element each, spread over the key-groups.
     (dest,) = after.inputs
@@ -95,7 +95,7 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
 
 
 def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group():
-    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
+    from beam_spark_runner.plans import SIDE_INPUTS
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([1])
     (p | TestStream().add_elements([1]) | "UsesSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side)))
@@ -108,7 +108,7 @@ def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group
 
 def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_watermarks():
     from apache_beam.transforms import userstate
-    from beam_spark_runner.translation.streaming_plan import STATEFUL
+    from beam_spark_runner.plans import STATEFUL
 
     class Stateful(beam.DoFn):
         S = userstate.BagStateSpec("s", beam.coders.VarIntCoder())
@@ -134,7 +134,7 @@ def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_waterm
 def test_a_side_input_read_by_several_operators_reaches_each_of_them():
     """A splittable DoFn with a side input: the restriction-splitting stage
     and the SDF operator both read it; the first passes its rows on."""
-    from beam_spark_runner.translation.streaming_plan import SDF, SIDE_INPUTS
+    from beam_spark_runner.plans import SDF, SIDE_INPUTS
     from tests.splittable_dofns import ScaledPositions
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([2])
@@ -149,7 +149,7 @@ def test_a_side_input_read_by_several_operators_reaches_each_of_them():
 
 
 def test_a_main_input_read_by_two_keyed_operators_reaches_both():
-    from beam_spark_runner.translation.streaming_plan import STATEFUL
+    from beam_spark_runner.plans import STATEFUL
     from tests.integration.test_streaming import _RunningSum
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
@@ -301,7 +301,7 @@ def test_beam_spark_plan_prints_the_streaming_chain_for_a_test_stream_pipeline(t
 
 
 def test_only_local_checkpoint_directories_get_the_file_system_checkpoint_manager():
-    from beam_spark_runner.execution.streaming import _is_local_path
+    from beam_spark_runner.execution.streaming_execution import _is_local_path
     assert _is_local_path("/tmp/run") and _is_local_path("file:///tmp/run") and _is_local_path("relative/dir")
     assert not _is_local_path("hdfs://nn:8020/run") and not _is_local_path("s3a://bucket/run")
 
@@ -400,7 +400,7 @@ def test_several_test_streams_move_in_lockstep(tmp_path, reverse):
     events up to k, whichever stream the planner reads first: the side
     stream ending at seq 1 does not carry the main stream's last event (seq
     3, to +infinity) to before the main stream's element at seq 2."""
-    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
+    from beam_spark_runner.plans import SIDE_INPUTS
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
     planner = SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
     if reverse:
@@ -418,7 +418,7 @@ def test_a_side_input_reader_starts_its_stage_after_a_window_into():
     """The side windows a main element waits for follow from its windows at
     the reader: fused after the WindowInto, an element would wait with its
     stage-input window (global: the side input's end)."""
-    from beam_spark_runner.translation.streaming_plan import SIDE_INPUTS
+    from beam_spark_runner.plans import SIDE_INPUTS
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
     (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
     assert op.stage.sdk_transforms == ("UsesSide",)

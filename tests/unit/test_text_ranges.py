@@ -7,7 +7,7 @@ import pytest
 from apache_beam.coders import coders
 from apache_beam.io.filesystem import CompressionTypes
 
-from beam_spark_runner.translation.native_io import TextReadConfig
+from beam_spark_runner.translation.native_io_overrides import TextReadConfig
 from beam_spark_runner.worker import files
 
 # Beam's rules: records end at \n; a \r right before it belongs to the

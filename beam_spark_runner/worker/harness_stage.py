@@ -6,7 +6,7 @@ of `(output_index, block)`. A partition is cut into bundles of bounded size;
 SDF residuals (self-checkpoints) are fed back as further bundles until none
 remain, as a bounded input requires; `run_round` instead hands them to the
 driver, for stages whose bundles must be finalized first (see
-execution/finalization.py).
+execution/batch_finalization.py).
 """
 import collections
 import logging
@@ -51,12 +51,15 @@ class StageFailed(RuntimeError):
     """A bundle of a stage failed; the message carries the user's traceback."""
 
 
-class StageRunner:
+class HarnessStageRunner:
     """Executes a StagePlan's bundles with an in-process SDK harness."""
 
-    def __init__(self, stage, side_input_entries=(), components=None):
+    def __init__(self, stage, side_input_entries=(), components=None, descriptor=None):
+        """`descriptor`: the stage's ProcessBundleDescriptor if the caller
+        parsed it already (else parsed from `stage.descriptor`)."""
         self.stage = stage
-        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
+        if descriptor is None:
+            descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
         self._descriptor = descriptor
         self._harness = InProcessSdkHarness(descriptor)
         for state_key, data in side_input_entries:

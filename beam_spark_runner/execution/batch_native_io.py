@@ -1,4 +1,4 @@
-"""Spark glue for the runner's own reads and writes (translation/native_io.py).
+"""Spark glue for the runner's own reads and writes (translation/native_io_overrides.py).
 
 Each entry of `NATIVE_STAGES` builds the RDD of `(output index, block)` of a
 stage holding one native transform, like a fused stage's `mapPartitions`:
@@ -17,7 +17,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.translation.native_io import READ_TEXT_URN, WRITE_FILES_URN, decode_payload
+from beam_spark_runner.translation.native_io_overrides import READ_TEXT_URN, WRITE_FILES_URN, decode_payload
 from beam_spark_runner.worker import context, files
 from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE, DecodedBlock, RunCodec
 

@@ -5,7 +5,7 @@ WriteImpl expansions (batch, Python SDK pipelines only).
 (offset trackers, timestamp observation) costs ~3x Spark's own line reader,
 and a bounded `WriteImpl` expands to seven Spark jobs (a side input per
 phase). Both are replaced before translation by runner primitives with their
-own URNs; `execution/native_io.py` runs them with the same semantics:
+own URNs; `execution/batch_native_io.py` runs them with the same semantics:
 
 - `READ_TEXT_URN`: the lines of every file the pattern matches, split on
   `\\n` with a preceding `\\r` dropped, decoded with the source's coder, in the

@@ -4,13 +4,14 @@ Beam's SDK harness costs about a microsecond of CPU per element per fused
 step (operations, receivers, DoFnRunner, state sampling), several times what
 the user's own lambda costs. Most pipelines are dominated by stages made only
 of `Map`/`FlatMap`/`Filter`/`MapTuple`-style ParDos and the phases of a lifted
-combiner, and those need none of the harness's machinery. `plan_python_stage`
-recognizes such a stage; `PythonStageRunner` runs it step by step over whole
+combiner, and those need none of the harness's machinery. The planner
+recognizes such a stage (translation/plain_stages.py) and describes it as a
+`PlainStageSpec`; `PlainStageRunner` runs it step by step over whole
 blocks, decoded into runs of plain values (runs.py).
 
 Guarantees:
 - each step does what Beam's harness does for the same transform (see
-  python_steps.py for the rules on outputs, windows and combiners);
+  plain_steps.py for the rules on outputs, windows and combiners);
 - user metrics are attributed to the transform that reported them (each step
   runs inside that transform's metrics container), and element counts are
   reported per PCollection as the harness reports them;
@@ -18,41 +19,30 @@ Guarantees:
 
 A stage with anything else (side inputs, state, timers, splittable DoFns,
 batched DoFns, runtime type checks, DoFn parameters other than the
-element's timestamp, window and pane) runs on the harness:
-`plan_python_stage` returns None for it.
+element's timestamp, window and pane) runs on the harness
+(worker/harness_stage.py).
 """
 import collections
 import dataclasses
 import traceback
-from typing import Optional, Tuple
+from typing import Tuple
 
 from apache_beam.metrics import monitoring_infos
 from apache_beam.metrics.execution import MetricsContainer
-from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 from apache_beam.runners import common as runners_common
-from apache_beam.runners.worker import bundle_processor, statesampler
+from apache_beam.runners.worker import statesampler
 from apache_beam.transforms import core
 from apache_beam.utils import proto_utils
 from apache_beam.utils.counters import Counter, CounterName
 
 from beam_spark_runner.worker import context, runs as runs_lib
-from beam_spark_runner.worker.python_steps import (
+from beam_spark_runner.worker.plain_callables import plain_callable
+from beam_spark_runner.worker.plain_steps import (
     ASSIGN_WINDOWS, PARDO, PRECOMBINE, AssignWindowsStep, CombinePhaseStep, ParDoStep, PrecombineStep,
-    StepFailed, plain_callable)
-from beam_spark_runner.worker.stage_runner import StageFailed
+    StepFailed)
+from beam_spark_runner.worker.harness_stage import StageFailed
 
-_COMBINE = common_urns.combine_components
-# URN -> phase of PhasedCombineFnExecutor; precombine is handled separately.
-_COMBINE_PHASES = {
-    _COMBINE.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn: "merge",
-    _COMBINE.COMBINE_PER_KEY_EXTRACT_OUTPUTS.urn: "extract",
-    _COMBINE.COMBINE_PER_KEY_CONVERT_TO_ACCUMULATORS.urn: "convert",
-    _COMBINE.COMBINE_GROUPED_VALUES.urn: "all",
-}
-_PRECOMBINE_URN = _COMBINE.COMBINE_PER_KEY_PRECOMBINE.urn
-_PAR_DO_URN = common_urns.primitives.PAR_DO.urn
-_ASSIGN_WINDOWS_URN = common_urns.primitives.ASSIGN_WINDOWS.urn
 _ELEMENT_COUNT = monitoring_infos.ELEMENT_COUNT_URN
 # Output blocks are cut once this many elements are pending for an output.
 FLUSH_ELEMENTS = 8192
@@ -79,79 +69,25 @@ class StepSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class PythonStageSpec:
-    """What `PythonStageRunner` runs; pure data, built on the driver."""
+class PlainStageSpec:
+    """What `PlainStageRunner` runs; pure data, built on the driver."""
     input_pcolls: Tuple[str, ...]          # per stage input, in input order
     steps: Tuple[StepSpec, ...]            # topological order
     output_pcolls: Tuple[str, ...]         # per stage output, in output order
 
 
-def plan_python_stage(descriptor, input_ids, output_ids) -> Optional[PythonStageSpec]:
-    """The PythonStageSpec of a stage, or None if it needs the SDK harness.
+class PlainStageRunner:
+    """Runs one PlainStageSpec over the blocks of one Spark partition.
 
-    `input_ids` / `output_ids`: the stage's data input / output transform ids
-    in the order of the stage plan's ports.
-    """
-    transforms = descriptor.transforms
-    steps = []
-    for tid, t in transforms.items():
-        urn = t.spec.urn
-        if urn in (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN):
-            continue
-        if len(t.inputs) != 1:
-            return None
-        input_pcoll = next(iter(t.inputs.values()))
-        outputs = tuple(sorted(t.outputs.items()))
-        if urn == _PAR_DO_URN:
-            if plain_callable(t) is None:
-                return None
-            kind = PARDO
-        elif urn == _PRECOMBINE_URN:
-            kind = PRECOMBINE
-        elif urn == _ASSIGN_WINDOWS_URN:
-            kind = ASSIGN_WINDOWS
-        elif urn in _COMBINE_PHASES:
-            kind = _COMBINE_PHASES[urn]
-        else:
-            return None
-        steps.append(StepSpec(tid, t.unique_name, kind, input_pcoll, outputs))
-    if not steps:
-        return None
-    input_pcolls = tuple(next(iter(transforms[i].outputs.values())) for i in input_ids)
-    output_pcolls = tuple(next(iter(transforms[o].inputs.values())) for o in output_ids)
-    ordered = _topological(steps, input_pcolls)
-    if ordered is None:
-        return None
-    return PythonStageSpec(input_pcolls, ordered, output_pcolls)
-
-
-def _topological(steps, input_pcolls):
-    """Steps ordered so each runs after the step producing its input."""
-    available = set(input_pcolls)
-    remaining = list(steps)
-    ordered = []
-    while remaining:
-        ready = [s for s in remaining if s.input_pcoll in available]
-        if not ready:
-            return None
-        for s in ready:
-            ordered.append(s)
-            remaining.remove(s)
-            available.update(pcoll for _, pcoll in s.outputs)
-    return tuple(ordered)
-
-
-class PythonStageRunner:
-    """Runs one PythonStageSpec over the blocks of one Spark partition.
-
-    Input and output are the same as `StageRunner.run`: `(index, block)`
+    Input and output are the same as `HarnessStageRunner.run`: `(index, block)`
     pairs of elements encoded with the ports' coders.
     """
 
-    def __init__(self, stage, spec: PythonStageSpec, components: bytes):
+    def __init__(self, stage, spec: PlainStageSpec, components: bytes, descriptor=None):
         self.stage = stage
         self.spec = spec
-        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
+        if descriptor is None:
+            descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
         ctx = context.components_context(components)
         self._input_codecs = [runs_lib.RunCodec(ctx.coders[p.coder_id]) for p in stage.inputs]
         # A PCollection may feed several data outputs (e.g. Flatten((pc, pc))).

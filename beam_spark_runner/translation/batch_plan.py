@@ -1,12 +1,12 @@
-"""The execution plan: what each Spark step runs, as plain immutable data.
+"""Batch planning: Beam's fused stages -> an `ExecutionPlan` (plans.py).
 
-A plan is an ordered tuple of `StagePlan`s (topological order) plus the
-`GroupPlan` of every GroupByKey the runner performs. It carries serialized
-protos only, so it pickles cheaply into Spark closures, and `describe()`
-prints it without running anything.
+Each stage becomes a `StagePlan` (its ProcessBundleDescriptor, the buffers
+it reads and writes, its side inputs, whether it is keyed, runs as plain
+Python or is a runner-native read or write); each GroupByKey the runner
+performs a `GroupPlan`, with the CombineFn of a lifted combiner around it.
+Pure planning: no Spark.
 """
-import dataclasses
-from typing import Dict, Optional, Tuple
+from typing import Dict
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
@@ -14,146 +14,14 @@ from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.worker import bundle_processor
 from apache_beam.utils import proto_utils
 
-from beam_spark_runner.translation.native_io import NATIVE_IO_URNS
+from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
-from beam_spark_runner.worker.python_stage import PythonStageSpec, plan_python_stage
+from beam_spark_runner.translation.plain_stages import plan_plain_stage
+from beam_spark_runner.plans import (
+    GROUP, IMPULSE, MATERIALIZE, BufferRef, DataPort, ExecutionPlan, GroupPlan, LiftedCombine, NativeTransform,
+    SideInputPlan, StagePlan)
 
-IMPULSE = "impulse"
 _SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
-MATERIALIZE = "materialize"
-GROUP = "group"
-
-
-@dataclasses.dataclass(frozen=True)
-class BufferRef:
-    """A runner-side buffer: where a stage reads or writes a PCollection."""
-    kind: str          # IMPULSE, MATERIALIZE or GROUP
-    name: str          # PCollection id (materialize) or GBK transform id (group)
-
-    @classmethod
-    def parse(cls, buffer_id: bytes) -> "BufferRef":
-        if buffer_id == translations.IMPULSE_BUFFER:
-            return cls(IMPULSE, "")
-        kind, name = translations.split_buffer_id(buffer_id)
-        return cls(kind, name)
-
-    def __str__(self):
-        return "%s:%s" % (self.kind, self.name) if self.name else self.kind
-
-
-@dataclasses.dataclass(frozen=True)
-class DataPort:
-    """A data input or output transform of a stage and the buffer behind it."""
-    transform_id: str
-    buffer: BufferRef
-    coder_id: str
-
-
-@dataclasses.dataclass(frozen=True)
-class SideInputPlan:
-    transform_id: str      # the consuming ParDo
-    tag: str               # its side input local name
-    pcollection: str
-    access_pattern: str    # side input URN: iterable or multimap
-    coder_id: str          # windowed (safe) coder of the materialized PCollection
-
-
-@dataclasses.dataclass(frozen=True)
-class NativeTransform:
-    """A transform Spark runs itself (translation/native_io.py)."""
-    transform_id: str
-    urn: str
-    payload: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class StagePlan:
-    """One fused stage: run by the SDK harness over Spark partitions."""
-    name: str
-    descriptor: bytes                  # serialized ProcessBundleDescriptor
-    inputs: Tuple[DataPort, ...]
-    outputs: Tuple[DataPort, ...]
-    side_inputs: Tuple[SideInputPlan, ...]
-    timers: Tuple[Tuple[str, str], ...]  # (transform id, timer family id)
-    keyed: bool                        # stateful: input partitioned by key
-    rebalance: bool                    # SDF restrictions: spread over partitions
-    sdk_transforms: Tuple[str, ...]    # user-facing transform names (Spark UI)
-    # Set when every transform can run as a plain Python loop (batch only):
-    # see worker/python_stage.py. None: the SDK harness runs the stage.
-    python_spec: Optional[PythonStageSpec] = None
-    # Set for a stage holding a runner-native read or write (no SDK code).
-    native: Optional[NativeTransform] = None
-    # A DoFn of the stage requests bundle finalization: batch runs its
-    # callbacks after the Spark job that ran the bundle succeeded, and feeds
-    # SDF residuals back in later jobs (execution/finalization.py).
-    finalizes: bool = False
-
-    @property
-    def display_name(self):
-        names = [n for n in self.sdk_transforms if n] or [self.name]
-        return names[0] if len(names) == 1 else "%s ... %s" % (names[0], names[-1])
-
-
-@dataclasses.dataclass(frozen=True)
-class LiftedCombine:
-    """The combiner lifted around a GroupByKey (Beam's `lift_combiners`:
-    Precombine -> GroupByKey -> MergeAccumulators): the GroupByKey groups
-    accumulators, which it may merge as they arrive."""
-    combine_fn: bytes           # serialized FunctionSpec of the CombineFn
-    data_input_coder_id: str    # SDK-side windowed KV<K, Accumulator> coder of the input
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupPlan:
-    """A GroupByKey done by Spark: a shuffle on encoded keys, then windowing."""
-    name: str                   # the GroupByKey transform id
-    display_name: str           # its user-facing name
-    input_coder_id: str         # windowed KV<K, V> coder written by producers
-    output_coder_id: str        # windowed KV<K, Iterable<V>> coder read by consumers
-    windowing_strategy_id: str
-    combine: Optional[LiftedCombine] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ExecutionPlan:
-    stages: Tuple[StagePlan, ...]
-    groups: Dict[str, GroupPlan]
-    components: bytes           # serialized Components (coders, windowing, ...)
-
-    def describe(self) -> str:
-        """A readable listing of the plan, stage by stage."""
-        lines = []
-        for i, stage in enumerate(self.stages):
-            lines.append("Stage %d: %s%s%s%s" % (
-                i, stage.display_name, "  [keyed: partitioned by key]" if stage.keyed else "",
-                "  [restrictions spread over partitions]" if stage.rebalance else "",
-                "  [plain Python]" if stage.python_spec else
-                "  [run by Spark]" if stage.native else ""))
-            for port in stage.inputs:
-                src = port.buffer
-                if src.kind == GROUP:
-                    src = "%s (GroupByKey as a Spark shuffle)" % self.groups[src.name].display_name
-                lines.append("    reads  %s" % src)
-            for si in stage.side_inputs:
-                lines.append("    side input %s of %s <- %s (%s, broadcast)" % (
-                    si.tag, si.transform_id, si.pcollection,
-                    si.access_pattern.split(":")[-2]))
-            for name in stage.sdk_transforms:
-                lines.append("    runs   %s" % name)
-            for port in stage.outputs:
-                lines.append("    writes %s" % port.buffer)
-        return "\n".join(lines)
-
-    def consumers(self):
-        """buffer -> number of stage inputs and side inputs that read it."""
-        counts = {}
-        for stage in self.stages:
-            for port in stage.inputs:
-                counts[port.buffer] = counts.get(port.buffer, 0) + 1
-            for si in stage.side_inputs:
-                ref = BufferRef(MATERIALIZE, si.pcollection)
-                counts[ref] = counts.get(ref, 0) + 1
-        return counts
 
 
 def _port(transform, coder_id):
@@ -164,7 +32,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
     """Turns Beam's optimized stages into an ExecutionPlan.
 
     `plain_python`: stages made only of simple callables and combiner phases
-    run as plain Python loops (worker/python_stage.py); False keeps every
+    run as plain Python loops (worker/plain_stage.py); False keeps every
     stage on the SDK harness."""
     components = context.components
     data_coders = context.data_channel_coders
@@ -224,7 +92,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
             keyed=stage.is_stateful(),
             rebalance=any(t.spec.urn == _SDF_PROCESS_URN for t in stage.transforms),
             sdk_transforms=tuple(names),
-            python_spec=(plan_python_stage(descriptor, [p.transform_id for p in inputs],
+            plain_spec=(plan_plain_stage(descriptor, [p.transform_id for p in inputs],
                                            [p.transform_id for p in outputs])
                          if plain_python and not side_inputs and not stage.timers
                          and native is None else None),

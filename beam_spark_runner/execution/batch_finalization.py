@@ -2,7 +2,7 @@
 
 Tasks of a stage whose DoFns request finalization (`StagePlan.finalizes`)
 do not run a bundle's callbacks when the bundle ends: they pickle them
-(`StageRunner.finalize_after_commit`) into an accumulator. Spark merges a
+(`HarnessStageRunner.finalize_after_commit`) into an accumulator. Spark merges a
 task's accumulator updates only when the task succeeded, so callbacks of a
 failed or retried attempt are never run. After every Spark job of the run
 the driver runs the callbacks that job's tasks handed over
@@ -27,7 +27,7 @@ from apache_beam.internal import pickler
 from pyspark.accumulators import AccumulatorParam
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.worker.stage_runner import RESIDUAL, run_finalization_callbacks
+from beam_spark_runner.worker.harness_stage import RESIDUAL, run_finalization_callbacks
 
 class FinalizationsParam(AccumulatorParam):
     """Accumulates [(stage display name, pickled list of callbacks)]."""

@@ -15,19 +15,19 @@ import zlib
 
 from pyspark import StorageLevel
 
-from beam_spark_runner.execution import finalization
-from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution import batch_finalization
+from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.execution.native_io import NATIVE_STAGES
-from beam_spark_runner.translation import plan as plan_lib
+from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
+from beam_spark_runner import plans
 from beam_spark_runner.worker import context, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
-from beam_spark_runner.worker.python_stage import PythonStageRunner
-from beam_spark_runner.worker.stage_runner import StageRunner
+from beam_spark_runner.worker.plain_stage import PlainStageRunner
+from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 
 
 def key_partition(key: bytes) -> int:
@@ -47,7 +47,7 @@ class BatchExecution:
         self.log_settings = log_settings
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
         self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
-        self.finalizer = finalization.Finalizer(self.sc)
+        self.finalizer = batch_finalization.Finalizer(self.sc)
         self._written = {}      # BufferRef -> [RDD of blocks]
         self._grouped = {}      # BufferRef -> RDD of blocks after the shuffle
         self._persisted = []
@@ -94,7 +94,7 @@ class BatchExecution:
 
     def after_spark_job(self):
         """Call after each Spark job of the run succeeded: runs the bundle
-        finalization callbacks its tasks handed over (finalization.py)."""
+        finalization callbacks its tasks handed over (batch_finalization.py)."""
         self.finalizer.run_new()
 
     def persist(self, rdd):
@@ -121,7 +121,7 @@ class BatchExecution:
             if not rounds:
                 rdd = inputs.mapPartitions(run, preservesPartitioning=True)
                 return name_rdd(rdd, stage.display_name)
-        return finalization.run_in_rounds(self, stage, inputs, run)
+        return batch_finalization.run_in_rounds(self, stage, inputs, run)
 
     def feeds_plain_stage_in_process(self, stage):
         """True if `stage` has one output, read by exactly one plain-Python
@@ -130,10 +130,10 @@ class BatchExecution:
         if len(stage.outputs) != 1:
             return False
         buffer = stage.outputs[0].buffer
-        if buffer.kind != plan_lib.MATERIALIZE or self._uses.get(buffer, 0) != 1:
+        if buffer.kind != plans.MATERIALIZE or self._uses.get(buffer, 0) != 1:
             return False
         readers = [s for s in self.plan.stages if any(p.buffer == buffer for p in s.inputs)]
-        return (len(readers) == 1 and readers[0].python_spec is not None and len(readers[0].inputs) == 1
+        return (len(readers) == 1 and readers[0].plain_spec is not None and len(readers[0].inputs) == 1
                 and not readers[0].keyed and not readers[0].rebalance)
 
     def _register_outputs(self, stage, stage_rdd):
@@ -157,7 +157,7 @@ class BatchExecution:
             rdd = self._buffer_rdd(port)
             if stage.keyed:
                 rdd = self._partition_by_key(rdd, port.coder_id)
-            elif stage.rebalance and port.buffer.kind == plan_lib.MATERIALIZE:
+            elif stage.rebalance and port.buffer.kind == plans.MATERIALIZE:
                 rdd = self._spread(rdd, port.coder_id)
             tagged.append(rdd.map(functools.partial(_tag, index)))
         if len(tagged) == 1:
@@ -166,9 +166,9 @@ class BatchExecution:
 
     def _buffer_rdd(self, port):
         ref = port.buffer
-        if ref.kind == plan_lib.IMPULSE:
+        if ref.kind == plans.IMPULSE:
             return self.sc.parallelize([ENCODED_IMPULSE_VALUE], 1)
-        if ref.kind == plan_lib.GROUP:
+        if ref.kind == plans.GROUP:
             return self._group_rdd(ref)
         return self._union(self._written.get(ref, []))
 
@@ -213,7 +213,7 @@ class BatchExecution:
             self.sc.setJobDescription("Beam: %s" % name)
             with spark_call_site(self.sc, name):
                 blocks = self._union(self._written.get(
-                    plan_lib.BufferRef(plan_lib.MATERIALIZE, si.pcollection), [])).collect()
+                    plans.BufferRef(plans.MATERIALIZE, si.pcollection), [])).collect()
             self.after_spark_job()
             entries.extend(state_entries(si, blocks, self.plan.components))
         broadcast = self.sc.broadcast(entries)
@@ -242,7 +242,7 @@ def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics,
                 if runner.monitoring_infos:
                     metrics.add({stage.name: spark_metrics.serialize(runner.monitoring_infos)})
                 if getattr(runner, "finalizations", None):
-                    # Merged by Spark only if this task succeeds (finalization.py).
+                    # Merged by Spark only if this task succeeds (batch_finalization.py).
                     finalizations.add([(stage.display_name, blob) for blob in runner.finalizations])
                 if caught:
                     warning_acc.add([spark_metrics.describe_warning(w) for w in caught])
@@ -250,9 +250,9 @@ def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics,
 
 
 def _stage_runner(stage, components, side_entries):
-    if stage.python_spec is not None:
-        return PythonStageRunner(stage, stage.python_spec, components)
-    runner = StageRunner(stage, side_entries.value if side_entries is not None else (), components)
+    if stage.plain_spec is not None:
+        return PlainStageRunner(stage, stage.plain_spec, components)
+    runner = HarnessStageRunner(stage, side_entries.value if side_entries is not None else (), components)
     runner.finalize_after_commit = stage.finalizes
     return runner
 

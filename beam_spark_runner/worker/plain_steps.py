@@ -3,7 +3,8 @@
 Each step mirrors what Beam's SDK harness does for the same transform:
 - ParDo of a `CallableWrapperDoFn` (Map, FlatMap, Filter, MapTuple, ...) or
   of a DoFn class with only `process` and the lifecycle methods (setup,
-  start_bundle, finish_bundle, teardown; see `plain_callable`):
+  start_bundle, finish_bundle, teardown; which ParDos qualify:
+  worker/plain_callables.py):
   outputs keep the input's timestamp, windows and pane, except a
   `TimestampedValue` (re-windowed with the input's WindowFn), a
   `WindowedValue` (taken as is) and a `TaggedOutput` (routed by tag; a tag
@@ -21,20 +22,13 @@ Each step mirrors what Beam's SDK harness does for the same transform:
 """
 import collections
 import functools
-import inspect
 import itertools
 import operator
 import traceback
 
-from apache_beam.internal import pickler
-from apache_beam.portability import python_urns
-from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.runners import common as runners_common
 from apache_beam.transforms import core, window
 from apache_beam.transforms.combiners import CountCombineFn, PhasedCombineFnExecutor, curry_combine_fn
 from apache_beam.transforms.window import TimestampedValue
-from apache_beam.typehints.typecheck import AbstractDoFnWrapper
-from apache_beam.utils import proto_utils
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
@@ -42,15 +36,6 @@ from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
 PARDO = "pardo"
 ASSIGN_WINDOWS = "assign_windows"
 PRECOMBINE = "precombine"
-# Any DoFn parameter default (ElementParam, TimestampParam, StateParam(...), ...)
-# is an instance of this class.
-_DOFN_PARAM_TYPE = type(core.DoFn.ElementParam)
-# DoFn parameters the plain path fills from the run's metadata.
-_ELEMENT_PARAMS = (
-    (core.DoFn.TimestampParam, "timestamp"),
-    (core.DoFn.WindowParam, "window"),
-    (core.DoFn.PaneInfoParam, "pane"),
-)
 # Outputs the harness treats specially (common._OutputHandler).
 _SPECIAL_OUTPUTS = (core.pvalue.TaggedOutput, WindowedValue, TimestampedValue)
 # Output types that are certainly not special: checked in C over a run.
@@ -61,121 +46,6 @@ OUTPUT_PIECE = 8192
 MAX_PRECOMBINE_KEYS = 100 * 1000
 # Values buffered per key before they are added to the accumulators.
 PRECOMBINE_BUFFER = 1 << 19
-
-
-def _single_output_wrappers():
-    """Code objects of the wrappers Map and MapTuple put around the user's
-    callable, each with how to call the callable for one output. Matching
-    the code object (not a name) makes the unwrapping exact."""
-    def code(transform):
-        return transform.fn._fn.__code__
-    return {
-        code(core.Map(len)): lambda fn, args, kwargs: fn,                          # [fn(x)]
-        code(core.Map(lambda x, y: x, 0)): lambda fn, args, kwargs: (
-            lambda x, **params: fn(x, *args, **kwargs, **params)),                 # [fn(x, *a, **kw)]
-        code(core.MapTuple(lambda a, b: a)): lambda fn, args, kwargs: (lambda x: fn(*x)),
-        code(core.MapTuple(lambda a, b=0: a, 0)): lambda fn, args, kwargs: (
-            lambda x, **params: fn(*(tuple(x) + args), **kwargs, **params)),
-    }
-
-
-_SINGLE_OUTPUT_WRAPPERS = _single_output_wrappers()
-
-
-class PlainCallable:
-    """A ParDo's callable as the plain path calls it."""
-
-    def __init__(self, process, args, kwargs, params, dofn=None, check_first_output=False):
-        self.process = process      # returns an iterable of outputs
-        self.args = args
-        self.kwargs = kwargs
-        self.params = params        # keyword -> 'timestamp' | 'window' | 'pane'
-        self.single = None          # returns exactly one output, when known
-        # A DoFn class instance: the step calls its lifecycle methods.
-        self.dofn = dofn
-        # The harness rejects a str/bytes/dict *returned* by a DoFn class's
-        # process (a `return` meant as `yield`); it checks the first call.
-        self.check_first_output = check_first_output
-        unwrap = _SINGLE_OUTPUT_WRAPPERS.get(getattr(process, "__code__", None))
-        if unwrap is not None and process.__closure__:
-            cells = dict(zip(process.__code__.co_freevars, process.__closure__))
-            self.single = unwrap(cells["fn"].cell_contents, args, kwargs)
-
-
-def plain_callable(transform, loading=False):
-    """The PlainCallable of a ParDo the plain path can run, else None.
-
-    Planning (`loading=False`): a DoFn that cannot be unpickled here (a proto
-    from another process) is left to the harness. In a worker
-    (`loading=True`) the stage was planned plain, so failing to unpickle is
-    the user's error (e.g. a module the workers cannot import) and raises."""
-    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
-    if (payload.side_inputs or payload.state_specs or payload.timer_family_specs
-            or payload.restriction_coder_id or payload.requests_finalization
-            or payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO):
-        return None
-    try:
-        dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
-    except Exception:
-        if loading:
-            raise
-        return None
-    # Exactly Map/FlatMap/Filter/MapTuple/FlatMapTuple's wrapper (a subclass
-    # could add start_bundle, setup, ... which it would not call), or a DoFn
-    # class whose methods the step calls as the harness does.
-    is_callable = type(dofn) is core.CallableWrapperDoFn
-    if not is_callable and not _is_plain_dofn_class(dofn):
-        return None
-    try:
-        signature = runners_common.DoFnSignature(dofn)
-    except Exception:
-        return None
-    method = signature.process_method
-    if not is_callable and not _lifecycle_without_params(signature):
-        return None
-    if any(isinstance(a, _DOFN_PARAM_TYPE) for a in list(args) + list(kwargs.values())):
-        return None
-    params = {}
-    defaults = list(method.defaults)
-    names = method.args[len(method.args) - len(defaults):] if defaults else []
-    for name, default in zip(names, defaults):
-        if not isinstance(default, _DOFN_PARAM_TYPE):
-            continue
-        kind = next((k for param, k in _ELEMENT_PARAMS if param == default), None)
-        if kind is None:
-            return None
-        params[name] = kind
-    if params and (args or kwargs):
-        return None   # the harness interleaves placeholders and extra arguments
-    if is_callable:
-        return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
-    return PlainCallable(dofn.process, tuple(args), dict(kwargs), params, dofn=dofn,
-                         check_first_output=not inspect.isgeneratorfunction(method.method_value))
-
-
-def _is_plain_dofn_class(dofn):
-    """A DoFn class the plain path can run: elements in, elements out.
-    Wrappers (runtime type checks) and batched DoFns stay on the harness;
-    state, timers, SDFs, side inputs and finalization are excluded by the
-    ParDo payload before this is asked."""
-    if not isinstance(dofn, core.DoFn) or isinstance(dofn, (core.CallableWrapperDoFn, AbstractDoFnWrapper)):
-        return False
-    try:
-        return dofn._process_defined and not dofn._process_batch_defined and not dofn._process_yields_batches
-    except Exception:
-        return False
-
-
-def _lifecycle_without_params(signature):
-    """setup / start_bundle / finish_bundle / teardown take no DoFn
-    parameter (e.g. a BundleFinalizerParam): the plain path passes none."""
-    for method in (signature.setup_lifecycle_method, signature.start_bundle_method,
-                   signature.finish_bundle_method, signature.teardown_lifecycle_method):
-        if any(isinstance(d, _DOFN_PARAM_TYPE) for d in method.defaults):
-            return False
-        if len(method.args) > len(method.defaults):
-            return False    # a required argument only the harness could fill
-    return True
 
 
 class StepFailed(RuntimeError):
@@ -205,7 +75,7 @@ class Step:
         """Once per step object, before its first bundle."""
 
     def start_bundle(self):
-        """At the start of every bundle (a PythonStageRunner.run)."""
+        """At the start of every bundle (a PlainStageRunner.run)."""
 
     def finish(self):
         """At the end of every bundle: [(output pcollection, runs)]."""

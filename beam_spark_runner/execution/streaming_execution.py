@@ -26,7 +26,7 @@ import time
 import urllib.parse
 import uuid
 
-from beam_spark_runner.execution import metrics as spark_metrics
+from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
@@ -157,8 +157,9 @@ class StreamingExecution:
               .option("script_path", script_path)
               .option("partitions", str(self.key_groups))
               .load())
+        shared = self.plan.for_operators()
         for op in self.plan.operators:
-            pickled = pickle.dumps((op, self.plan, self.key_groups))
+            pickled = pickle.dumps((op, shared, self.key_groups))
             if op.is_keyed:
                 df = df.groupBy("kg").transformWithState(
                     KeyGroupProcessor(self._token, op.name, op.inputs, pickled, op.pass_on,

@@ -10,7 +10,7 @@ import collections
 from apache_beam.portability.api import metrics_pb2
 from pyspark.accumulators import AccumulatorParam
 
-from beam_spark_runner.metrics import merge
+from beam_spark_runner.metrics_merge import merge
 
 
 class MonitoringInfosParam(AccumulatorParam):
