@@ -45,7 +45,8 @@ import sys
 import tempfile
 import time
 
-from procstat import process_table  # benchmarks/ is the script's directory
+from headline import headline  # benchmarks/ is the script's directory
+from procstat import process_table
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
@@ -455,7 +456,6 @@ def profile_main(args, input_path, work):
     (cProfile around every RDD's Python functions in the workers) and prints
     the Spark stages and the top functions. Slower than the timed runs."""
     import io
-    import pstats
     spark = start_session({"spark.python.profile": "true"})
     sc = spark.sparkContext
     results = {}
@@ -571,19 +571,61 @@ def main(argv=None):
             shutil.rmtree(work, ignore_errors=True)
 
 
+VARIANT_NAMES = ("pyspark", "spark_runner", "direct")   # run in this order in every repetition
+
+
 def _benchmark(args, work, input_path):
+    """The timed runs, their check against the generated counts and the report;
+    returns the exit status (1 if any variant's output differs)."""
     monitor = MemoryMonitor()  # fork before anything starts threads or a JVM
     print("work dir: %s" % work)
+    truth = _generate(args, input_path)
+    versions = _versions()
+    spark, session_s = _start_shared_session(args)
+    sc = spark.sparkContext
+    variants = _variants(args)
+    runs, outputs = _run_repetitions(args, sc, monitor, work, input_path, variants)
+    results = _summarize_runs(runs, variants)
+    _print_fastest_stages(results)
+    phases = None
+    if args.phases:
+        print("\ntiming phases (%d run(s) each, median)" % args.repeat)
+        phases = time_phases(sc, input_path, args.repeat, work, monitor)
+    driver_maxrss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    spark.stop()
+    monitor.stop()
+
+    ok = _verify_outputs(outputs, truth)
+    _print_results_table(args, truth, versions, session_s, results, monitor.hwm_reset_ok, driver_maxrss_mib)
+    ratios = _print_ratios(results)
+    if phases:
+        print_phases(phases)
+    if args.profile:
+        _run_profile_process(args, work)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"lines": args.lines, "words": sum(truth.values()), "distinct": len(truth),
+                       "input_mb": os.path.getsize(input_path) / 2**20, "master": MASTER,
+                       "versions": versions, "session_startup_s": session_s,
+                       "driver_ru_maxrss_mib": driver_maxrss_mib, "results": results,
+                       "ratios": ratios, "outputs_identical": ok, "phases": phases}, f, indent=2)
+    headline("batch_wordcount", ratios.get("spark_runner_over_pyspark"), 1.10, at_most=True, results_ok=ok)
+    return 0 if ok else 1
+
+
+def _generate(args, input_path):
+    """Writes the input file; returns the true Counter of its words."""
     t0 = time.perf_counter()
     truth = generate_input(input_path, args.lines, args.words_per_line, args.vocabulary, args.seed)
     print("generated %d lines, %d words, %d distinct, %.1f MB in %.1f s" % (
         args.lines, sum(truth.values()), len(truth), os.path.getsize(input_path) / 2**20,
         time.perf_counter() - t0))
+    return truth
 
-    versions = _versions()
-    results = collections.OrderedDict()
-    outputs = {}
 
+def _start_shared_session(args):
+    """The SparkSession both Spark variants share, its Python workers started;
+    returns (spark, start-up seconds)."""
     t0 = time.perf_counter()
     # The session SparkRunner would create: its Python worker daemon imports
     # Beam before forking workers (beam_spark_runner.session), which the
@@ -595,46 +637,71 @@ def _benchmark(args, work, input_path):
     sc.parallelize(range(PARTITIONS), PARTITIONS).map(lambda x: x).count()  # start Python workers
     session_s = time.perf_counter() - t0
     print("SparkSession (%s) start-up incl. a first trivial job: %.1f s" % (MASTER, session_s))
+    return spark, session_s
 
-    variants = [
-        ("pyspark", "hand-written PySpark RDDs (%s tokenizer)" % args.pyspark_tokenizer),
-        ("spark_runner", "Beam on SparkRunner"),
-        ("direct", "Beam on DirectRunner"),
-    ]
+
+def _variants(args):
+    """[(name, label)] in the order each repetition runs them."""
+    labels = {
+        "pyspark": "hand-written PySpark RDDs (%s tokenizer)" % args.pyspark_tokenizer,
+        "spark_runner": "Beam on SparkRunner",
+        "direct": "Beam on DirectRunner",
+    }
+    return [(name, labels[name]) for name in VARIANT_NAMES]
+
+
+def _run_repetitions(args, sc, monitor, work, input_path, variants):
+    """--repeat rounds of every variant not skipped, interleaved; returns
+    ({name: [run dict per repetition]}, {"name (run i)": word counts})."""
     runs = collections.defaultdict(list)   # name -> one dict per repetition
+    outputs = {}
     for rep in range(args.repeat):
-        for name, label in variants:
+        for name, _ in variants:
             if name in args.skip:
                 continue
-            out = os.path.join(work, "out_%s_%d" % (name, rep))
-            stages_before = max_stage_id(sc) if name != "direct" else None
-            monitor.reset()
-            t0 = time.perf_counter()
-            if name == "spark_runner":
-                run_beam(["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER],
-                         input_path, out + "/counts")
-                pattern = out + "/counts-*"
-            elif name == "pyspark":
-                run_pyspark(sc, input_path, out, args.pyspark_tokenizer)
-                pattern = out + "/part-*"
-            else:
-                run_beam(["--runner=DirectRunner"], input_path, out + "/counts")
-                pattern = out + "/counts-*"
-            wall = time.perf_counter() - t0
-            mem = monitor.peaks()
-            counts, files = parse_counts(pattern)
+            run, counts = _run_variant(args, sc, monitor, work, input_path, name, rep)
             outputs["%s (run %d)" % (name, rep + 1)] = counts
-            shutil.rmtree(out, ignore_errors=True)
-            foreign = mem.pop("foreign_cpu_s")
-            own = mem.pop("own_cpu_s")
-            run = dict(wall_s=wall, files=files, foreign_cpu_s=foreign, cpu_s=own,
-                       **{"peak_%s_mib" % k: v for k, v in mem.items()})
-            if name != "direct":
-                time.sleep(1)  # let Spark's status listener catch up (outside the timing)
-                run["spark_stages"] = stage_breakdown(sc, stages_before)
             runs[name].append(run)
             print("  run %d %-13s %7.1f s  %7.1f CPU s  (%d output files; other processes used "
-                  "%.1f CPU s meanwhile)" % (rep + 1, name, wall, own, files, foreign))
+                  "%.1f CPU s meanwhile)" % (rep + 1, name, run["wall_s"], run["cpu_s"], run["files"],
+                                              run["foreign_cpu_s"]))
+    return runs, outputs
+
+
+def _run_variant(args, sc, monitor, work, input_path, name, rep):
+    """One timed run of one variant; returns (its measurements, its parsed output)."""
+    out = os.path.join(work, "out_%s_%d" % (name, rep))
+    stages_before = max_stage_id(sc) if name != "direct" else None
+    monitor.reset()
+    t0 = time.perf_counter()
+    if name == "spark_runner":
+        run_beam(["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER],
+                 input_path, out + "/counts")
+        pattern = out + "/counts-*"
+    elif name == "pyspark":
+        run_pyspark(sc, input_path, out, args.pyspark_tokenizer)
+        pattern = out + "/part-*"
+    else:
+        run_beam(["--runner=DirectRunner"], input_path, out + "/counts")
+        pattern = out + "/counts-*"
+    wall = time.perf_counter() - t0
+    mem = monitor.peaks()
+    counts, files = parse_counts(pattern)
+    shutil.rmtree(out, ignore_errors=True)
+    foreign = mem.pop("foreign_cpu_s")
+    own = mem.pop("own_cpu_s")
+    run = dict(wall_s=wall, files=files, foreign_cpu_s=foreign, cpu_s=own,
+               **{"peak_%s_mib" % k: v for k, v in mem.items()})
+    if name != "direct":
+        time.sleep(1)  # let Spark's status listener catch up (outside the timing)
+        run["spark_stages"] = stage_breakdown(sc, stages_before)
+    return run, counts
+
+
+def _summarize_runs(runs, variants):
+    """{name: the fastest run's record with the median wall and CPU time, the
+    minimum wall time, every run's wall time and the maximum peaks}."""
+    results = collections.OrderedDict()
     for name, label in variants:
         if runs.get(name):
             walls = sorted(r["wall_s"] for r in runs[name])
@@ -646,20 +713,21 @@ def _benchmark(args, work, input_path):
                                  wall_runs_s=[r["wall_s"] for r in runs[name]],
                                  foreign_cpu_s=max(r["foreign_cpu_s"] for r in runs[name]),
                                  **{k: max(r[k] for r in runs[name]) for k in best if k.startswith("peak_")})
+    return results
+
+
+def _print_fastest_stages(results):
+    """The Spark stages of each Spark variant's fastest run."""
     for name, r in results.items():
         if r.get("spark_stages"):
             print_stages("%s: Spark stages of its fastest run (%d, %.1f task s in all)" % (
                 name, len(r["spark_stages"]), sum(x["run_s"] for x in r["spark_stages"])),
                 r["spark_stages"])
-    phases = None
-    if args.phases:
-        print("\ntiming phases (%d run(s) each, median)" % args.repeat)
-        phases = time_phases(sc, input_path, args.repeat, work, monitor)
-    driver_maxrss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    spark.stop()
-    monitor.stop()
 
-    # -- verify --
+
+def _verify_outputs(outputs, truth):
+    """Compares every run's word counts with the generated ones; prints each
+    mismatch and the verdict; returns True if all are identical."""
     ok = True
     for name, counts in outputs.items():
         if counts != truth:
@@ -672,8 +740,11 @@ def _benchmark(args, work, input_path):
                 sorted(missing)[:3] + sorted(extra)[:3] + sorted(wrong)[:3]))
     print("outputs %s: %s" % ("IDENTICAL" if ok else "DIFFER",
                               ", ".join("%s %d words" % (n, len(c)) for n, c in outputs.items())))
+    return ok
 
-    # -- report --
+
+def _print_results_table(args, truth, versions, session_s, results, hwm_reset_ok, driver_maxrss_mib):
+    """The table of wall time, CPU time and peak memory per variant."""
     print("\nBatch word count, %d lines / %d words, master %s, %s" % (
         args.lines, sum(truth.values()), MASTER,
         ", ".join("%s %s" % kv for kv in versions.items() if kv[0] != "platform")))
@@ -692,8 +763,12 @@ def _benchmark(args, work, input_path):
           "daemon and workers, idle ones left by earlier variants included; driver ru_maxrss "
           "over the whole run: %.0f MiB; 'other CPU s' = CPU time of processes outside this "
           "benchmark during the variant: more than a few s means the wall times are noisy)" % (
-              "" if monitor.hwm_reset_ok else " NOT reset between variants (sampled only)",
+              "" if hwm_reset_ok else " NOT reset between variants (sampled only)",
               driver_maxrss_mib))
+
+
+def _print_ratios(results):
+    """Prints and returns the ratios of the variants measured (SparkRunner over the others)."""
     ratios = {}
     if "spark_runner" in results and "pyspark" in results:
         ratios["spark_runner_over_pyspark"] = results["spark_runner"]["wall_s"] / results["pyspark"]["wall_s"]
@@ -707,25 +782,16 @@ def _benchmark(args, work, input_path):
         ratios["cpu_spark_runner_over_pyspark"] = results["spark_runner"]["cpu_s"] / results["pyspark"]["cpu_s"]
         print("CPU time, SparkRunner / PySpark:    %.2fx (less sensitive to other load than wall time)"
               % ratios["cpu_spark_runner_over_pyspark"])
+    return ratios
 
-    if phases:
-        print_phases(phases)
 
-    if args.profile:
-        cmd = [sys.executable, os.path.abspath(__file__), "--profile_only", "--work_dir", work,
-               "--pyspark_tokenizer", args.pyspark_tokenizer, "--profile_top", str(args.profile_top)]
-        print("\n=== profile run (separate process): %s" % " ".join(cmd))
-        sys.stdout.flush()
-        subprocess.run(cmd, check=False)
-
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"lines": args.lines, "words": sum(truth.values()), "distinct": len(truth),
-                       "input_mb": os.path.getsize(input_path) / 2**20, "master": MASTER,
-                       "versions": versions, "session_startup_s": session_s,
-                       "driver_ru_maxrss_mib": driver_maxrss_mib, "results": results,
-                       "ratios": ratios, "outputs_identical": ok, "phases": phases}, f, indent=2)
-    return 0 if ok else 1
+def _run_profile_process(args, work):
+    """--profile: re-runs both Spark variants under the worker profiler in a new process."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--profile_only", "--work_dir", work,
+           "--pyspark_tokenizer", args.pyspark_tokenizer, "--profile_top", str(args.profile_top)]
+    print("\n=== profile run (separate process): %s" % " ".join(cmd))
+    sys.stdout.flush()
+    subprocess.run(cmd, check=False)
 
 
 if __name__ == "__main__":

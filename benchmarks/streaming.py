@@ -37,6 +37,10 @@ native_throughput  Spark Structured Streaming, no Python: `rate-micro-batch`
     --seconds / 4)), for --seconds. The source never lets it idle, so this
     is its saturated rate. Also run at 1M rows per batch
     (native_throughput_1m, the batch size of sessions 4-6), no target.
+    Every native_throughput run checks its counts once it has stopped
+    (benchmarks/streaming_native_check.py): its state store must hold, per
+    window, exactly the rows the source generated into it, and no row may
+    be dropped; a run that fails is left out and makes the exit status 1.
 python_floor       The Beam run's own DoFn (GenerateEvents: one TimestampedValue
     per event) alone in PySpark, without SparkRunner: a mapInArrow runs it
     on every tick and drops the events (benchmarks/streaming_floor.py says
@@ -100,7 +104,9 @@ beam_latency_3gbk  The same as beam_latency with three chained GroupByKeys (coun
 Targets (issue #5): throughput >= 0.5x native; Beam event-to-output p50 <=
 2x native micro-batch p50; each extra stateful stage adds at most one
 micro-batch of watermark lag. The script prints PASS/MISS per target and
-always exits 0: it is a measurement, not a test. "other CPU" is the CPU time
+exits 0 (a run that fails is reported and left out: it is a measurement, not
+a test) unless a native query's counts are wrong: then its last line says
+FAILED and why, and it exits 1. "other CPU" is the CPU time
 processes outside this benchmark used meanwhile (from /proc): on a shared
 machine it says how noisy the numbers are.
 """
@@ -112,6 +118,7 @@ import json
 import logging
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -123,10 +130,12 @@ if REPO_ROOT not in sys.path:
 
 import apache_beam as beam  # noqa: E402
 # Sibling modules: benchmarks/ is the script's directory.
+from headline import headline  # noqa: E402
 from procstat import CpuMeter  # noqa: E402
 from spark_progress import iso_ms, progress_listener  # noqa: E402
 from stats import percentile, weighted_percentiles  # noqa: E402
 from streaming_floor import python_floor  # noqa: E402
+from streaming_native_check import NativeCountsWrong, check_native_counts  # noqa: E402
 from streaming_report import _fmt, report  # noqa: E402
 from apache_beam.metrics import Metrics  # noqa: E402
 from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
@@ -205,7 +214,14 @@ def _start_to_noop(spark, df, name):
 
 
 def _run_native(spark, listener, df, name, seconds):
-    """Runs `df` (a native query or python_floor's) into a noop sink for `seconds`."""
+    """Runs `df` (a native query or python_floor's) into a noop sink for `seconds`;
+    returns (start time, the query's progress events)."""
+    started, progress, _ = _run_native_query(spark, listener, df, name, seconds)
+    return started, progress
+
+
+def _run_native_query(spark, listener, df, name, seconds):
+    """_run_native, also returning the query's checkpoint directory (kept until exit)."""
     query, checkpoint = _start_to_noop(spark, df, name)
     try:
         started = time.time()
@@ -223,16 +239,23 @@ def _run_native(spark, listener, df, name, seconds):
         spark.sparkContext.setLogLevel("ERROR")
         _LEFTOVERS.append(checkpoint)   # removed at exit: tasks of a stopped query may still be ending
     time.sleep(0.5)   # the listener bus delivers the last progress events asynchronously
-    return started, listener.of(query.id)
+    return started, listener.of(query.id), checkpoint
 
 
 def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
+    """The native query on `rate-micro-batch` for `seconds` after `warmup`: its
+    rate over the steady batches, once its counts are checked against the rows
+    its source generated (streaming_native_check; NativeCountsWrong if not)."""
+    cpu = CpuMeter().start()
+    start_ms = int(time.time() * 1000)
     df = (spark.readStream.format("rate-micro-batch")
           .option("rowsPerBatch", rows_per_batch).option("numPartitions", PARTITIONS)
-          .option("startTimestamp", int(time.time() * 1000)).option("advanceMillisPerBatch", 1000)
+          .option("startTimestamp", start_ms).option("advanceMillisPerBatch", 1000)
           .load())
-    started, progress = _run_native(spark, listener, _native_counts(df), "native-throughput",
-                                    seconds + warmup)
+    started, progress, checkpoint = _run_native_query(spark, listener, _native_counts(df), "native-throughput",
+                                                      seconds + warmup)
+    cpu = cpu.stop()   # the check below is not part of the run
+    counts_check = check_native_counts(spark, checkpoint, progress, start_ms, WINDOW_S, LATE_EVERY, LATE_LAG_S)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in steady)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
@@ -242,6 +265,7 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
         "rows_per_s": rows / (busy_ms / 1000.0) if busy_ms else None,
         "batch_p50_s": percentile(durations, 50), "batch_p99_s": percentile(durations, 99),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000.0 if progress else None,
+        "counts_check": counts_check, "cpu": cpu,
     }
 
 
@@ -656,7 +680,52 @@ def _stage_lags(rows, groups, warm_until, gen_end):
 
 # -- main -------------------------------------------------------------------------------------
 
+# The runs, in the order --json lists them.
+RUN_NAMES = ("native_throughput", "native_throughput_1m", "python_floor", "native_latency", "beam_throughput",
+             "beam_throughput_probes", "beam_latency", "beam_latency_early_1s", "beam_latency_3gbk")
+
+
 def main(argv=None):
+    args = _parse_args(argv)
+    attempt = _Attempts({s for s in args.skip.split(",") if s})
+
+    logging.getLogger().setLevel(logging.WARNING)
+    started = time.perf_counter()
+    spark = start_session()
+    session_s = time.perf_counter() - started
+    listener = progress_listener(spark)
+    print("SparkSession (%s) start-up: %.1f s" % (MASTER, session_s), flush=True)
+
+    warm = _warm_up(spark, listener, args, attempt)
+    runs = dict.fromkeys(RUN_NAMES)
+    rounds, rows_per_batch = _throughput_rounds(spark, listener, args, attempt, runs)
+    _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs)
+    _latency_runs(spark, listener, args, attempt, runs)
+
+    query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
+        MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
+    report(args, query, session_s, warm, runs["native_throughput"], runs["native_latency"],
+           runs["beam_throughput"], runs["beam_latency"], runs["beam_latency_3gbk"],
+           runs["beam_latency_early_1s"], runs["beam_throughput_probes"], runs["native_throughput_1m"],
+           runs["python_floor"], rounds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict({"args": vars(args), "session_s": session_s, "warm_up_s": warm},
+                           **{name: runs[name] for name in RUN_NAMES}, throughput_rounds=rounds),
+                      f, indent=2, default=str)
+    spark.stop()
+    for path in _LEFTOVERS:
+        shutil.rmtree(path, ignore_errors=True)
+    status = attempt.exit_status()
+    # The headline: sustained throughput, Beam on SparkRunner / native Spark
+    # at equal batch sizes, the median of the rounds.
+    headline("streaming_throughput", statistics.median(r[3] for r in rounds) if rounds else None, 0.5,
+             at_most=False, results_ok=status == 0)
+    return status
+
+
+def _parse_args(argv):
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60,
@@ -679,30 +748,50 @@ def main(argv=None):
                         help="(beam_throughput, native_throughput) pairs; the throughput ratio is their median.")
     parser.add_argument("--verbose", action="store_true", help="Print every Beam micro-batch.")
     parser.add_argument("--json", default=None, help="Also write the results to this JSON file.")
-    args = parser.parse_args(argv)
-    skip = {s for s in args.skip.split(",") if s}
-    warmup = _warmup_of(args.seconds)
+    return parser.parse_args(argv)
 
-    logging.getLogger().setLevel(logging.WARNING)
-    started = time.perf_counter()
-    spark = start_session()
-    session_s = time.perf_counter() - started
-    listener = progress_listener(spark)
-    print("SparkSession (%s) start-up: %.1f s" % (MASTER, session_s), flush=True)
 
-    def attempt(name, fn, *a):
-        """Runs one measurement; a failure is printed and leaves it out (exit code stays 0)."""
-        if name in skip:
+class _Attempts:
+    """Runs one measurement at a time. A failure is printed and leaves the run
+    out (the exit status stays 0: a measurement, not a test); so do native
+    counts that disagree with the rows generated (NativeCountsWrong), but those
+    are recorded and make the exit status 1: a ratio against a query that
+    computes a wrong answer is no measurement."""
+
+    def __init__(self, skip):
+        self.skip = skip
+        self.wrong_counts = []   # "run: what is wrong"
+
+    def __call__(self, name, fn, *a):
+        """fn(*a) with its CPU use, or None if skipped or failed."""
+        if name in self.skip:
             return None
         cpu = CpuMeter().start()
         try:
             out = fn(*a)
+        except NativeCountsWrong as e:
+            print("%s: native query counts WRONG, run left out: %s" % (name, e), flush=True)
+            self.wrong_counts.append("%s: %s" % (name, e))
+            return None
         except Exception as e:  # noqa: BLE001 -- a measurement, not a test
             print("%s FAILED: %s" % (name, str(e).splitlines()[0] if str(e) else repr(e)), flush=True)
             return None
         out.setdefault("cpu", cpu.stop())
         return out
 
+    def exit_status(self):
+        """0, or 1 (saying why, as the last line) if a native query counted wrong."""
+        if not self.wrong_counts:
+            return 0
+        print("FAILED: the native query's counts disagree with the rows it generated in %d run(s), which "
+              "are left out of the results: %s" % (len(self.wrong_counts), "; ".join(self.wrong_counts)),
+              flush=True)
+        return 1
+
+
+def _warm_up(spark, listener, args, attempt):
+    """Short runs of each side (excluded from the results) that start the Python
+    workers; returns {side: wall seconds}."""
     warm = collections.OrderedDict()
     for name, fn, a in (("beam", run_beam, (spark, listener, 200, 3, args.fire_interval, args.probe_every, 3,
                                             "warm-up")),
@@ -711,7 +800,14 @@ def main(argv=None):
         attempt("warm-up " + name, fn, *a)
         warm[name] = time.perf_counter() - t
     print("warm-up runs (excluded): %s" % ", ".join("%s %.1f s" % kv for kv in warm.items()), flush=True)
+    return warm
 
+
+def _throughput_rounds(spark, listener, args, attempt, runs):
+    """beam_throughput, then native_throughput at its median batch, --rounds
+    times back to back; the first pair goes into `runs`. Returns (the rounds,
+    as _round gives them; the first native run's rows per batch)."""
+    warmup = _warmup_of(args.seconds)
     bt = attempt("beam_throughput", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
                  args.fire_interval, 0, 1, "beam_throughput", args.verbose)
     if bt:
@@ -723,6 +819,7 @@ def main(argv=None):
     if nt:
         print("native_throughput at %d rows per batch: %s rows/s" % (
             rows_per_batch, _fmt(nt["rows_per_s"], "%.0f")), flush=True)
+    runs["beam_throughput"], runs["native_throughput"] = bt, nt
     rounds = [_round(bt, nt)] if bt and nt else []
     for i in range(2, args.rounds + 1):
         # Further (Beam, native) pairs back to back: the machine's speed drifts
@@ -736,6 +833,13 @@ def main(argv=None):
             rounds.append(_round(b, n))
             print("round %d: beam %.0f events/s, native %.0f rows/s at %d rows per batch: %.3fx" % (
                 i, *rounds[-1]), flush=True)
+    return rounds, rows_per_batch
+
+
+def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs):
+    """The throughput runs beside the target: python_floor, native at 1M rows
+    per batch and Beam with latency probes."""
+    warmup = _warmup_of(args.seconds)
     per_tick = max(1, int(round(args.beam_offered_rate * args.fire_interval)))
     pf = attempt("python_floor", python_floor, spark, listener, _run_native, PARTITIONS,
                  max(1, round(rows_per_batch / per_tick)), per_tick, args.fire_interval,
@@ -751,6 +855,12 @@ def main(argv=None):
     if bp:
         print("beam_throughput_probes: %s events/s (saturated: %s)" % (
             _fmt(bp["events_per_s_busy"], "%.0f"), bp["saturated"]), flush=True)
+    runs.update(python_floor=pf, native_throughput_1m=n1, beam_throughput_probes=bp)
+
+
+def _latency_runs(spark, listener, args, attempt, runs):
+    """native_latency and the Beam latency runs at --rate events/s."""
+    warmup = _warmup_of(args.seconds)
     rate = max(args.rate, 1.0 / args.fire_interval)
     nl = attempt("native_latency", native_latency, spark, listener, rate, args.seconds, warmup)
     if nl:
@@ -769,22 +879,7 @@ def main(argv=None):
                  args.probe_every, 3, "beam_latency_3gbk", args.verbose)
     if b3:
         print("beam_latency_3gbk: stage lags %s" % b3["stage_lags"], flush=True)
-
-    query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
-        MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
-    report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1, bp, n1, pf, rounds)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "session_s": session_s, "warm_up_s": warm, "native_throughput": nt,
-                       "native_throughput_1m": n1, "python_floor": pf,
-                       "native_latency": nl, "beam_throughput": bt, "beam_throughput_probes": bp,
-                       "beam_latency": bl,
-                       "beam_latency_early_1s": b1, "beam_latency_3gbk": b3,
-                       "throughput_rounds": rounds}, f, indent=2, default=str)
-    spark.stop()
-    for path in _LEFTOVERS:
-        shutil.rmtree(path, ignore_errors=True)
-    return 0
+    runs.update(native_latency=nl, beam_latency=bl, beam_latency_early_1s=b1, beam_latency_3gbk=b3)
 
 
 if __name__ == "__main__":

@@ -434,6 +434,31 @@ def versions():
 
 
 def main(argv=None):
+    args = _parse_args(argv)
+    if args.report_only:
+        return _report_only(args)
+
+    defaults, excluded = default_modules()
+    if args.list:
+        _print_module_list(defaults, excluded)
+        return 0
+
+    modules = [normalize(m) for m in args.modules] if args.modules else defaults
+    runners = ["direct", "spark"] if args.runner == "both" else [args.runner]
+    workdir = args.workdir or tempfile.mkdtemp(prefix="beam_suites_")
+    os.makedirs(workdir, exist_ok=True)
+    json_path = args.json or os.path.join(workdir, "beam_suites.json")
+    _set_temp_location(args, workdir)
+
+    record = _load_record(args, json_path, modules, runners, defaults, excluded, workdir)
+    print("workdir: %s\njson: %s" % (workdir, json_path), file=sys.stderr)
+    _run_modules(args, record, modules, runners, workdir, json_path)
+    _print_table(record, args.markdown)
+    return 0
+
+
+def _parse_args(argv):
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", nargs="+",
                         help="modules to run, as apache_beam/x/y_test or apache_beam.x.y_test "
@@ -471,40 +496,46 @@ def main(argv=None):
                         help="with --report-only: re-read the JUnit XML files named in --json")
     parser.add_argument("--list", action="store_true",
                         help="print the default modules and the excluded ones, and exit")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    if args.report_only:
-        with open(args.json) as f:
-            record = json.load(f)
-        if args.reparse:  # re-read every run's JUnit XML (after a parser change)
-            for runs in record["modules"].values():
-                for runner, run in runs.items():
-                    if os.path.exists(run["xml"]):
-                        run["tests"] = parse_junit(run["xml"])
-                        run["counts"] = count(run["tests"], runner)
-            save(record, args.json)
-        table = markdown(record)
-        print(table)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(table + "\n")
-        return 0
 
-    defaults, excluded = default_modules()
-    if args.list:
-        for m in defaults:
-            print(m)
-        print("\n# excluded")
-        for m, why in excluded.items():
-            print("%s  # %s" % (m, why))
-        return 0
+def _print_table(record, markdown_path):
+    """Prints the markdown table of `record`; also writes it to `markdown_path` if given."""
+    table = markdown(record)
+    print(table)
+    if markdown_path:
+        with open(markdown_path, "w") as f:
+            f.write(table + "\n")
 
-    modules = [normalize(m) for m in args.modules] if args.modules else defaults
-    runners = ["direct", "spark"] if args.runner == "both" else [args.runner]
-    workdir = args.workdir or tempfile.mkdtemp(prefix="beam_suites_")
-    os.makedirs(workdir, exist_ok=True)
-    json_path = args.json or os.path.join(workdir, "beam_suites.json")
 
+def _report_only(args):
+    """--report-only: the table of an existing --json (with --reparse, re-read
+    from its JUnit XML files first)."""
+    with open(args.json) as f:
+        record = json.load(f)
+    if args.reparse:  # re-read every run's JUnit XML (after a parser change)
+        for runs in record["modules"].values():
+            for runner, run in runs.items():
+                if os.path.exists(run["xml"]):
+                    run["tests"] = parse_junit(run["xml"])
+                    run["counts"] = count(run["tests"], runner)
+        save(record, args.json)
+    _print_table(record, args.markdown)
+    return 0
+
+
+def _print_module_list(defaults, excluded):
+    """--list: the default modules, then the excluded ones with the reason."""
+    for m in defaults:
+        print(m)
+    print("\n# excluded")
+    for m, why in excluded.items():
+        print("%s  # %s" % (m, why))
+
+
+def _set_temp_location(args, workdir):
+    """Adds --temp_location (default <workdir>/temp_location) to both runners'
+    options unless they have one or --temp-location is ''."""
     if args.temp_location is None:
         args.temp_location = os.path.join(workdir, "temp_location")
     if args.temp_location:
@@ -513,6 +544,10 @@ def main(argv=None):
             if "--temp_location" not in getattr(args, attr):
                 setattr(args, attr, "%s --temp_location=%s" % (getattr(args, attr), args.temp_location))
 
+
+def _load_record(args, json_path, modules, runners, defaults, excluded, workdir):
+    """The run's record: the one in --json with --resume or --rerun, else a new
+    one; this invocation, the versions, runners, module order and settings added."""
     record = None
     if (args.resume or args.rerun) and os.path.exists(json_path):
         with open(json_path) as f:
@@ -544,8 +579,13 @@ def main(argv=None):
         if m in record["excluded"]:
             del record["excluded"][m]
     record["not_run"] = [m for m in record.get("not_run", []) if m not in modules]
-    print("workdir: %s\njson: %s" % (workdir, json_path), file=sys.stderr)
+    return record
 
+
+def _run_modules(args, record, modules, runners, workdir, json_path):
+    """Runs every module on every runner (skipping runs kept by --resume and,
+    past --budget-minutes, recording the module as not run), saving the
+    record to `json_path` after each run."""
     start = time.time()
     for i, module in enumerate(modules):
         runs = record["modules"].setdefault(module, {})
@@ -564,13 +604,6 @@ def main(argv=None):
                   file=sys.stderr, flush=True)
             save(record, json_path)
     save(record, json_path)
-
-    table = markdown(record)
-    print(table)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(table + "\n")
-    return 0
 
 
 if __name__ == "__main__":
