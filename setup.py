@@ -1,4 +1,5 @@
 """beam-spark-runner: run Apache Beam pipelines on Apache Spark through PySpark."""
+
 from setuptools import find_packages, setup
 
 INSTALL_REQUIRES = [
@@ -16,6 +17,8 @@ TEST_REQUIRES = [
     "apache-beam[test]==2.77.0",
     "hypothesis",
     "pytest-timeout",
+    # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
+    "ruff==0.17.6",
 ]
 
 setup(

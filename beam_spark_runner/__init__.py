@@ -4,6 +4,7 @@ Names are imported on first use (PEP 562): Spark's helper processes import
 modules of this package (the streaming source planner, stateful-operator
 set-up) and must not pay for importing Beam when they do not need it.
 """
+
 import importlib
 
 _EXPORTS = {

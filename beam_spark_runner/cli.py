@@ -9,6 +9,7 @@ A pipeline with a TestStream is planned for streaming, as SparkRunner runs it.
 From Python, `beam_spark_runner.describe_plan(pipeline)` does the same for a
 `beam.Pipeline` object.
 """
+
 import argparse
 import sys
 

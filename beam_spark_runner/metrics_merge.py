@@ -6,6 +6,7 @@ is reported by several partitions (string sets, gauges, bounded tries). This
 module merges every user metric type by its own rule: sum, distribution
 combine, latest gauge, set union, bounded-trie combine. No Spark here.
 """
+
 import collections
 import functools
 
@@ -59,6 +60,9 @@ def merge(infos):
             merged.append(reports[-1])
             continue
         payload = functools.reduce(merger, (r.payload for r in reports))
-        merged.append(metrics_pb2.MonitoringInfo(
-            urn=reports[0].urn, type=reports[0].type, labels=reports[0].labels, payload=payload))
+        merged.append(
+            metrics_pb2.MonitoringInfo(
+                urn=reports[0].urn, type=reports[0].type, labels=reports[0].labels, payload=payload
+            )
+        )
     return merged

@@ -1,6 +1,7 @@
 """Pipeline options of the Spark runner, and what it does with Beam's own
 options: each one it accepts is honoured or refused at submission with a
 message naming it (`option_problems`); none is silently ignored."""
+
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
@@ -15,39 +16,60 @@ class SparkRunnerOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         parser.add_argument(
-            "--spark_master", default="local[*]",
+            "--spark_master",
+            default="local[*]",
             help="Spark master URL (local[N], spark://host:port, ...). Ignored when a "
-                 "SparkSession is already active in this process: that session is reused.")
+            "SparkSession is already active in this process: that session is reused.",
+        )
         parser.add_argument(
-            "--spark_conf", action="append", default=[], metavar="KEY=VALUE",
-            help="A Spark configuration entry; repeatable.")
+            "--spark_conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="A Spark configuration entry; repeatable.",
+        )
         parser.add_argument(
-            "--spark_app_name", default="beam-spark-runner",
-            help="Spark application name of a newly created SparkSession.")
+            "--spark_app_name",
+            default="beam-spark-runner",
+            help="Spark application name of a newly created SparkSession.",
+        )
         parser.add_argument(
-            "--bundle_size_bytes", type=int, default=32 << 20,
-            help="Input bytes per Beam bundle within a Spark partition.")
+            "--bundle_size_bytes",
+            type=int,
+            default=32 << 20,
+            help="Input bytes per Beam bundle within a Spark partition.",
+        )
         parser.add_argument(
-            "--checkpoint_dir", default=None,
+            "--checkpoint_dir",
+            default=None,
             help="Streaming: directory for Spark's checkpoint and the runner's hold reports. "
-                 "Starting a pipeline again with the same directory resumes where it stopped. "
-                 "Default: a temporary directory removed when the run ends.")
+            "Starting a pipeline again with the same directory resumes where it stopped. "
+            "Default: a temporary directory removed when the run ends.",
+        )
         parser.add_argument(
-            "--trigger_interval", default="0 seconds",
+            "--trigger_interval",
+            default="0 seconds",
             help="Streaming: Spark's micro-batch trigger interval (e.g. '1 second'); "
-                 "'0 seconds' starts the next batch as soon as one ends.")
+            "'0 seconds' starts the next batch as soon as one ends.",
+        )
         parser.add_argument(
-            "--print_plan", action="store_true", default=False,
-            help="Print the Spark execution plan before running.")
+            "--print_plan", action="store_true", default=False, help="Print the Spark execution plan before running."
+        )
         parser.add_argument(
-            "--sdk_harness_only", action="store_true", default=False,
+            "--sdk_harness_only",
+            action="store_true",
+            default=False,
             help="Run every stage through Beam's SDK harness, also those the runner "
-                 "would run as plain Python loops (Map/FlatMap/Filter chains, simple DoFn "
-                 "classes, WindowInto and combiner phases).")
+            "would run as plain Python loops (Map/FlatMap/Filter chains, simple DoFn "
+            "classes, WindowInto and combiner phases).",
+        )
         parser.add_argument(
-            "--beam_io_only", action="store_true", default=False,
+            "--beam_io_only",
+            action="store_true",
+            default=False,
             help="Batch: keep Beam's own expansions of ReadFromText and of file writes "
-                 "instead of the runner's Spark-native ones.")
+            "instead of the runner's Spark-native ones.",
+        )
 
 
 def parse_spark_conf(entries):
@@ -64,6 +86,7 @@ def parse_spark_conf(entries):
 def parallelism(options):
     """--parallelism if set (> 0), else 0 meaning Spark's default parallelism."""
     from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
     value = options.view_as(FlinkRunnerOptions).parallelism
     return value if value and value > 0 else 0
 
@@ -76,9 +99,11 @@ def worker_log_settings(options):
     the option."""
     from apache_beam.options.pipeline_options import WorkerOptions
     from beam_spark_runner.worker.log_forwarding import LogSettings
+
     harness = options.view_as(WorkerOptions)
-    return LogSettings.from_option_values(harness.default_sdk_harness_log_level,
-                                          harness.sdk_harness_log_level_overrides)
+    return LogSettings.from_option_values(
+        harness.default_sdk_harness_log_level, harness.sdk_harness_log_level_overrides
+    )
 
 
 # The Python SDK environment SparkRunner runs: embedded in Spark's own Python
@@ -90,13 +115,17 @@ EMBEDDED_PYTHON_ENVIRONMENT = "beam:env:embedded_python:v1"
 # containers, other SDK workers). SparkRunner runs Beam's Python SDK inside
 # Spark's own Python workers and installs nothing on the executors yet (issue
 # #21): each is refused when set, saying what to do instead.
-_ENVIRONMENT = ("SparkRunner runs Beam's Python SDK embedded in Spark's Python workers; leave it unset "
-                "(other environments will come with the job service)")
+_ENVIRONMENT = (
+    "SparkRunner runs Beam's Python SDK embedded in Spark's Python workers; leave it unset "
+    "(other environments will come with the job service)"
+)
 _CONTAINERS = "SparkRunner starts no SDK containers; leave it unset"
-_INSTALL = ("SparkRunner does not install or stage anything on Spark's executors yet; install what the "
-            "pipeline needs in the Python environment the executors run (the driver's own on the "
-            "embedded local master; on a cluster e.g. a packed environment given to Spark's --archives "
-            "with spark.pyspark.python)")
+_INSTALL = (
+    "SparkRunner does not install or stage anything on Spark's executors yet; install what the "
+    "pipeline needs in the Python environment the executors run (the driver's own on the "
+    "embedded local master; on a cluster e.g. a packed environment given to Spark's --archives "
+    "with spark.pyspark.python)"
+)
 _UNSUPPORTED = {
     "environment_type": _ENVIRONMENT,
     "environment_config": _ENVIRONMENT,
@@ -129,17 +158,21 @@ def option_problems(options):
         errors.append("--%s=%s is not supported: %s" % (name, given[name], why))
     library = given.get("pickle_library")
     if library not in (None, "default", "cloudpickle"):
-        errors.append("--pickle_library=%s is not supported: Spark's Python workers unpickle the "
-                      "pipeline with cloudpickle, Beam's default" % library)
+        errors.append(
+            "--pickle_library=%s is not supported: Spark's Python workers unpickle the "
+            "pipeline with cloudpickle, Beam's default" % library
+        )
     if given.get("save_main_session"):
         warnings.append(
             "--save_main_session: SparkRunner stages no main session; functions and the objects "
             "they reference are pickled with them (cloudpickle), so most pipelines need nothing "
-            "more, but module state they do not reference is not in Spark's workers")
+            "more, but module state they do not reference is not in Spark's workers"
+        )
     if "sdk_worker_parallelism" in given:
         warnings.append(
             "--sdk_worker_parallelism=%s has no effect: Spark runs one Python worker per task "
-            "slot (--spark_master local[N], or the executors' cores)" % given["sdk_worker_parallelism"])
+            "slot (--spark_master local[N], or the executors' cores)" % given["sdk_worker_parallelism"]
+        )
     return errors, warnings
 
 
@@ -148,5 +181,8 @@ def keeps_every_stage_on_the_sdk_harness(options):
     checks live in the SDK harness (the plain-Python stages do not make
     them)."""
     from apache_beam.options.pipeline_options import TypeOptions
-    return bool(options.view_as(SparkRunnerOptions).sdk_harness_only
-                or options.view_as(TypeOptions).performance_runtime_type_check)
+
+    return bool(
+        options.view_as(SparkRunnerOptions).sdk_harness_only
+        or options.view_as(TypeOptions).performance_runtime_type_check
+    )

@@ -12,6 +12,7 @@ Planning lives in translation/ (batch_plan.py, streaming_plan.py); the
 executor side (worker/, streaming/, execution/) reads these records and never
 imports the planners.
 """
+
 import dataclasses
 from typing import Dict, Optional, Tuple
 
@@ -26,8 +27,9 @@ GROUP = "group"
 @dataclasses.dataclass(frozen=True)
 class BufferRef:
     """A runner-side buffer: where a stage reads or writes a PCollection."""
-    kind: str          # IMPULSE, MATERIALIZE or GROUP
-    name: str          # PCollection id (materialize) or GBK transform id (group)
+
+    kind: str  # IMPULSE, MATERIALIZE or GROUP
+    name: str  # PCollection id (materialize) or GBK transform id (group)
 
     @classmethod
     def parse(cls, buffer_id: bytes) -> "BufferRef":
@@ -43,6 +45,7 @@ class BufferRef:
 @dataclasses.dataclass(frozen=True)
 class DataPort:
     """A data input or output transform of a stage and the buffer behind it."""
+
     transform_id: str
     buffer: BufferRef
     coder_id: str
@@ -50,16 +53,17 @@ class DataPort:
 
 @dataclasses.dataclass(frozen=True)
 class SideInputPlan:
-    transform_id: str      # the consuming ParDo
-    tag: str               # its side input local name
+    transform_id: str  # the consuming ParDo
+    tag: str  # its side input local name
     pcollection: str
-    access_pattern: str    # side input URN: iterable or multimap
-    coder_id: str          # windowed (safe) coder of the materialized PCollection
+    access_pattern: str  # side input URN: iterable or multimap
+    coder_id: str  # windowed (safe) coder of the materialized PCollection
 
 
 @dataclasses.dataclass(frozen=True)
 class NativeTransform:
     """A transform Spark runs itself (translation/native_io_overrides.py)."""
+
     transform_id: str
     urn: str
     payload: bytes
@@ -68,18 +72,19 @@ class NativeTransform:
 @dataclasses.dataclass(frozen=True)
 class StagePlan:
     """One fused stage: run by the SDK harness over Spark partitions."""
+
     name: str
-    descriptor: bytes                  # serialized ProcessBundleDescriptor
+    descriptor: bytes  # serialized ProcessBundleDescriptor
     inputs: Tuple[DataPort, ...]
     outputs: Tuple[DataPort, ...]
     side_inputs: Tuple[SideInputPlan, ...]
     timers: Tuple[Tuple[str, str], ...]  # (transform id, timer family id)
-    keyed: bool                        # stateful: input partitioned by key
-    rebalance: bool                    # SDF restrictions: spread over partitions
-    sdk_transforms: Tuple[str, ...]    # user-facing transform names (Spark UI)
+    keyed: bool  # stateful: input partitioned by key
+    rebalance: bool  # SDF restrictions: spread over partitions
+    sdk_transforms: Tuple[str, ...]  # user-facing transform names (Spark UI)
     # Set when every transform can run as a plain Python loop (batch only):
     # see worker/plain_stage.py. None: the SDK harness runs the stage.
-    plain_spec: Optional[object] = None   # worker.plain_stage.PlainStageSpec
+    plain_spec: Optional[object] = None  # worker.plain_stage.PlainStageSpec
     # Set for a stage holding a runner-native read or write (no SDK code).
     native: Optional[NativeTransform] = None
     # A DoFn of the stage requests bundle finalization: batch runs its
@@ -98,17 +103,19 @@ class LiftedCombine:
     """The combiner lifted around a GroupByKey (Beam's `lift_combiners`:
     Precombine -> GroupByKey -> MergeAccumulators): the GroupByKey groups
     accumulators, which it may merge as they arrive."""
-    combine_fn: bytes           # serialized FunctionSpec of the CombineFn
-    data_input_coder_id: str    # SDK-side windowed KV<K, Accumulator> coder of the input
+
+    combine_fn: bytes  # serialized FunctionSpec of the CombineFn
+    data_input_coder_id: str  # SDK-side windowed KV<K, Accumulator> coder of the input
 
 
 @dataclasses.dataclass(frozen=True)
 class GroupPlan:
     """A GroupByKey done by Spark: a shuffle on encoded keys, then windowing."""
-    name: str                   # the GroupByKey transform id
-    display_name: str           # its user-facing name
-    input_coder_id: str         # windowed KV<K, V> coder written by producers
-    output_coder_id: str        # windowed KV<K, Iterable<V>> coder read by consumers
+
+    name: str  # the GroupByKey transform id
+    display_name: str  # its user-facing name
+    input_coder_id: str  # windowed KV<K, V> coder written by producers
+    output_coder_id: str  # windowed KV<K, Iterable<V>> coder read by consumers
     windowing_strategy_id: str
     combine: Optional[LiftedCombine] = None
 
@@ -117,26 +124,32 @@ class GroupPlan:
 class ExecutionPlan:
     stages: Tuple[StagePlan, ...]
     groups: Dict[str, GroupPlan]
-    components: bytes           # serialized Components (coders, windowing, ...)
+    components: bytes  # serialized Components (coders, windowing, ...)
 
     def describe(self) -> str:
         """A readable listing of the plan, stage by stage."""
         lines = []
         for i, stage in enumerate(self.stages):
-            lines.append("Stage %d: %s%s%s%s" % (
-                i, stage.display_name, "  [keyed: partitioned by key]" if stage.keyed else "",
-                "  [restrictions spread over partitions]" if stage.rebalance else "",
-                "  [plain Python]" if stage.plain_spec else
-                "  [run by Spark]" if stage.native else ""))
+            lines.append(
+                "Stage %d: %s%s%s%s"
+                % (
+                    i,
+                    stage.display_name,
+                    "  [keyed: partitioned by key]" if stage.keyed else "",
+                    "  [restrictions spread over partitions]" if stage.rebalance else "",
+                    "  [plain Python]" if stage.plain_spec else "  [run by Spark]" if stage.native else "",
+                )
+            )
             for port in stage.inputs:
                 src = port.buffer
                 if src.kind == GROUP:
                     src = "%s (GroupByKey as a Spark shuffle)" % self.groups[src.name].display_name
                 lines.append("    reads  %s" % src)
             for si in stage.side_inputs:
-                lines.append("    side input %s of %s <- %s (%s, broadcast)" % (
-                    si.tag, si.transform_id, si.pcollection,
-                    si.access_pattern.split(":")[-2]))
+                lines.append(
+                    "    side input %s of %s <- %s (%s, broadcast)"
+                    % (si.tag, si.transform_id, si.pcollection, si.access_pattern.split(":")[-2])
+                )
             for name in stage.sdk_transforms:
                 lines.append("    runs   %s" % name)
             for port in stage.outputs:
@@ -184,21 +197,21 @@ def write_dest(ref: BufferRef) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TestStreamSource:
-    name: str                                   # the TestStream transform id
+    name: str  # the TestStream transform id
     display_name: str
-    payload: bytes                              # serialized TestStreamPayload
-    outputs: Tuple[Tuple[str, str, str], ...]   # (tag, dest, windowed coder id)
+    payload: bytes  # serialized TestStreamPayload
+    outputs: Tuple[Tuple[str, str, str], ...]  # (tag, dest, windowed coder id)
 
 
 @dataclasses.dataclass(frozen=True)
 class Operator:
-    kind: str                       # STATELESS, STATEFUL, SDF or GROUP
-    name: str                       # unique: stage name or GBK transform id
+    kind: str  # STATELESS, STATEFUL, SDF or GROUP
+    name: str  # unique: stage name or GBK transform id
     display_name: str
-    inputs: Tuple[str, ...]         # dests this operator consumes
-    stage: object = None            # StagePlan (all but GROUP)
-    group: object = None            # GroupPlan (GROUP)
-    side_inputs: Tuple = ()         # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
+    inputs: Tuple[str, ...]  # dests this operator consumes
+    stage: object = None  # StagePlan (all but GROUP)
+    group: object = None  # GroupPlan (GROUP)
+    side_inputs: Tuple = ()  # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
     # STATELESS reading an SDF operator's output: its rows are spread over
     # key-groups by element and re-partitioned by key-group before it runs.
     rebalance_input: bool = False
@@ -214,17 +227,16 @@ class Operator:
 @dataclasses.dataclass(frozen=True)
 class StreamingPlan:
     sources: Tuple[TestStreamSource, ...]
-    impulse_dests: Tuple[str, ...]          # dests that receive Impulse's element
-    operators: Tuple[Operator, ...]         # topological order
-    keyed_dests: Dict[str, str]             # dest -> windowed KV coder id to key rows by
-                                            # (None: key by the whole element)
-    element_coders: Dict[str, str]          # dest -> element coder id, where keyed_dests is None
-    broadcast_dests: Tuple[str, ...]        # side inputs: a copy for every key-group
+    impulse_dests: Tuple[str, ...]  # dests that receive Impulse's element
+    operators: Tuple[Operator, ...]  # topological order
+    keyed_dests: Dict[str, str]  # dest -> windowed KV coder id to key rows by
+    # (None: key by the whole element)
+    element_coders: Dict[str, str]  # dest -> element coder id, where keyed_dests is None
+    broadcast_dests: Tuple[str, ...]  # side inputs: a copy for every key-group
     # streaming.watermarks.StageInputs, per keyed operator, topological
     watermark_graph: Dict[str, object]
     side_watermarks: Dict[str, Dict[str, object]]  # op -> side dest -> StageInputs of what feeds it
     components: bytes
-
 
     def for_operators(self) -> "StreamingPlan":
         """What an operator needs of the plan besides itself: the row
@@ -240,11 +252,13 @@ class StreamingPlan:
         if self.impulse_dests:
             lines.append("Source Impulse -> %s" % ", ".join(self.impulse_dests))
         for i, op in enumerate(self.operators):
-            how = {STATELESS: "mapInArrow" + (" after repartition by key-group" if op.rebalance_input else ""),
-                   STATEFUL: "transformWithState by key-group",
-                   SDF: "splittable DoFn as transformWithState by key-group",
-                   SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
-                   GROUP: "GroupByKey as transformWithState by key-group"}[op.kind]
+            how = {
+                STATELESS: "mapInArrow" + (" after repartition by key-group" if op.rebalance_input else ""),
+                STATEFUL: "transformWithState by key-group",
+                SDF: "splittable DoFn as transformWithState by key-group",
+                SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
+                GROUP: "GroupByKey as transformWithState by key-group",
+            }[op.kind]
             if op.stage is not None and op.stage.plain_spec is not None:
                 how += ", plain Python"
             lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))

@@ -4,6 +4,7 @@
 Spark jobs run on a background thread (like Beam's portable runners);
 `wait_until_finish()` blocks, `cancel()` cancels the run's Spark job group.
 """
+
 import threading
 
 from apache_beam.runners import runner
@@ -28,7 +29,7 @@ class SparkPipelineResult(runner.PipelineResult):
 
     def __init__(self, execution, cancel_fn=None):
         super().__init__(PipelineState.RUNNING)
-        self._execution = execution       # callable returning {stage: [MonitoringInfo]}
+        self._execution = execution  # callable returning {stage: [MonitoringInfo]}
         self._cancel_fn = cancel_fn
         self._metrics_fn = None
         self._infos = {}

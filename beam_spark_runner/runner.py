@@ -1,4 +1,5 @@
 """SparkRunner: a Beam PipelineRunner that executes on Apache Spark."""
+
 import logging
 import re
 
@@ -8,13 +9,22 @@ from apache_beam.runners import runner as beam_runner
 from apache_beam.runners.pipeline_utils import group_by_key_input_visitor, merge_common_environments
 
 from beam_spark_runner.options import (
-    SparkRunnerOptions, keeps_every_stage_on_the_sdk_harness, option_problems, parallelism, worker_log_settings)
+    SparkRunnerOptions,
+    keeps_every_stage_on_the_sdk_harness,
+    option_problems,
+    parallelism,
+    worker_log_settings,
+)
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner import plans
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation import phases
 from beam_spark_runner.translation.planner import (
-    is_streaming, pipeline_proto_of, plan_pipeline, plan_streaming_pipeline)
+    is_streaming,
+    pipeline_proto_of,
+    plan_pipeline,
+    plan_streaming_pipeline,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -38,8 +48,11 @@ class SparkRunner(beam_runner.PipelineRunner):
         if "beam_fn_api" not in experiments:
             experiments.append("beam_fn_api")
         debug.experiments = experiments
-        pipeline.visit(group_by_key_input_visitor(
-            not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders))
+        pipeline.visit(
+            group_by_key_input_visitor(
+                not options.view_as(pipeline_options.TypeOptions).allow_non_deterministic_key_coders
+            )
+        )
         spark_options = options.view_as(SparkRunnerOptions)
         if not (options.view_as(pipeline_options.StandardOptions).streaming or spark_options.beam_io_only):
             phases.apply_pipeline_overrides(pipeline)
@@ -50,11 +63,10 @@ class SparkRunner(beam_runner.PipelineRunner):
         spark_options = options.view_as(SparkRunnerOptions)
         errors, warnings = option_problems(options)
         if errors:
-            raise UnsupportedPipelineError(
-                "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
+            raise UnsupportedPipelineError("The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
         for warning in warnings:
             _LOG.warning("%s", warning)
-        log_settings = worker_log_settings(options)     # a bad level fails here, before any work
+        log_settings = worker_log_settings(options)  # a bad level fails here, before any work
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
         if is_streaming(pipeline_proto, options):
             execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
@@ -73,14 +85,23 @@ class SparkRunner(beam_runner.PipelineRunner):
         try:
             if log_settings is not None:
                 from beam_spark_runner.execution.log_receiver import settings_for
+
                 log_settings = settings_for(spark.sparkContext, log_settings)
             if isinstance(execution_plan, plans.StreamingPlan):
                 from beam_spark_runner.execution.streaming_execution import StreamingExecution
-                execution = StreamingExecution(spark, execution_plan, parallelism, spark_options.checkpoint_dir,
-                                               spark_options.trigger_interval, log_settings)
+
+                execution = StreamingExecution(
+                    spark,
+                    execution_plan,
+                    parallelism,
+                    spark_options.checkpoint_dir,
+                    spark_options.trigger_interval,
+                    log_settings,
+                )
             else:
-                execution = BatchExecution(spark, execution_plan, parallelism, spark_options.bundle_size_bytes,
-                                           log_settings)
+                execution = BatchExecution(
+                    spark, execution_plan, parallelism, spark_options.bundle_size_bytes, log_settings
+                )
         except BaseException:
             run_conf.restore()
             raise
@@ -101,8 +122,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         return result.start(execution.metrics_so_far)
 
 
-_STAGE_FAILED = re.compile(
-    r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
+_STAGE_FAILED = re.compile(r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
 
 
 def _user_error(exc):

@@ -1,5 +1,6 @@
 """Getting a SparkSession: reuse an active one (a notebook's, a test's),
 otherwise create one from the options. The only place that starts Spark."""
+
 import logging
 import os
 import sys
@@ -100,9 +101,11 @@ def _apply_to_active(spark, spark_options, explicit):
     if "spark_app_name" in explicit and spark_options.spark_app_name != context.appName:
         cannot.append("--spark_app_name=%s (the session's is %s)" % (spark_options.spark_app_name, context.appName))
     if cannot:
-        _LOG.warning("SparkRunner reuses the active SparkSession; these options cannot apply to it (they are "
-                     "fixed when a session starts: stop it, or set them where it is created): %s",
-                     "; ".join(cannot))
+        _LOG.warning(
+            "SparkRunner reuses the active SparkSession; these options cannot apply to it (they are "
+            "fixed when a session starts: stop it, or set them where it is created): %s",
+            "; ".join(cannot),
+        )
     if previous:
         _LOG.info("SparkRunner sets %s on the active SparkSession for this run", ", ".join(sorted(previous)))
     return RunConf(spark, previous)

@@ -27,6 +27,7 @@ CPU time of this process tree and of every other process, per variant: on a
 shared machine the CPU ratio is the steadier number, and "other CPU s" says
 how noisy the wall times are. Results are in docs/performance.md.
 """
+
 import argparse
 import collections
 import glob
@@ -51,7 +52,7 @@ from procstat import process_table
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
 MASTER = "local[2]"
-PARTITIONS = 2     # shuffle partitions of both Spark variants (= cores of local[2])
+PARTITIONS = 2  # shuffle partitions of both Spark variants (= cores of local[2])
 
 # The tokenizer of examples/wordcount.py; the generated text is lowercase
 # ASCII words separated by single spaces, so it agrees with str.split().
@@ -59,6 +60,7 @@ WORD_RE = re.compile(r"[\w\']+", re.UNICODE)
 
 
 # -- input ------------------------------------------------------------------
+
 
 def _vocabulary(rng, size):
     """`size` distinct lowercase words of 2-10 letters."""
@@ -92,7 +94,7 @@ def generate_input(path, lines, words_per_line, vocabulary_size, seed):
             counts.update(words)
             out, pos = [], 0
             for length in lengths:
-                out.append(" ".join(words[pos:pos + length]))
+                out.append(" ".join(words[pos : pos + length]))
                 pos += length
             f.write("\n".join(out))
             f.write("\n")
@@ -102,8 +104,9 @@ def generate_input(path, lines, words_per_line, vocabulary_size, seed):
 def parse_counts(pattern):
     """Parses `word: count` lines of all files matching pattern."""
     counts = {}
-    paths = [p for p in sorted(glob.glob(pattern)) if os.path.isfile(p)
-             and not os.path.basename(p).startswith((".", "_"))]
+    paths = [
+        p for p in sorted(glob.glob(pattern)) if os.path.isfile(p) and not os.path.basename(p).startswith((".", "_"))
+    ]
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -117,6 +120,7 @@ def parse_counts(pattern):
 
 
 # -- memory sampling (separate process) --------------------------------------
+
 
 def _read_status(pid):
     fields = {}
@@ -158,7 +162,7 @@ def _sampler_main(driver_pid, conn, interval):
     me = os.getpid()
     peaks = collections.Counter()
     ticks = os.sysconf("SC_CLK_TCK")
-    last_cpu = {}    # pid -> cpu ticks at the previous sample, for processes not ours
+    last_cpu = {}  # pid -> cpu ticks at the previous sample, for processes not ours
     primed = []
 
     def sample():
@@ -191,8 +195,7 @@ def _sampler_main(driver_pid, conn, interval):
             elif exe.startswith("python") or any(b"pyspark" in c for c in cmd):
                 workers += status["VmRSS"]
         driver = (_read_status(driver_pid) or {}).get("VmRSS", 0)
-        for key, value in (("driver", driver), ("jvm", jvm), ("workers", workers),
-                           ("total", driver + jvm + workers)):
+        for key, value in (("driver", driver), ("jvm", jvm), ("workers", workers), ("total", driver + jvm + workers)):
             peaks[key] = max(peaks[key], value)
 
     while True:
@@ -215,14 +218,16 @@ class MemoryMonitor:
     def __init__(self, interval=0.1):
         ctx = multiprocessing.get_context("fork")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_sampler_main, args=(os.getpid(), child, interval),
-                                 daemon=True)
+        self._proc = ctx.Process(target=_sampler_main, args=(os.getpid(), child, interval), daemon=True)
         self._proc.start()
         self.hwm_reset_ok = None
 
     def _jvm_pids(self):
-        return [pid for pid in _descendants(os.getpid(), {self._proc.pid})
-                if _cmdline(pid)[:1] and os.path.basename(_cmdline(pid)[0]) == b"java"]
+        return [
+            pid
+            for pid in _descendants(os.getpid(), {self._proc.pid})
+            if _cmdline(pid)[:1] and os.path.basename(_cmdline(pid)[0]) == b"java"
+        ]
 
     def reset(self):
         """Starts a new measurement; resets the kernel's peak RSS where allowed."""
@@ -260,6 +265,7 @@ class MemoryMonitor:
 
 # -- the three variants ------------------------------------------------------
 
+
 def _wordcount_module():
     if EXAMPLES_DIR not in sys.path:
         sys.path.insert(0, EXAMPLES_DIR)
@@ -273,6 +279,7 @@ def _wordcount_module():
 def run_beam(runner_args, input_path, output_prefix):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
+
     wordcount = _wordcount_module()
     p = beam.Pipeline(options=PipelineOptions(runner_args))
     wordcount.build(p, input_path, output_prefix)
@@ -294,33 +301,39 @@ def _format(pair):
 
 def run_pyspark(sc, input_path, output_dir, tokenizer):
     split = _tokenize if tokenizer == "regex" else str.split
-    (sc.textFile(input_path)
-     .flatMap(lambda line: split(line))
-     .map(lambda word: (word, 1))
-     .reduceByKey(operator.add, PARTITIONS)
-     .map(_format)
-     .saveAsTextFile(output_dir))
+    (
+        sc.textFile(input_path)
+        .flatMap(lambda line: split(line))
+        .map(lambda word: (word, 1))
+        .reduceByKey(operator.add, PARTITIONS)
+        .map(_format)
+        .saveAsTextFile(output_dir)
+    )
 
 
 # -- phase timing (--phases) ---------------------------------------------------
 # Each phase is a prefix of the word count, ending in a cheap global aggregate
 # instead of the write; differences between phases give each part's cost.
 
+
 def _beam_phase(runner_args, input_path, phase):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
+
     p = beam.Pipeline(options=PipelineOptions(runner_args))
     lines = p | "Read" >> beam.io.ReadFromText(input_path)
     if phase == "read":
         tail = lines | "Len" >> beam.Map(len)
     elif phase == "split":
-        tail = (lines | "Split" >> beam.FlatMap(_tokenize)
-                | "Len" >> beam.Map(len))
+        tail = lines | "Split" >> beam.FlatMap(_tokenize) | "Len" >> beam.Map(len)
     else:  # count: everything but formatting and writing
-        tail = (lines | "Split" >> beam.FlatMap(_tokenize)
-                | "PairWithOne" >> beam.Map(lambda w: (w, 1))
-                | "Count" >> beam.CombinePerKey(sum)
-                | "Values" >> beam.Values())
+        tail = (
+            lines
+            | "Split" >> beam.FlatMap(_tokenize)
+            | "PairWithOne" >> beam.Map(lambda w: (w, 1))
+            | "Count" >> beam.CombinePerKey(sum)
+            | "Values" >> beam.Values()
+        )
     tail | "Sum" >> beam.CombineGlobally(sum) | "Drop" >> beam.Filter(lambda x: False)
     p.run().wait_until_finish()
 
@@ -331,8 +344,7 @@ def _pyspark_phase(sc, input_path, phase):
         return lines.map(len).sum()
     if phase == "split":
         return lines.flatMap(_tokenize).map(len).sum()
-    return (lines.flatMap(_tokenize).map(lambda w: (w, 1))
-            .reduceByKey(operator.add, PARTITIONS).values().sum())
+    return lines.flatMap(_tokenize).map(lambda w: (w, 1)).reduceByKey(operator.add, PARTITIONS).values().sum()
 
 
 PHASES = ("read", "split", "count", "full")
@@ -354,32 +366,46 @@ def time_phases(sc, input_path, repeat, work, monitor):
                 if phase == "full" and variant == "pyspark":
                     run_pyspark(sc, input_path, out_dir, "regex")
                 elif phase == "full":
-                    run_beam(["--runner=beam_spark_runner.SparkRunner",
-                              "--spark_master=" + MASTER], input_path, out_dir + "/counts")
+                    run_beam(
+                        ["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER],
+                        input_path,
+                        out_dir + "/counts",
+                    )
                 elif variant == "pyspark":
                     _pyspark_phase(sc, input_path, phase)
                 else:
-                    _beam_phase(["--runner=beam_spark_runner.SparkRunner",
-                                 "--spark_master=" + MASTER], input_path, phase)
+                    _beam_phase(
+                        ["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER], input_path, phase
+                    )
                 walls.append(time.perf_counter() - t0)
                 cpus.append(monitor.peaks()["own_cpu_s"])
             out[variant][phase] = sorted(walls)[len(walls) // 2]
             cpu[variant][phase] = sorted(cpus)[len(cpus) // 2]
-            print("  phase %-6s %-13s %6.1f s %6.1f CPU s" % (
-                phase, variant, out[variant][phase], cpu[variant][phase]))
+            print("  phase %-6s %-13s %6.1f s %6.1f CPU s" % (phase, variant, out[variant][phase], cpu[variant][phase]))
     return {"wall_s": out, "cpu_s": cpu}
 
 
 def print_phases(phases):
-    print("\nPhases: prefixes of the job, each ending in a global sum, run after the timed runs "
-          "on warm workers; columns are increments (read, +split, +count per word, +format and "
-          "write), in wall s and in CPU s of the whole process tree:")
+    print(
+        "\nPhases: prefixes of the job, each ending in a global sum, run after the timed runs "
+        "on warm workers; columns are increments (read, +split, +count per word, +format and "
+        "write), in wall s and in CPU s of the whole process tree:"
+    )
     print("%-13s %-6s %8s %8s %8s %8s %8s" % ("variant", "", "read", "+split", "+count", "+write", "full"))
     for metric in ("wall_s", "cpu_s"):
         for variant, t in phases[metric].items():
-            print("%-13s %-6s %8.1f %8.1f %8.1f %8.1f %8.1f" % (
-                variant, metric[:-2], t["read"], t["split"] - t["read"], t["count"] - t["split"],
-                t["full"] - t["count"], t["full"]))
+            print(
+                "%-13s %-6s %8.1f %8.1f %8.1f %8.1f %8.1f"
+                % (
+                    variant,
+                    metric[:-2],
+                    t["read"],
+                    t["split"] - t["read"],
+                    t["count"] - t["split"],
+                    t["full"] - t["count"],
+                    t["full"],
+                )
+            )
 
 
 def start_session(extra_conf=None):
@@ -388,16 +414,19 @@ def start_session(extra_conf=None):
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Workers import examples/wordcount.py by name if a pickle refers to it.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (EXAMPLES_DIR, REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (EXAMPLES_DIR, REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
-    builder = (SparkSession.builder.master(MASTER).appName("batch-wordcount-benchmark")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.default.parallelism", str(PARTITIONS))
-               .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-               .config("spark.driver.memory", "2g")
-               .config("spark.executorEnv.PYTHONHASHSEED", "0")
-               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable))
+
+    builder = (
+        SparkSession.builder.master(MASTER)
+        .appName("batch-wordcount-benchmark")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.default.parallelism", str(PARTITIONS))
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.driver.memory", "2g")
+        .config("spark.executorEnv.PYTHONHASHSEED", "0")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -407,16 +436,19 @@ def start_session(extra_conf=None):
 
 # -- profiling (--profile) ---------------------------------------------------
 
+
 def stage_breakdown(sc, since_stage_id=-1):
     """Per Spark stage of this app (from the UI's REST API): name, tasks,
     executor run time, shuffle bytes. Empty if the UI is off."""
     import urllib.request
+
     url = sc.uiWebUrl
     if not url:
         return []
     try:
-        with urllib.request.urlopen("%s/api/v1/applications/%s/stages?status=complete" % (
-                url, sc.applicationId), timeout=10) as r:
+        with urllib.request.urlopen(
+            "%s/api/v1/applications/%s/stages?status=complete" % (url, sc.applicationId), timeout=10
+        ) as r:
             stages = json.loads(r.read().decode())
     except OSError:
         return []
@@ -424,14 +456,18 @@ def stage_breakdown(sc, since_stage_id=-1):
     for s in sorted(stages, key=lambda s: s["stageId"]):
         if s["stageId"] <= since_stage_id:
             continue
-        rows.append({
-            "stage": s["stageId"], "name": s.get("name", "")[:60], "tasks": s.get("numTasks"),
-            "run_s": s.get("executorRunTime", 0) / 1000.0,
-            "input_mb": s.get("inputBytes", 0) / 2**20,
-            "shuffle_write_mb": s.get("shuffleWriteBytes", 0) / 2**20,
-            "shuffle_read_mb": s.get("shuffleReadBytes", 0) / 2**20,
-            "shuffle_records": s.get("shuffleWriteRecords", 0),
-        })
+        rows.append(
+            {
+                "stage": s["stageId"],
+                "name": s.get("name", "")[:60],
+                "tasks": s.get("numTasks"),
+                "run_s": s.get("executorRunTime", 0) / 1000.0,
+                "input_mb": s.get("inputBytes", 0) / 2**20,
+                "shuffle_write_mb": s.get("shuffleWriteBytes", 0) / 2**20,
+                "shuffle_read_mb": s.get("shuffleReadBytes", 0) / 2**20,
+                "shuffle_records": s.get("shuffleWriteRecords", 0),
+            }
+        )
     return rows
 
 
@@ -442,12 +478,24 @@ def max_stage_id(sc):
 
 def print_stages(title, rows):
     print("\n%s" % title)
-    print("  %5s  %-60s %5s %8s %8s %9s %9s %10s" % (
-        "stage", "name (call site)", "tasks", "task s", "in MB", "shufR MB", "shufW MB", "shufW recs"))
+    print(
+        "  %5s  %-60s %5s %8s %8s %9s %9s %10s"
+        % ("stage", "name (call site)", "tasks", "task s", "in MB", "shufR MB", "shufW MB", "shufW recs")
+    )
     for r in rows:
-        print("  %5d  %-60s %5s %8.2f %8.1f %9.1f %9.1f %10d" % (
-            r["stage"], r["name"], r["tasks"], r["run_s"], r["input_mb"],
-            r["shuffle_read_mb"], r["shuffle_write_mb"], r["shuffle_records"]))
+        print(
+            "  %5d  %-60s %5s %8.2f %8.1f %9.1f %9.1f %10d"
+            % (
+                r["stage"],
+                r["name"],
+                r["tasks"],
+                r["run_s"],
+                r["input_mb"],
+                r["shuffle_read_mb"],
+                r["shuffle_write_mb"],
+                r["shuffle_records"],
+            )
+        )
     print("  (task s = executorRunTime summed over the stage's tasks)")
 
 
@@ -456,6 +504,7 @@ def profile_main(args, input_path, work):
     (cProfile around every RDD's Python functions in the workers) and prints
     the Spark stages and the top functions. Slower than the timed runs."""
     import io
+
     spark = start_session({"spark.python.profile": "true"})
     sc = spark.sparkContext
     results = {}
@@ -465,8 +514,9 @@ def profile_main(args, input_path, work):
         shutil.rmtree(out, ignore_errors=True)
         if name == "spark_runner":
             t0 = time.perf_counter()
-            run_beam(["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER],
-                     input_path, out + "/counts")
+            run_beam(
+                ["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER], input_path, out + "/counts"
+            )
         else:
             t0 = time.perf_counter()
             run_pyspark(sc, input_path, out, args.pyspark_tokenizer)
@@ -475,7 +525,7 @@ def profile_main(args, input_path, work):
         print_stages("%s (profiled, wall %.1f s): Spark stages" % (name, wall), rows)
         combined = None
         per_rdd = []
-        for entry in sc.profiler_collector.profilers:   # [rdd id, profiler, shown]
+        for entry in sc.profiler_collector.profilers:  # [rdd id, profiler, shown]
             st = entry[1].stats() if entry[1] else None
             if st is None:
                 continue
@@ -493,14 +543,16 @@ def profile_main(args, input_path, work):
                 combined = st
             else:
                 combined.add(st)
-        sc.profiler_collector.profilers = []   # also keeps PySpark from printing them at exit
+        sc.profiler_collector.profilers = []  # also keeps PySpark from printing them at exit
         if combined is not None:
             for order in ("tottime", "cumulative"):
                 buf = io.StringIO()
                 combined.stream = buf
                 combined.sort_stats(order).print_stats(args.profile_top)
-                print("\n%s: top %d functions by %s in Python workers (all tasks summed)" % (
-                    name, args.profile_top, order))
+                print(
+                    "\n%s: top %d functions by %s in Python workers (all tasks summed)"
+                    % (name, args.profile_top, order)
+                )
                 print(_trim_pstats(buf.getvalue()))
         results[name] = {"wall_s": wall, "stages": rows}
     spark.stop()
@@ -516,14 +568,19 @@ def _trim_pstats(text):
 
 # -- main --------------------------------------------------------------------
 
+
 def _versions():
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     import apache_beam
     import pyspark
+
     return {
-        "python": platform.python_version(), "java": java[0] if java else "?",
-        "apache_beam": apache_beam.__version__, "pyspark": pyspark.__version__,
-        "nproc": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(),
+        "java": java[0] if java else "?",
+        "apache_beam": apache_beam.__version__,
+        "pyspark": pyspark.__version__,
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
     }
 
 
@@ -533,27 +590,46 @@ def main(argv=None):
     parser.add_argument("--words_per_line", type=int, default=10, help="Mean words per line.")
     parser.add_argument("--vocabulary", type=int, default=50_000, help="Distinct words.")
     parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--work_dir", default=None,
-                        help="Where input and outputs go (default: a new temp dir, removed after).")
+    parser.add_argument(
+        "--work_dir", default=None, help="Where input and outputs go (default: a new temp dir, removed after)."
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the work dir.")
-    parser.add_argument("--skip", action="append", default=[],
-                        choices=["spark_runner", "pyspark", "direct"], help="Skip a variant.")
-    parser.add_argument("--plain_daemon", action="store_true",
-                        help="Use PySpark's own worker daemon: Beam is then imported by the "
-                             "first Beam task in each worker, inside the timed run.")
-    parser.add_argument("--pyspark_tokenizer", choices=["regex", "split"], default="regex",
-                        help="regex: the exact tokenizer of examples/wordcount.py (same job); "
-                             "split: str.split (same result on the generated text).")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Run each variant N times (interleaved); the table shows the median "
-                             "wall time (and the min) and the max peak RSS.")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["spark_runner", "pyspark", "direct"], help="Skip a variant."
+    )
+    parser.add_argument(
+        "--plain_daemon",
+        action="store_true",
+        help="Use PySpark's own worker daemon: Beam is then imported by the "
+        "first Beam task in each worker, inside the timed run.",
+    )
+    parser.add_argument(
+        "--pyspark_tokenizer",
+        choices=["regex", "split"],
+        default="regex",
+        help="regex: the exact tokenizer of examples/wordcount.py (same job); "
+        "split: str.split (same result on the generated text).",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="Run each variant N times (interleaved); the table shows the median "
+        "wall time (and the min) and the max peak RSS.",
+    )
     parser.add_argument("--json", default=None, help="Also write the results to this JSON file.")
-    parser.add_argument("--phases", action="store_true",
-                        help="Also time prefixes of the job (read; read+split; read+split+count) "
-                             "on both Spark variants, to see where the time goes.")
-    parser.add_argument("--profile", action="store_true",
-                        help="After the timed runs, re-run both Spark variants in a separate "
-                             "process with PySpark's worker profiler and print a breakdown.")
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="Also time prefixes of the job (read; read+split; read+split+count) "
+        "on both Spark variants, to see where the time goes.",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="After the timed runs, re-run both Spark variants in a separate "
+        "process with PySpark's worker profiler and print a breakdown.",
+    )
     parser.add_argument("--profile_only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile_top", type=int, default=25)
     args = parser.parse_args(argv)
@@ -571,7 +647,7 @@ def main(argv=None):
             shutil.rmtree(work, ignore_errors=True)
 
 
-VARIANT_NAMES = ("pyspark", "spark_runner", "direct")   # run in this order in every repetition
+VARIANT_NAMES = ("pyspark", "spark_runner", "direct")  # run in this order in every repetition
 
 
 def _benchmark(args, work, input_path):
@@ -604,11 +680,24 @@ def _benchmark(args, work, input_path):
         _run_profile_process(args, work)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"lines": args.lines, "words": sum(truth.values()), "distinct": len(truth),
-                       "input_mb": os.path.getsize(input_path) / 2**20, "master": MASTER,
-                       "versions": versions, "session_startup_s": session_s,
-                       "driver_ru_maxrss_mib": driver_maxrss_mib, "results": results,
-                       "ratios": ratios, "outputs_identical": ok, "phases": phases}, f, indent=2)
+            json.dump(
+                {
+                    "lines": args.lines,
+                    "words": sum(truth.values()),
+                    "distinct": len(truth),
+                    "input_mb": os.path.getsize(input_path) / 2**20,
+                    "master": MASTER,
+                    "versions": versions,
+                    "session_startup_s": session_s,
+                    "driver_ru_maxrss_mib": driver_maxrss_mib,
+                    "results": results,
+                    "ratios": ratios,
+                    "outputs_identical": ok,
+                    "phases": phases,
+                },
+                f,
+                indent=2,
+            )
     headline("batch_wordcount", ratios.get("spark_runner_over_pyspark"), 1.10, at_most=True, results_ok=ok)
     return 0 if ok else 1
 
@@ -617,9 +706,10 @@ def _generate(args, input_path):
     """Writes the input file; returns the true Counter of its words."""
     t0 = time.perf_counter()
     truth = generate_input(input_path, args.lines, args.words_per_line, args.vocabulary, args.seed)
-    print("generated %d lines, %d words, %d distinct, %.1f MB in %.1f s" % (
-        args.lines, sum(truth.values()), len(truth), os.path.getsize(input_path) / 2**20,
-        time.perf_counter() - t0))
+    print(
+        "generated %d lines, %d words, %d distinct, %.1f MB in %.1f s"
+        % (args.lines, sum(truth.values()), len(truth), os.path.getsize(input_path) / 2**20, time.perf_counter() - t0)
+    )
     return truth
 
 
@@ -631,8 +721,10 @@ def _start_shared_session(args):
     # Beam before forking workers (beam_spark_runner.session), which the
     # warm-up job below starts. Both variants share these workers.
     from beam_spark_runner.session import runner_spark_conf
-    spark = start_session({} if args.plain_daemon else {
-        "spark.python.daemon.module": runner_spark_conf()["spark.python.daemon.module"]})
+
+    spark = start_session(
+        {} if args.plain_daemon else {"spark.python.daemon.module": runner_spark_conf()["spark.python.daemon.module"]}
+    )
     sc = spark.sparkContext
     sc.parallelize(range(PARTITIONS), PARTITIONS).map(lambda x: x).count()  # start Python workers
     session_s = time.perf_counter() - t0
@@ -653,7 +745,7 @@ def _variants(args):
 def _run_repetitions(args, sc, monitor, work, input_path, variants):
     """--repeat rounds of every variant not skipped, interleaved; returns
     ({name: [run dict per repetition]}, {"name (run i)": word counts})."""
-    runs = collections.defaultdict(list)   # name -> one dict per repetition
+    runs = collections.defaultdict(list)  # name -> one dict per repetition
     outputs = {}
     for rep in range(args.repeat):
         for name, _ in variants:
@@ -662,9 +754,11 @@ def _run_repetitions(args, sc, monitor, work, input_path, variants):
             run, counts = _run_variant(args, sc, monitor, work, input_path, name, rep)
             outputs["%s (run %d)" % (name, rep + 1)] = counts
             runs[name].append(run)
-            print("  run %d %-13s %7.1f s  %7.1f CPU s  (%d output files; other processes used "
-                  "%.1f CPU s meanwhile)" % (rep + 1, name, run["wall_s"], run["cpu_s"], run["files"],
-                                              run["foreign_cpu_s"]))
+            print(
+                "  run %d %-13s %7.1f s  %7.1f CPU s  (%d output files; other processes used "
+                "%.1f CPU s meanwhile)"
+                % (rep + 1, name, run["wall_s"], run["cpu_s"], run["files"], run["foreign_cpu_s"])
+            )
     return runs, outputs
 
 
@@ -675,8 +769,7 @@ def _run_variant(args, sc, monitor, work, input_path, name, rep):
     monitor.reset()
     t0 = time.perf_counter()
     if name == "spark_runner":
-        run_beam(["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER],
-                 input_path, out + "/counts")
+        run_beam(["--runner=beam_spark_runner.SparkRunner", "--spark_master=" + MASTER], input_path, out + "/counts")
         pattern = out + "/counts-*"
     elif name == "pyspark":
         run_pyspark(sc, input_path, out, args.pyspark_tokenizer)
@@ -690,8 +783,9 @@ def _run_variant(args, sc, monitor, work, input_path, name, rep):
     shutil.rmtree(out, ignore_errors=True)
     foreign = mem.pop("foreign_cpu_s")
     own = mem.pop("own_cpu_s")
-    run = dict(wall_s=wall, files=files, foreign_cpu_s=foreign, cpu_s=own,
-               **{"peak_%s_mib" % k: v for k, v in mem.items()})
+    run = dict(
+        wall_s=wall, files=files, foreign_cpu_s=foreign, cpu_s=own, **{"peak_%s_mib" % k: v for k, v in mem.items()}
+    )
     if name != "direct":
         time.sleep(1)  # let Spark's status listener catch up (outside the timing)
         run["spark_stages"] = stage_breakdown(sc, stages_before)
@@ -705,14 +799,21 @@ def _summarize_runs(runs, variants):
     for name, label in variants:
         if runs.get(name):
             walls = sorted(r["wall_s"] for r in runs[name])
-            median = walls[len(walls) // 2] if len(walls) % 2 else sum(walls[len(walls) // 2 - 1:len(walls) // 2 + 1]) / 2
+            median = (
+                walls[len(walls) // 2] if len(walls) % 2 else sum(walls[len(walls) // 2 - 1 : len(walls) // 2 + 1]) / 2
+            )
             best = min(runs[name], key=lambda r: r["wall_s"])
             cpus = sorted(r["cpu_s"] for r in runs[name])
-            results[name] = dict(best, label=label, wall_s=median, wall_min_s=walls[0],
-                                 cpu_s=cpus[len(cpus) // 2],
-                                 wall_runs_s=[r["wall_s"] for r in runs[name]],
-                                 foreign_cpu_s=max(r["foreign_cpu_s"] for r in runs[name]),
-                                 **{k: max(r[k] for r in runs[name]) for k in best if k.startswith("peak_")})
+            results[name] = dict(
+                best,
+                label=label,
+                wall_s=median,
+                wall_min_s=walls[0],
+                cpu_s=cpus[len(cpus) // 2],
+                wall_runs_s=[r["wall_s"] for r in runs[name]],
+                foreign_cpu_s=max(r["foreign_cpu_s"] for r in runs[name]),
+                **{k: max(r[k] for r in runs[name]) for k in best if k.startswith("peak_")},
+            )
     return results
 
 
@@ -720,9 +821,11 @@ def _print_fastest_stages(results):
     """The Spark stages of each Spark variant's fastest run."""
     for name, r in results.items():
         if r.get("spark_stages"):
-            print_stages("%s: Spark stages of its fastest run (%d, %.1f task s in all)" % (
-                name, len(r["spark_stages"]), sum(x["run_s"] for x in r["spark_stages"])),
-                r["spark_stages"])
+            print_stages(
+                "%s: Spark stages of its fastest run (%d, %.1f task s in all)"
+                % (name, len(r["spark_stages"]), sum(x["run_s"] for x in r["spark_stages"])),
+                r["spark_stages"],
+            )
 
 
 def _verify_outputs(outputs, truth):
@@ -735,36 +838,65 @@ def _verify_outputs(outputs, truth):
             missing = set(truth) - set(counts)
             extra = set(counts) - set(truth)
             wrong = [w for w in set(truth) & set(counts) if truth[w] != counts[w]]
-            print("MISMATCH %s: %d missing, %d extra, %d wrong counts (e.g. %s)" % (
-                name, len(missing), len(extra), len(wrong),
-                sorted(missing)[:3] + sorted(extra)[:3] + sorted(wrong)[:3]))
-    print("outputs %s: %s" % ("IDENTICAL" if ok else "DIFFER",
-                              ", ".join("%s %d words" % (n, len(c)) for n, c in outputs.items())))
+            print(
+                "MISMATCH %s: %d missing, %d extra, %d wrong counts (e.g. %s)"
+                % (
+                    name,
+                    len(missing),
+                    len(extra),
+                    len(wrong),
+                    sorted(missing)[:3] + sorted(extra)[:3] + sorted(wrong)[:3],
+                )
+            )
+    print(
+        "outputs %s: %s"
+        % ("IDENTICAL" if ok else "DIFFER", ", ".join("%s %d words" % (n, len(c)) for n, c in outputs.items()))
+    )
     return ok
 
 
 def _print_results_table(args, truth, versions, session_s, results, hwm_reset_ok, driver_maxrss_mib):
     """The table of wall time, CPU time and peak memory per variant."""
-    print("\nBatch word count, %d lines / %d words, master %s, %s" % (
-        args.lines, sum(truth.values()), MASTER,
-        ", ".join("%s %s" % kv for kv in versions.items() if kv[0] != "platform")))
-    print("SparkSession start-up (excluded below): %.1f s; %d run(s) per variant, "
-          "wall s = median" % (session_s, args.repeat))
-    print("%-13s %9s %9s %9s %12s %12s %14s %12s %13s" % (
-        "variant", "wall s", "min s", "CPU s", "driver MiB", "JVM MiB", "py-workers MiB",
-        "total MiB", "other CPU s"))
+    print(
+        "\nBatch word count, %d lines / %d words, master %s, %s"
+        % (
+            args.lines,
+            sum(truth.values()),
+            MASTER,
+            ", ".join("%s %s" % kv for kv in versions.items() if kv[0] != "platform"),
+        )
+    )
+    print(
+        "SparkSession start-up (excluded below): %.1f s; %d run(s) per variant, "
+        "wall s = median" % (session_s, args.repeat)
+    )
+    print(
+        "%-13s %9s %9s %9s %12s %12s %14s %12s %13s"
+        % ("variant", "wall s", "min s", "CPU s", "driver MiB", "JVM MiB", "py-workers MiB", "total MiB", "other CPU s")
+    )
     for name, r in results.items():
-        print("%-13s %9.1f %9.1f %9.1f %12.0f %12.0f %14.0f %12.0f %13.1f" % (
-            name, r["wall_s"], r["wall_min_s"], r["cpu_s"], r.get("peak_driver_mib", 0),
-            r.get("peak_jvm_mib", 0),
-            r.get("peak_workers_mib", 0), r.get("peak_total_mib", 0), r["foreign_cpu_s"]))
-    print("(CPU s = user+sys CPU time of the driver, JVM and Python workers, sampled at 10 Hz; "
-          "peak RSS per variant: driver/JVM = VmHWM%s, py-workers = sampled sum of the PySpark "
-          "daemon and workers, idle ones left by earlier variants included; driver ru_maxrss "
-          "over the whole run: %.0f MiB; 'other CPU s' = CPU time of processes outside this "
-          "benchmark during the variant: more than a few s means the wall times are noisy)" % (
-              "" if hwm_reset_ok else " NOT reset between variants (sampled only)",
-              driver_maxrss_mib))
+        print(
+            "%-13s %9.1f %9.1f %9.1f %12.0f %12.0f %14.0f %12.0f %13.1f"
+            % (
+                name,
+                r["wall_s"],
+                r["wall_min_s"],
+                r["cpu_s"],
+                r.get("peak_driver_mib", 0),
+                r.get("peak_jvm_mib", 0),
+                r.get("peak_workers_mib", 0),
+                r.get("peak_total_mib", 0),
+                r["foreign_cpu_s"],
+            )
+        )
+    print(
+        "(CPU s = user+sys CPU time of the driver, JVM and Python workers, sampled at 10 Hz; "
+        "peak RSS per variant: driver/JVM = VmHWM%s, py-workers = sampled sum of the PySpark "
+        "daemon and workers, idle ones left by earlier variants included; driver ru_maxrss "
+        "over the whole run: %.0f MiB; 'other CPU s' = CPU time of processes outside this "
+        "benchmark during the variant: more than a few s means the wall times are noisy)"
+        % ("" if hwm_reset_ok else " NOT reset between variants (sampled only)", driver_maxrss_mib)
+    )
 
 
 def _print_ratios(results):
@@ -772,23 +904,35 @@ def _print_ratios(results):
     ratios = {}
     if "spark_runner" in results and "pyspark" in results:
         ratios["spark_runner_over_pyspark"] = results["spark_runner"]["wall_s"] / results["pyspark"]["wall_s"]
-        print("SparkRunner / hand-written PySpark: %.2fx (target <= 1.10x: %s)" % (
-            ratios["spark_runner_over_pyspark"],
-            "MET" if ratios["spark_runner_over_pyspark"] <= 1.10 else "NOT MET"))
+        print(
+            "SparkRunner / hand-written PySpark: %.2fx (target <= 1.10x: %s)"
+            % (ratios["spark_runner_over_pyspark"], "MET" if ratios["spark_runner_over_pyspark"] <= 1.10 else "NOT MET")
+        )
     if "spark_runner" in results and "direct" in results:
         ratios["spark_runner_over_direct"] = results["spark_runner"]["wall_s"] / results["direct"]["wall_s"]
         print("SparkRunner / DirectRunner:         %.2fx" % ratios["spark_runner_over_direct"])
     if "spark_runner" in results and "pyspark" in results and results["pyspark"]["cpu_s"]:
         ratios["cpu_spark_runner_over_pyspark"] = results["spark_runner"]["cpu_s"] / results["pyspark"]["cpu_s"]
-        print("CPU time, SparkRunner / PySpark:    %.2fx (less sensitive to other load than wall time)"
-              % ratios["cpu_spark_runner_over_pyspark"])
+        print(
+            "CPU time, SparkRunner / PySpark:    %.2fx (less sensitive to other load than wall time)"
+            % ratios["cpu_spark_runner_over_pyspark"]
+        )
     return ratios
 
 
 def _run_profile_process(args, work):
     """--profile: re-runs both Spark variants under the worker profiler in a new process."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--profile_only", "--work_dir", work,
-           "--pyspark_tokenizer", args.pyspark_tokenizer, "--profile_top", str(args.profile_top)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--profile_only",
+        "--work_dir",
+        work,
+        "--pyspark_tokenizer",
+        args.pyspark_tokenizer,
+        "--profile_top",
+        str(args.profile_top),
+    ]
     print("\n=== profile run (separate process): %s" % " ".join(cmd))
     sys.stdout.flush()
     subprocess.run(cmd, check=False)

@@ -12,6 +12,8 @@ def headline(name, ratio, target, at_most=True, results_ok=True):
     else:
         met = results_ok and (ratio <= target if at_most else ratio >= target)
         shown = "%.3f" % ratio
-    print("%s ratio=%s target%s%.2f %s" % (name, shown, "<=" if at_most else ">=", target,
-                                           "PASS" if met else "MISS"), flush=True)
+    print(
+        "%s ratio=%s target%s%.2f %s" % (name, shown, "<=" if at_most else ">=", target, "PASS" if met else "MISS"),
+        flush=True,
+    )
     return met

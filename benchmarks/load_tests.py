@@ -18,6 +18,7 @@ SyntheticSource's records are the same on every runner); the three runners'
 counts and checksums must agree (and be reported) or the script says which
 differ and exits 1.
 """
+
 import argparse
 import os
 import re
@@ -31,7 +32,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.synthetic_pipeline import SyntheticSource
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # benchmarks/ helpers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/ helpers
 from headline import headline  # noqa: E402
 
 NAMESPACE = "load_tests"
@@ -41,9 +42,11 @@ SPARK_CORES = int(re.match(r"local\[(\d+)\]$", SPARK_MASTER).group(1))
 RUNNERS = (
     ("spark", "SparkRunner", ["--runner=beam_spark_runner.SparkRunner"]),
     ("direct", "DirectRunner", ["--runner=DirectRunner"]),
-    ("direct_mp", "DirectRunner, %d processes" % SPARK_CORES,
-     ["--runner=DirectRunner", "--direct_num_workers=%d" % SPARK_CORES,
-      "--direct_running_mode=multi_processing"]),
+    (
+        "direct_mp",
+        "DirectRunner, %d processes" % SPARK_CORES,
+        ["--runner=DirectRunner", "--direct_num_workers=%d" % SPARK_CORES, "--direct_running_mode=multi_processing"],
+    ),
 )
 
 
@@ -77,22 +80,19 @@ class _CountOutput(beam.DoFn):
 
 def gbk(p, n):
     """GroupByKey over 1000 hot keys, then ungroup (group_by_key_test)."""
-    return (p | _source(n, num_hot_keys=1000) | beam.GroupByKey()
-            | beam.FlatMap(lambda kv: kv[1]))
+    return p | _source(n, num_hot_keys=1000) | beam.GroupByKey() | beam.FlatMap(lambda kv: kv[1])
 
 
 def cogbk(p, n):
     """CoGroupByKey of two inputs sharing 1000 keys (co_group_by_key_test)."""
     left = p | "Left" >> _source(n // 2, num_hot_keys=1000)
     right = p | "Right" >> _source(n // 2, num_hot_keys=1000)
-    return ({"l": left, "r": right} | beam.CoGroupByKey()
-            | beam.FlatMap(lambda kv: list(kv[1]["l"]) + list(kv[1]["r"])))
+    return {"l": left, "r": right} | beam.CoGroupByKey() | beam.FlatMap(lambda kv: list(kv[1]["l"]) + list(kv[1]["r"]))
 
 
 def combine(p, n):
     """Top-20 largest values per key over 1000 keys (combine_test)."""
-    return (p | _source(n, num_hot_keys=1000) | beam.combiners.Top.LargestPerKey(20)
-            | beam.FlatMap(lambda kv: kv[1]))
+    return p | _source(n, num_hot_keys=1000) | beam.combiners.Top.LargestPerKey(20) | beam.FlatMap(lambda kv: kv[1])
 
 
 def pardo(p, n):
@@ -106,8 +106,7 @@ def pardo(p, n):
 def side_input(p, n):
     """Main input joined with a 1000-entry dict side input (sideinput_test)."""
     side = p | "Side" >> _source(1000) | "KeyPrefix" >> beam.Map(lambda kv: (kv[0][:1], kv[1]))
-    return (p | "Main" >> _source(n)
-            | beam.Map(lambda kv, d: (kv[0], len(d)), beam.pvalue.AsDict(side)))
+    return p | "Main" >> _source(n) | beam.Map(lambda kv, d: (kv[0], len(d)), beam.pvalue.AsDict(side))
 
 
 SHAPES = {"gbk": gbk, "cogbk": cogbk, "combine": combine, "pardo": pardo, "side_input": side_input}
@@ -138,6 +137,7 @@ def main(argv=None):
 
     from beam_spark_runner import SparkRunnerOptions
     from beam_spark_runner.session import get_or_create_session
+
     started = time.perf_counter()
     get_or_create_session(PipelineOptions(["--spark_master=" + SPARK_MASTER]).view_as(SparkRunnerOptions))
     print("SparkSession start-up (excluded below): %.1f s" % (time.perf_counter() - started))
@@ -149,18 +149,39 @@ def main(argv=None):
         reported = all(n is not None and checksum is not None for _, n, checksum in runs.values())
         differ = not reported or len({(n, checksum) for _, n, checksum in runs.values()}) > 1
         if differ:
-            mismatches.append("%s: %s" % (shape, ", ".join(
-                "%s %s outputs, checksum %s" % (name, n, checksum) for name, (_, n, checksum) in runs.items())))
-        print("%-10s spark %7.1f s  direct %7.1f s  direct_mp %7.1f s  ratio %.2fx / %.2fx  outputs %s / %s / %s%s" % (
-            shape, runs["spark"][0], runs["direct"][0], runs["direct_mp"][0],
-            runs["spark"][0] / runs["direct"][0], runs["spark"][0] / runs["direct_mp"][0],
-            runs["spark"][1], runs["direct"][1], runs["direct_mp"][1],
-            "  MISMATCH" if differ else "  (counts and checksums agree)"), flush=True)
+            mismatches.append(
+                "%s: %s"
+                % (
+                    shape,
+                    ", ".join(
+                        "%s %s outputs, checksum %s" % (name, n, checksum) for name, (_, n, checksum) in runs.items()
+                    ),
+                )
+            )
+        print(
+            "%-10s spark %7.1f s  direct %7.1f s  direct_mp %7.1f s  ratio %.2fx / %.2fx  outputs %s / %s / %s%s"
+            % (
+                shape,
+                runs["spark"][0],
+                runs["direct"][0],
+                runs["direct_mp"][0],
+                runs["spark"][0] / runs["direct"][0],
+                runs["spark"][0] / runs["direct_mp"][0],
+                runs["spark"][1],
+                runs["direct"][1],
+                runs["direct_mp"][1],
+                "  MISMATCH" if differ else "  (counts and checksums agree)",
+            ),
+            flush=True,
+        )
 
     _print_table(rows)
     if mismatches:
-        print("MISMATCH: the runners' outputs differ or were not reported (count or checksum; None: no "
-              "counter): %s" % "; ".join(mismatches), file=sys.stderr)
+        print(
+            "MISMATCH: the runners' outputs differ or were not reported (count or checksum; None: no "
+            "counter): %s" % "; ".join(mismatches),
+            file=sys.stderr,
+        )
     # The headline: the slowest shape, SparkRunner over in-process DirectRunner.
     worst = max((runs["spark"][0] / runs["direct"][0] for _, runs in rows), default=None)
     headline("load_tests", worst, 1.0, at_most=True, results_ok=not mismatches)
@@ -170,14 +191,22 @@ def main(argv=None):
 def _print_table(rows):
     """The markdown table: wall times, ratios and output counts per shape."""
     titles = [title for _, title, _ in RUNNERS]
-    print("\n| shape | %s | Spark / Direct | Spark / Direct, %d processes | outputs (%s) |" % (
-        " | ".join("%s s" % t for t in titles), SPARK_CORES, " / ".join(titles)))
+    print(
+        "\n| shape | %s | Spark / Direct | Spark / Direct, %d processes | outputs (%s) |"
+        % (" | ".join("%s s" % t for t in titles), SPARK_CORES, " / ".join(titles))
+    )
     print("|---|" + "---:|" * (len(RUNNERS) + 2) + "---|")
     for shape, runs in rows:
-        print("| %s | %s | %.2fx | %.2fx | %s |" % (
-            shape, " | ".join("%.1f" % runs[name][0] for name, _, _ in RUNNERS),
-            runs["spark"][0] / runs["direct"][0], runs["spark"][0] / runs["direct_mp"][0],
-            " / ".join("%s" % runs[name][1] for name, _, _ in RUNNERS)))
+        print(
+            "| %s | %s | %.2fx | %.2fx | %s |"
+            % (
+                shape,
+                " | ".join("%.1f" % runs[name][0] for name, _, _ in RUNNERS),
+                runs["spark"][0] / runs["direct"][0],
+                runs["spark"][0] / runs["direct_mp"][0],
+                " / ".join("%s" % runs[name][1] for name, _, _ in RUNNERS),
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Process CPU accounting from /proc, shared by the benchmark scripts."""
+
 import collections
 import os
 import threading
@@ -13,7 +14,7 @@ def process_table():
             try:
                 with open("/proc/%s/stat" % name) as f:
                     stat = f.read()
-                fields = stat[stat.rindex(")") + 2:].split()
+                fields = stat[stat.rindex(")") + 2 :].split()
                 table[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
             except (OSError, ValueError, IndexError):
                 continue
@@ -47,6 +48,7 @@ class CpuMeter:
     """CPU seconds used by this benchmark's process tree and by every other
     process between start() and stop(). A thread samples the tree every 0.5 s
     so that processes ending in between (Python workers) still count."""
+
     TICK = os.sysconf("SC_CLK_TCK")
 
     def start(self):
@@ -61,7 +63,7 @@ class CpuMeter:
     def _sample(self):
         for pid, ticks in _own_tree_ticks().items():
             if pid not in self._first and pid not in self._last:
-                self._first[pid] = 0          # new since start(): all its CPU counts
+                self._first[pid] = 0  # new since start(): all its CPU counts
             self._last[pid] = ticks
 
     def _sample_loop(self):

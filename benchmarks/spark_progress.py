@@ -1,4 +1,5 @@
 """Spark Structured Streaming progress events, collected for benchmarks."""
+
 import collections
 import datetime
 import json

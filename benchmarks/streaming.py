@@ -110,6 +110,7 @@ FAILED and why, and it exits 1. "other CPU" is the CPU time
 processes outside this benchmark used meanwhile (from /proc): on a shared
 machine it says how noisy the numbers are.
 """
+
 import argparse
 import collections
 import functools
@@ -129,6 +130,7 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 import apache_beam as beam  # noqa: E402
+
 # Sibling modules: benchmarks/ is the script's directory.
 from headline import headline  # noqa: E402
 from procstat import CpuMeter  # noqa: E402
@@ -150,37 +152,44 @@ NAMESPACE = "streaming_bench"
 KEYS = 10_000
 WINDOW_S = 10
 EARLY_S = 1
-LATE_EVERY = 20          # 1 in 20 events is late ...
-LATE_LAG_S = 15          # ... by 15 s of event time (the window it falls in has closed)
+LATE_EVERY = 20  # 1 in 20 events is late ...
+LATE_LAG_S = 15  # ... by 15 s of event time (the window it falls in has closed)
 ALLOWED_LATENESS_S = 30  # = the native query's watermark delay: no event is dropped
 STREAMING_LOGGER = "beam_spark_runner.execution.streaming_execution"
 # Session settings a SparkRunner streaming query changes (RocksDB state store,
 # checkpoint format 2, shuffle partitions = key-groups); the native queries run
 # with the values the session had before any Beam run, i.e. Spark's defaults.
-_RUNNER_CONF = ("spark.sql.streaming.stateStore.providerClass",
-                "spark.sql.streaming.stateStore.checkpointFormatVersion",
-                "spark.sql.shuffle.partitions")
+_RUNNER_CONF = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion",
+    "spark.sql.shuffle.partitions",
+)
 _SESSION_CONF = {}
 _LEFTOVERS = []
 
 
 # -- Spark session and progress events ---------------------------------------------
 
+
 def start_session():
     """One local[2] session for both sides, as tests/conftest.py starts it."""
     from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
+
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
+
     builder = SparkSession.builder
     for key, value in runner_spark_conf().items():
         builder = builder.config(key, value)
-    spark = (builder.master(MASTER)
-             .appName("beam-spark-streaming-benchmark")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-             .config("spark.default.parallelism", str(PARTITIONS))
-             .getOrCreate())
+    spark = (
+        builder.master(MASTER)
+        .appName("beam-spark-streaming-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+        .config("spark.default.parallelism", str(PARTITIONS))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     for key in _RUNNER_CONF:
@@ -190,26 +199,37 @@ def start_session():
 
 # -- native Structured Streaming ----------------------------------------------------
 
+
 def _native_counts(source_df):
     """The query: per-key counts of 10 s event-time windows (update mode: early firings)."""
     from pyspark.sql import functions as F
+
     value, ts = F.col("value"), F.col("timestamp")
     events = source_df.select(
         (value % KEYS).alias("key"),
-        F.when(value % LATE_EVERY == 0, ts - F.expr("INTERVAL %d SECONDS" % LATE_LAG_S)).otherwise(ts).alias("ts"))
-    return (events.withWatermark("ts", "%d seconds" % ALLOWED_LATENESS_S)
-            .groupBy(F.window("ts", "%d seconds" % WINDOW_S), "key").count())
+        F.when(value % LATE_EVERY == 0, ts - F.expr("INTERVAL %d SECONDS" % LATE_LAG_S)).otherwise(ts).alias("ts"),
+    )
+    return (
+        events.withWatermark("ts", "%d seconds" % ALLOWED_LATENESS_S)
+        .groupBy(F.window("ts", "%d seconds" % WINDOW_S), "key")
+        .count()
+    )
 
 
 def _start_to_noop(spark, df, name):
-    for key, value in _SESSION_CONF.items():   # see _RUNNER_CONF
+    for key, value in _SESSION_CONF.items():  # see _RUNNER_CONF
         if value is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
     checkpoint = tempfile.mkdtemp(prefix="beam-spark-bench-native-")
-    query = (df.writeStream.outputMode("update").format("noop").queryName(name)
-             .option("checkpointLocation", checkpoint).start())
+    query = (
+        df.writeStream.outputMode("update")
+        .format("noop")
+        .queryName(name)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
     return query, checkpoint
 
 
@@ -235,10 +255,10 @@ def _run_native_query(spark, listener, df, name, seconds):
         # query is raised above from query.exception()).
         spark.sparkContext.setLogLevel("FATAL")
         query.stop()
-        time.sleep(1.0)   # cancelled tasks log their aborts after stop() returns
+        time.sleep(1.0)  # cancelled tasks log their aborts after stop() returns
         spark.sparkContext.setLogLevel("ERROR")
-        _LEFTOVERS.append(checkpoint)   # removed at exit: tasks of a stopped query may still be ending
-    time.sleep(0.5)   # the listener bus delivers the last progress events asynchronously
+        _LEFTOVERS.append(checkpoint)  # removed at exit: tasks of a stopped query may still be ending
+    time.sleep(0.5)  # the listener bus delivers the last progress events asynchronously
     return started, listener.of(query.id), checkpoint
 
 
@@ -248,35 +268,43 @@ def native_throughput(spark, listener, rows_per_batch, seconds, warmup):
     its source generated (streaming_native_check; NativeCountsWrong if not)."""
     cpu = CpuMeter().start()
     start_ms = int(time.time() * 1000)
-    df = (spark.readStream.format("rate-micro-batch")
-          .option("rowsPerBatch", rows_per_batch).option("numPartitions", PARTITIONS)
-          .option("startTimestamp", start_ms).option("advanceMillisPerBatch", 1000)
-          .load())
-    started, progress, checkpoint = _run_native_query(spark, listener, _native_counts(df), "native-throughput",
-                                                      seconds + warmup)
-    cpu = cpu.stop()   # the check below is not part of the run
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", PARTITIONS)
+        .option("startTimestamp", start_ms)
+        .option("advanceMillisPerBatch", 1000)
+        .load()
+    )
+    started, progress, checkpoint = _run_native_query(
+        spark, listener, _native_counts(df), "native-throughput", seconds + warmup
+    )
+    cpu = cpu.stop()  # the check below is not part of the run
     counts_check = check_native_counts(spark, checkpoint, progress, start_ms, WINDOW_S, LATE_EVERY, LATE_LAG_S)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in steady)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
     return {
-        "batches": len(steady), "rows": rows, "rows_per_batch": rows_per_batch,
+        "batches": len(steady),
+        "rows": rows,
+        "rows_per_batch": rows_per_batch,
         "rows_per_s": rows / (busy_ms / 1000.0) if busy_ms else None,
-        "batch_p50_s": percentile(durations, 50), "batch_p99_s": percentile(durations, 99),
+        "batch_p50_s": percentile(durations, 50),
+        "batch_p99_s": percentile(durations, 99),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000.0 if progress else None,
-        "counts_check": counts_check, "cpu": cpu,
+        "counts_check": counts_check,
+        "cpu": cpu,
     }
 
 
 def native_latency(spark, listener, rate, seconds, warmup):
-    df = (spark.readStream.format("rate").option("rowsPerSecond", int(rate))
-          .option("numPartitions", PARTITIONS).load())
+    df = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).option("numPartitions", PARTITIONS).load()
     started, progress = _run_native(spark, listener, _native_counts(df), "native-latency", seconds + warmup)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000]
     data = [p for p in steady if p["numInputRows"]]
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in data]
-    latencies = []   # (latency s, weight)
+    latencies = []  # (latency s, weight)
     for p in data:
         src = p["sources"][0]
         first_s, last_s = int(src["startOffset"] or 0), int(src["endOffset"])
@@ -286,22 +314,34 @@ def native_latency(spark, listener, rate, seconds, warmup):
         gen_end_ms = iso_ms(p["eventTime"]["max"]) + ms_per_row
         gen_start_ms = gen_end_ms - 1000.0 * (last_s - first_s)
         out_ms = iso_ms(p["timestamp"]) + p["durationMs"]["triggerExecution"]
-        for i in range(20):   # the batch's rows, as 20 evenly weighted quantiles
+        for i in range(20):  # the batch's rows, as 20 evenly weighted quantiles
             gen = gen_start_ms + (i + 0.5) * (gen_end_ms - gen_start_ms) / 20.0
             latencies.append(((out_ms - gen) / 1000.0, p["numInputRows"] / 20.0))
     weighted = weighted_percentiles(latencies, (50, 99))
     rows = sum(p["numInputRows"] for p in steady)
-    span = ((iso_ms(steady[-1]["timestamp"]) + steady[-1]["durationMs"]["triggerExecution"])
-            - iso_ms(steady[0]["timestamp"])) / 1000.0 if steady else 0
+    span = (
+        (
+            (iso_ms(steady[-1]["timestamp"]) + steady[-1]["durationMs"]["triggerExecution"])
+            - iso_ms(steady[0]["timestamp"])
+        )
+        / 1000.0
+        if steady
+        else 0
+    )
     return {
-        "batches": len(steady), "data_batches": len(data), "rows": rows,
+        "batches": len(steady),
+        "data_batches": len(data),
+        "rows": rows,
         "rows_per_s": rows / span if span else None,
-        "batch_p50_s": percentile(durations, 50), "batch_p99_s": percentile(durations, 99),
-        "e2o_p50_s": weighted[50], "e2o_p99_s": weighted[99],
+        "batch_p50_s": percentile(durations, 50),
+        "batch_p99_s": percentile(durations, 99),
+        "e2o_p50_s": weighted[50],
+        "e2o_p99_s": weighted[99],
     }
 
 
 # -- the Beam pipeline ------------------------------------------------------------------
+
 
 class GenerateEvents(beam.DoFn):
     """N events per PeriodicImpulse tick: (key, probe) with an event time.
@@ -379,6 +419,7 @@ class RecordPanes(beam.DoFn):
     """The last step: per pane, writes (to one file per bundle) the output
     time of every sampled event it holds, the on-time pane's output time, and
     the count of on-time/late panes (the last pane of a key and window)."""
+
     TIMING = {0: "early", 1: "on_time", 2: "late", 3: "unknown"}
 
     def __init__(self, out_dir, record_counts):
@@ -420,24 +461,31 @@ def _early_trigger(early_s):
 def build_beam(p, rate, seconds, interval, probe_every, out_dir, group_stages, early_s=0):
     per_tick = max(1, int(round(rate * interval)))
     ticks = p | "Ticks" >> PeriodicImpulse(
-        start_timestamp=time.time(), stop_timestamp=time.time() + seconds, fire_interval=interval,
-        rebase=RebaseMode.REBASE_ALL)   # the clock starts when the query runs its first batch
-    counts = (ticks
-              | "Events" >> beam.ParDo(GenerateEvents(per_tick, interval, probe_every))
-              | "Window" >> beam.WindowInto(
-                  window.FixedWindows(WINDOW_S),
-                  trigger=trigger.AfterWatermark(early=_early_trigger(early_s),
-                                                 late=trigger.AfterCount(1)),
-                  accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
-                  allowed_lateness=ALLOWED_LATENESS_S)
-              # Without probes, Beam's own count: the query the native one runs.
-              | "CountPerKey" >> (beam.CombinePerKey(CountWithProbes()) if probe_every
-                                  else beam.combiners.Count.PerKey()))
+        start_timestamp=time.time(),
+        stop_timestamp=time.time() + seconds,
+        fire_interval=interval,
+        rebase=RebaseMode.REBASE_ALL,
+    )  # the clock starts when the query runs its first batch
+    counts = (
+        ticks
+        | "Events" >> beam.ParDo(GenerateEvents(per_tick, interval, probe_every))
+        | "Window"
+        >> beam.WindowInto(
+            window.FixedWindows(WINDOW_S),
+            trigger=trigger.AfterWatermark(early=_early_trigger(early_s), late=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+            allowed_lateness=ALLOWED_LATENESS_S,
+        )
+        # Without probes, Beam's own count: the query the native one runs.
+        | "CountPerKey" >> (beam.CombinePerKey(CountWithProbes()) if probe_every else beam.combiners.Count.PerKey())
+    )
     for i, modulus in zip(range(1, group_stages), (1000, 100, 10)):
-        counts = (counts
-                  | "Rekey%d" % i >> beam.Map(_rekey, modulus)
-                  | "Group%d" % i >> beam.GroupByKey()
-                  | "Merge%d" % i >> beam.Map(_merge_panes))
+        counts = (
+            counts
+            | "Rekey%d" % i >> beam.Map(_rekey, modulus)
+            | "Group%d" % i >> beam.GroupByKey()
+            | "Merge%d" % i >> beam.Map(_merge_panes)
+        )
     counts | "Record" >> beam.ParDo(RecordPanes(out_dir, record_counts=group_stages == 1))
     return per_tick * (1.0 / interval)
 
@@ -459,7 +507,7 @@ class _BatchLog(logging.Handler):
         status = getattr(execution, "last_status", None)
         if status is not None:
             return status["batch"], json.loads(status["times"])
-        if isinstance(record.args, tuple) and len(record.args) == 3:   # "Beam streaming batch %d ..."
+        if isinstance(record.args, tuple) and len(record.args) == 3:  # "Beam streaming batch %d ..."
             return record.args[0], json.loads(record.args[2])
         return None, None
 
@@ -479,13 +527,20 @@ class _BatchLog(logging.Handler):
             print("benchmark: could not read batch status: %r" % e, file=sys.stderr)
         if self.batches and beam_batch is not None and self.batches[-1]["batch"] == beam_batch:
             return
-        self.batches.append({"t": now, "batch": beam_batch, "times": times, "events": events,
-                             "tick_max_s": tick_max / 1000.0 if tick_max is not None else None})
+        self.batches.append(
+            {
+                "t": now,
+                "batch": beam_batch,
+                "times": times,
+                "events": events,
+                "tick_max_s": tick_max / 1000.0 if tick_max is not None else None,
+            }
+        )
 
 
-def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages, label, verbose=False,
-             early_s=0):
+def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages, label, verbose=False, early_s=0):
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
+
     out_dir = tempfile.mkdtemp(prefix="beam-spark-bench-panes-")
     log = _BatchLog()
     logger = logging.getLogger(STREAMING_LOGGER)
@@ -494,14 +549,21 @@ def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages
     logger.addHandler(log)
     logger.propagate = False
     try:
-        options = PipelineOptions(["--runner=beam_spark_runner.SparkRunner", "--streaming",
-                                   "--spark_master=" + MASTER, "--parallelism=%d" % PARTITIONS])
+        options = PipelineOptions(
+            [
+                "--runner=beam_spark_runner.SparkRunner",
+                "--streaming",
+                "--spark_master=" + MASTER,
+                "--parallelism=%d" % PARTITIONS,
+            ]
+        )
         p = beam.Pipeline(options=options)
         offered = build_beam(p, rate, seconds, interval, probe_every, out_dir, group_stages, early_s)
         plan = plan_streaming_pipeline(pipeline_proto_of(p))
         groups = [op.name for op in plan.operators if op.kind == "group"]
-        keyed = ["%s %s" % (op.kind, op.display_name if op.kind == "group" else "") for op in plan.operators
-                 if op.is_keyed]
+        keyed = [
+            "%s %s" % (op.kind, op.display_name if op.kind == "group" else "") for op in plan.operators if op.is_keyed
+        ]
         queries_before = set(listener.ids_named("beam-"))
         cpu = CpuMeter().start()
         submitted = time.time()
@@ -521,8 +583,9 @@ def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages
         logger.setLevel(old_level)
         logger.propagate = True
         shutil.rmtree(out_dir, ignore_errors=True)
-    out = analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks, log.batches,
-                       lines, groups, verbose)
+    out = analyze_beam(
+        label, offered, seconds, submitted, ended, cpu, counters, ticks, log.batches, lines, groups, verbose
+    )
     out["spark"] = _spark_breakdown(progress, keyed)
     if verbose:
         _print_spark_progress(label, progress)
@@ -537,7 +600,7 @@ def _spark_breakdown(progress, keyed):
     total = collections.Counter()
     for p in progress:
         if p["batchId"] == 0:
-            continue   # the query start
+            continue  # the query start
         for k, v in p.get("durationMs", {}).items():
             total[k] += v / 1000.0
         for name, op in zip(reversed(keyed), p.get("stateOperators", [])):
@@ -547,16 +610,30 @@ def _spark_breakdown(progress, keyed):
 
 
 def _print_spark_progress(label, progress):
-    print("  Spark progress of the Beam query (%s): batch, rows in, durationMs, state operators from "
-          "the last to the first (rows total, updates ms, commit ms)" % label)
+    print(
+        "  Spark progress of the Beam query (%s): batch, rows in, durationMs, state operators from "
+        "the last to the first (rows total, updates ms, commit ms)" % label
+    )
     for p in progress:
         d = p.get("durationMs", {})
-        ops = ["%s/%s/%s" % (o.get("numRowsTotal"), o.get("allUpdatesTimeMs"), o.get("commitTimeMs"))
-               for o in p.get("stateOperators", [])]
-        print("    %3d %7d trigger %6d addBatch %6d latestOffset %5d planning %5d wal %4d commit %4d  %s" % (
-            p["batchId"], p["numInputRows"], d.get("triggerExecution", 0), d.get("addBatch", 0),
-            d.get("latestOffset", 0), d.get("queryPlanning", 0), d.get("walCommit", 0),
-            d.get("commitOffsets", 0), " ".join(ops)))
+        ops = [
+            "%s/%s/%s" % (o.get("numRowsTotal"), o.get("allUpdatesTimeMs"), o.get("commitTimeMs"))
+            for o in p.get("stateOperators", [])
+        ]
+        print(
+            "    %3d %7d trigger %6d addBatch %6d latestOffset %5d planning %5d wal %4d commit %4d  %s"
+            % (
+                p["batchId"],
+                p["numInputRows"],
+                d.get("triggerExecution", 0),
+                d.get("addBatch", 0),
+                d.get("latestOffset", 0),
+                d.get("queryPlanning", 0),
+                d.get("walCommit", 0),
+                d.get("commitOffsets", 0),
+                " ".join(ops),
+            )
+        )
 
 
 def _read_lines(out_dir):
@@ -567,8 +644,7 @@ def _read_lines(out_dir):
     return lines
 
 
-def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks, batches, lines, groups,
-                 verbose):
+def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks, batches, lines, groups, verbose):
     events = counters.get("events", 0)
     tick = ticks[0] if ticks else None
     gen_start = tick.min / 1000.0 if tick and tick.count else None
@@ -580,14 +656,26 @@ def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks
     prev_t, prev_events = submitted, 0
     for b in batches:
         ev = b["events"] if b["events"] is not None else prev_events
-        rows.append({"batch": b["batch"], "start": prev_t, "end": b["t"], "dur": b["t"] - prev_t,
-                     "events": ev - prev_events, "tick_max_s": b["tick_max_s"], "times": b["times"]})
+        rows.append(
+            {
+                "batch": b["batch"],
+                "start": prev_t,
+                "end": b["t"],
+                "dur": b["t"] - prev_t,
+                "events": ev - prev_events,
+                "tick_max_s": b["tick_max_s"],
+                "times": b["times"],
+            }
+        )
         prev_t, prev_events = b["t"], ev
     event_rows = [r for r in rows if r["batch"] and r["batch"] > 1 and r["events"] > 0 and r["end"] >= warm_until]
     busy = sum(r["dur"] for r in event_rows)
     steady_events = sum(r["events"] for r in event_rows)
-    durations = [r["dur"] for r in rows if r["batch"] and r["batch"] > 1 and r["end"] >= warm_until
-                 and (gen_end is None or r["start"] <= gen_end)]
+    durations = [
+        r["dur"]
+        for r in rows
+        if r["batch"] and r["batch"] > 1 and r["end"] >= warm_until and (gen_end is None or r["start"] <= gen_end)
+    ]
     # A PeriodicImpulse catches up every tick that came due before it runs, so a
     # pipeline that keeps up processes (offered rate x batch duration) events
     # per batch: its busy rate is the offered rate. A busy rate clearly below
@@ -622,26 +710,45 @@ def analyze_beam(label, offered, seconds, submitted, ended, cpu, counters, ticks
     stage_lags = _stage_lags(rows, groups, warm_until, gen_end)
 
     out = {
-        "label": label, "offered_per_s": offered, "events": events, "groups": len(groups),
-        "wall_s": ended - submitted, "gen_s": (gen_end - gen_start) if gen_start is not None else None,
-        "events_per_s_busy": busy_rate, "batch_events_p50": batch_events_p50,
+        "label": label,
+        "offered_per_s": offered,
+        "events": events,
+        "groups": len(groups),
+        "wall_s": ended - submitted,
+        "gen_s": (gen_end - gen_start) if gen_start is not None else None,
+        "events_per_s_busy": busy_rate,
+        "batch_events_p50": batch_events_p50,
         "events_per_s_run": events / (ended - submitted) if ended > submitted else None,
-        "batches": len(rows), "first_batch_s": rows[0]["dur"] if rows else None,
-        "batch_p50_s": batch_p50, "batch_p99_s": percentile(durations, 99),
+        "batches": len(rows),
+        "first_batch_s": rows[0]["dur"] if rows else None,
+        "batch_p50_s": batch_p50,
+        "batch_p99_s": percentile(durations, 99),
         "saturated": saturated,
         "tail_s": ended - gen_end if gen_end else None,
-        "probes": len(lat), "probes_total": len(gen_of),
-        "e2o_p50_s": percentile(lat, 50), "e2o_p99_s": percentile(lat, 99),
-        "on_time_p50_s": percentile(on_time_delay, 50), "on_time_p99_s": percentile(on_time_delay, 99),
-        "panes": {k[len("panes_"):]: v for k, v in counters.items() if k.startswith("panes_")},
-        "counted_events": counted, "stage_lags": stage_lags, "cpu": cpu,
+        "probes": len(lat),
+        "probes_total": len(gen_of),
+        "e2o_p50_s": percentile(lat, 50),
+        "e2o_p99_s": percentile(lat, 99),
+        "on_time_p50_s": percentile(on_time_delay, 50),
+        "on_time_p99_s": percentile(on_time_delay, 99),
+        "panes": {k[len("panes_") :]: v for k, v in counters.items() if k.startswith("panes_")},
+        "counted_events": counted,
+        "stage_lags": stage_lags,
+        "cpu": cpu,
     }
     if verbose:
         print("  per batch (%s): batch, wall s, events, events/s, newest tick processed s before batch end" % label)
         for r in rows:
-            print("    %3s %6.2f %8d %9.0f %7s" % (
-                r["batch"], r["dur"], r["events"], r["events"] / r["dur"] if r["dur"] else 0,
-                _fmt(r["end"] - r["tick_max_s"] if r["tick_max_s"] else None)))
+            print(
+                "    %3s %6.2f %8d %9.0f %7s"
+                % (
+                    r["batch"],
+                    r["dur"],
+                    r["events"],
+                    r["events"] / r["dur"] if r["dur"] else 0,
+                    _fmt(r["end"] - r["tick_max_s"] if r["tick_max_s"] else None),
+                )
+            )
     return out
 
 
@@ -669,7 +776,7 @@ def _stage_lags(rows, groups, warm_until, gen_end):
         micros = w * 1_000_000
         reached = []
         for g in groups:
-            batch = next((b for b, t in timed if t["input_watermarks"].get(g, -2**63) >= micros), None)
+            batch = next((b for b, t in timed if t["input_watermarks"].get(g, -(2**63)) >= micros), None)
             reached.append(batch)
         if None in reached:
             continue
@@ -681,8 +788,17 @@ def _stage_lags(rows, groups, warm_until, gen_end):
 # -- main -------------------------------------------------------------------------------------
 
 # The runs, in the order --json lists them.
-RUN_NAMES = ("native_throughput", "native_throughput_1m", "python_floor", "native_latency", "beam_throughput",
-             "beam_throughput_probes", "beam_latency", "beam_latency_early_1s", "beam_latency_3gbk")
+RUN_NAMES = (
+    "native_throughput",
+    "native_throughput_1m",
+    "python_floor",
+    "native_latency",
+    "beam_throughput",
+    "beam_throughput_probes",
+    "beam_latency",
+    "beam_latency_early_1s",
+    "beam_latency_3gbk",
+)
 
 
 def main(argv=None):
@@ -703,49 +819,102 @@ def main(argv=None):
     _latency_runs(spark, listener, args, attempt, runs)
 
     query = "master %s, %d keys, %d s windows, early panes per micro-batch with data, 1/%d late by %d s" % (
-        MASTER, KEYS, WINDOW_S, LATE_EVERY, LATE_LAG_S)
-    report(args, query, session_s, warm, runs["native_throughput"], runs["native_latency"],
-           runs["beam_throughput"], runs["beam_latency"], runs["beam_latency_3gbk"],
-           runs["beam_latency_early_1s"], runs["beam_throughput_probes"], runs["native_throughput_1m"],
-           runs["python_floor"], rounds)
+        MASTER,
+        KEYS,
+        WINDOW_S,
+        LATE_EVERY,
+        LATE_LAG_S,
+    )
+    report(
+        args,
+        query,
+        session_s,
+        warm,
+        runs["native_throughput"],
+        runs["native_latency"],
+        runs["beam_throughput"],
+        runs["beam_latency"],
+        runs["beam_latency_3gbk"],
+        runs["beam_latency_early_1s"],
+        runs["beam_throughput_probes"],
+        runs["native_throughput_1m"],
+        runs["python_floor"],
+        rounds,
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict({"args": vars(args), "session_s": session_s, "warm_up_s": warm},
-                           **{name: runs[name] for name in RUN_NAMES}, throughput_rounds=rounds),
-                      f, indent=2, default=str)
+            json.dump(
+                dict(
+                    {"args": vars(args), "session_s": session_s, "warm_up_s": warm},
+                    **{name: runs[name] for name in RUN_NAMES},
+                    throughput_rounds=rounds,
+                ),
+                f,
+                indent=2,
+                default=str,
+            )
     spark.stop()
     for path in _LEFTOVERS:
         shutil.rmtree(path, ignore_errors=True)
     status = attempt.exit_status()
     # The headline: sustained throughput, Beam on SparkRunner / native Spark
     # at equal batch sizes, the median of the rounds.
-    headline("streaming_throughput", statistics.median(r[3] for r in rounds) if rounds else None, 0.5,
-             at_most=False, results_ok=status == 0)
+    headline(
+        "streaming_throughput",
+        statistics.median(r[3] for r in rounds) if rounds else None,
+        0.5,
+        at_most=False,
+        results_ok=status == 0,
+    )
     return status
 
 
 def _parse_args(argv):
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=60,
-                        help="Measured seconds per run (generation time of the Beam runs), after warm-up.")
-    parser.add_argument("--native_rows_per_batch", type=int, default=0,
-                        help="Rows per native micro-batch; 0: beam_throughput's median batch (1M if skipped).")
-    parser.add_argument("--beam_offered_rate", type=float, default=3_000_000,
-                        help="events/s offered in beam_throughput: must exceed what it can process.")
-    parser.add_argument("--rate", type=float, default=1000,
-                        help="events/s of the latency runs (native and Beam); low enough that the "
-                             "three-GroupByKey Beam pipeline keeps up on a 2-core machine.")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=60,
+        help="Measured seconds per run (generation time of the Beam runs), after warm-up.",
+    )
+    parser.add_argument(
+        "--native_rows_per_batch",
+        type=int,
+        default=0,
+        help="Rows per native micro-batch; 0: beam_throughput's median batch (1M if skipped).",
+    )
+    parser.add_argument(
+        "--beam_offered_rate",
+        type=float,
+        default=3_000_000,
+        help="events/s offered in beam_throughput: must exceed what it can process.",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1000,
+        help="events/s of the latency runs (native and Beam); low enough that the "
+        "three-GroupByKey Beam pipeline keeps up on a 2-core machine.",
+    )
     parser.add_argument("--fire_interval", type=float, default=0.01, help="PeriodicImpulse tick interval, s.")
     parser.add_argument("--probe_every", type=int, default=101, help="Sample 1 in N events for latency.")
-    parser.add_argument("--skip", default="",
-                        help="Comma-separated runs to skip: native_throughput, python_floor, native_throughput_1m, "
-                             "beam_throughput, "
-                             "beam_throughput_probes, native_latency, beam_latency, "
-                             "beam_latency_early_1s, beam_latency_3gbk.")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="(beam_throughput, native_throughput) pairs; the throughput ratio is their median.")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="Comma-separated runs to skip: native_throughput, python_floor, native_throughput_1m, "
+        "beam_throughput, "
+        "beam_throughput_probes, native_latency, beam_latency, "
+        "beam_latency_early_1s, beam_latency_3gbk.",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="(beam_throughput, native_throughput) pairs; the throughput ratio is their median.",
+    )
     parser.add_argument("--verbose", action="store_true", help="Print every Beam micro-batch.")
     parser.add_argument("--json", default=None, help="Also write the results to this JSON file.")
     return parser.parse_args(argv)
@@ -760,7 +929,7 @@ class _Attempts:
 
     def __init__(self, skip):
         self.skip = skip
-        self.wrong_counts = []   # "run: what is wrong"
+        self.wrong_counts = []  # "run: what is wrong"
 
     def __call__(self, name, fn, *a):
         """fn(*a) with its CPU use, or None if skipped or failed."""
@@ -783,9 +952,11 @@ class _Attempts:
         """0, or 1 (saying why, as the last line) if a native query counted wrong."""
         if not self.wrong_counts:
             return 0
-        print("FAILED: the native query's counts disagree with the rows it generated in %d run(s), which "
-              "are left out of the results: %s" % (len(self.wrong_counts), "; ".join(self.wrong_counts)),
-              flush=True)
+        print(
+            "FAILED: the native query's counts disagree with the rows it generated in %d run(s), which "
+            "are left out of the results: %s" % (len(self.wrong_counts), "; ".join(self.wrong_counts)),
+            flush=True,
+        )
         return 1
 
 
@@ -793,9 +964,10 @@ def _warm_up(spark, listener, args, attempt):
     """Short runs of each side (excluded from the results) that start the Python
     workers; returns {side: wall seconds}."""
     warm = collections.OrderedDict()
-    for name, fn, a in (("beam", run_beam, (spark, listener, 200, 3, args.fire_interval, args.probe_every, 3,
-                                            "warm-up")),
-                        ("native", native_throughput, (spark, listener, 10_000, 3, 0))):
+    for name, fn, a in (
+        ("beam", run_beam, (spark, listener, 200, 3, args.fire_interval, args.probe_every, 3, "warm-up")),
+        ("native", native_throughput, (spark, listener, 10_000, 3, 0)),
+    ):
         t = time.perf_counter()
         attempt("warm-up " + name, fn, *a)
         warm[name] = time.perf_counter() - t
@@ -808,31 +980,64 @@ def _throughput_rounds(spark, listener, args, attempt, runs):
     times back to back; the first pair goes into `runs`. Returns (the rounds,
     as _round gives them; the first native run's rows per batch)."""
     warmup = _warmup_of(args.seconds)
-    bt = attempt("beam_throughput", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
-                 args.fire_interval, 0, 1, "beam_throughput", args.verbose)
+    bt = attempt(
+        "beam_throughput",
+        run_beam,
+        spark,
+        listener,
+        args.beam_offered_rate,
+        args.seconds,
+        args.fire_interval,
+        0,
+        1,
+        "beam_throughput",
+        args.verbose,
+    )
     if bt:
-        print("beam_throughput: %s events/s (saturated: %s, median batch %s events)" % (
-            _fmt(bt["events_per_s_busy"], "%.0f"), bt["saturated"], _fmt(bt["batch_events_p50"], "%.0f")),
-            flush=True)
+        print(
+            "beam_throughput: %s events/s (saturated: %s, median batch %s events)"
+            % (_fmt(bt["events_per_s_busy"], "%.0f"), bt["saturated"], _fmt(bt["batch_events_p50"], "%.0f")),
+            flush=True,
+        )
     rows_per_batch = args.native_rows_per_batch or int(round((bt and bt["batch_events_p50"]) or 1_000_000, -5))
     nt = attempt("native_throughput", native_throughput, spark, listener, rows_per_batch, args.seconds, warmup)
     if nt:
-        print("native_throughput at %d rows per batch: %s rows/s" % (
-            rows_per_batch, _fmt(nt["rows_per_s"], "%.0f")), flush=True)
+        print(
+            "native_throughput at %d rows per batch: %s rows/s" % (rows_per_batch, _fmt(nt["rows_per_s"], "%.0f")),
+            flush=True,
+        )
     runs["beam_throughput"], runs["native_throughput"] = bt, nt
     rounds = [_round(bt, nt)] if bt and nt else []
     for i in range(2, args.rounds + 1):
         # Further (Beam, native) pairs back to back: the machine's speed drifts
         # by tens of percent over minutes, so one pair's ratio is a sample.
-        b = attempt("beam_throughput", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
-                    args.fire_interval, 0, 1, "beam_throughput round %d" % i)
-        n = b and attempt("native_throughput", native_throughput, spark, listener,
-                          args.native_rows_per_batch or int(round(b["batch_events_p50"] or 1_000_000, -5)),
-                          args.seconds, warmup)
+        b = attempt(
+            "beam_throughput",
+            run_beam,
+            spark,
+            listener,
+            args.beam_offered_rate,
+            args.seconds,
+            args.fire_interval,
+            0,
+            1,
+            "beam_throughput round %d" % i,
+        )
+        n = b and attempt(
+            "native_throughput",
+            native_throughput,
+            spark,
+            listener,
+            args.native_rows_per_batch or int(round(b["batch_events_p50"] or 1_000_000, -5)),
+            args.seconds,
+            warmup,
+        )
         if b and n:
             rounds.append(_round(b, n))
-            print("round %d: beam %.0f events/s, native %.0f rows/s at %d rows per batch: %.3fx" % (
-                i, *rounds[-1]), flush=True)
+            print(
+                "round %d: beam %.0f events/s, native %.0f rows/s at %d rows per batch: %.3fx" % (i, *rounds[-1]),
+                flush=True,
+            )
     return rounds, rows_per_batch
 
 
@@ -841,20 +1046,47 @@ def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs
     per batch and Beam with latency probes."""
     warmup = _warmup_of(args.seconds)
     per_tick = max(1, int(round(args.beam_offered_rate * args.fire_interval)))
-    pf = attempt("python_floor", python_floor, spark, listener, _run_native, PARTITIONS,
-                 max(1, round(rows_per_batch / per_tick)), per_tick, args.fire_interval,
-                 functools.partial(GenerateEvents, per_tick, args.fire_interval, 0), args.seconds, warmup)
+    pf = attempt(
+        "python_floor",
+        python_floor,
+        spark,
+        listener,
+        _run_native,
+        PARTITIONS,
+        max(1, round(rows_per_batch / per_tick)),
+        per_tick,
+        args.fire_interval,
+        functools.partial(GenerateEvents, per_tick, args.fire_interval, 0),
+        args.seconds,
+        warmup,
+    )
     if pf:
-        print("python_floor (the Beam run's DoFn alone in PySpark): %s events/s" % _fmt(pf["events_per_s"], "%.0f"),
-              flush=True)
+        print(
+            "python_floor (the Beam run's DoFn alone in PySpark): %s events/s" % _fmt(pf["events_per_s"], "%.0f"),
+            flush=True,
+        )
     n1 = attempt("native_throughput_1m", native_throughput, spark, listener, 1_000_000, args.seconds, warmup)
     if n1:
         print("native_throughput_1m: %s rows/s" % _fmt(n1["rows_per_s"], "%.0f"), flush=True)
-    bp = attempt("beam_throughput_probes", run_beam, spark, listener, args.beam_offered_rate, args.seconds,
-                 args.fire_interval, args.probe_every, 1, "beam_throughput_probes", args.verbose)
+    bp = attempt(
+        "beam_throughput_probes",
+        run_beam,
+        spark,
+        listener,
+        args.beam_offered_rate,
+        args.seconds,
+        args.fire_interval,
+        args.probe_every,
+        1,
+        "beam_throughput_probes",
+        args.verbose,
+    )
     if bp:
-        print("beam_throughput_probes: %s events/s (saturated: %s)" % (
-            _fmt(bp["events_per_s_busy"], "%.0f"), bp["saturated"]), flush=True)
+        print(
+            "beam_throughput_probes: %s events/s (saturated: %s)"
+            % (_fmt(bp["events_per_s_busy"], "%.0f"), bp["saturated"]),
+            flush=True,
+        )
     runs.update(python_floor=pf, native_throughput_1m=n1, beam_throughput_probes=bp)
 
 
@@ -865,18 +1097,53 @@ def _latency_runs(spark, listener, args, attempt, runs):
     nl = attempt("native_latency", native_latency, spark, listener, rate, args.seconds, warmup)
     if nl:
         print("native_latency at %.0f rows/s: batch p50 %s s" % (rate, _fmt(nl["batch_p50_s"])), flush=True)
-    bl = attempt("beam_latency", run_beam, spark, listener, rate, args.seconds, args.fire_interval,
-                 args.probe_every, 1, "beam_latency", args.verbose)
+    bl = attempt(
+        "beam_latency",
+        run_beam,
+        spark,
+        listener,
+        rate,
+        args.seconds,
+        args.fire_interval,
+        args.probe_every,
+        1,
+        "beam_latency",
+        args.verbose,
+    )
     if bl:
-        print("beam_latency at %.0f events/s: event-to-output p50 %s s" % (rate, _fmt(bl["e2o_p50_s"])),
-              flush=True)
-    b1 = attempt("beam_latency_early_1s", run_beam, spark, listener, rate, args.seconds, args.fire_interval,
-                 args.probe_every, 1, "beam_latency_early_1s", args.verbose, EARLY_S)
+        print("beam_latency at %.0f events/s: event-to-output p50 %s s" % (rate, _fmt(bl["e2o_p50_s"])), flush=True)
+    b1 = attempt(
+        "beam_latency_early_1s",
+        run_beam,
+        spark,
+        listener,
+        rate,
+        args.seconds,
+        args.fire_interval,
+        args.probe_every,
+        1,
+        "beam_latency_early_1s",
+        args.verbose,
+        EARLY_S,
+    )
     if b1:
-        print("beam_latency_early_1s at %.0f events/s: event-to-output p50 %s s" % (
-            rate, _fmt(b1["e2o_p50_s"])), flush=True)
-    b3 = attempt("beam_latency_3gbk", run_beam, spark, listener, rate, args.seconds, args.fire_interval,
-                 args.probe_every, 3, "beam_latency_3gbk", args.verbose)
+        print(
+            "beam_latency_early_1s at %.0f events/s: event-to-output p50 %s s" % (rate, _fmt(b1["e2o_p50_s"])),
+            flush=True,
+        )
+    b3 = attempt(
+        "beam_latency_3gbk",
+        run_beam,
+        spark,
+        listener,
+        rate,
+        args.seconds,
+        args.fire_interval,
+        args.probe_every,
+        3,
+        "beam_latency_3gbk",
+        args.verbose,
+    )
     if b3:
         print("beam_latency_3gbk: stage lags %s" % b3["stage_lags"], flush=True)
     runs.update(native_latency=nl, beam_latency=bl, beam_latency_early_1s=b1, beam_latency_3gbk=b3)

@@ -18,6 +18,7 @@ bounds what any engine that runs this user code in CPython on this machine
 can reach for the query; the report prints it against the native query
 and the Beam run against it (what the runner adds to the user code).
 """
+
 import collections
 import sys
 import time
@@ -29,8 +30,10 @@ from stats import percentile
 def _generate_and_drop(make_dofn, start_s, interval):
     """mapInArrow function: each input row is a tick index; runs the DoFn on
     the tick and drops its outputs; yields the number of ticks run."""
+
     def generate(batches):
         import pyarrow as pa
+
         dofn = make_dofn()
         drop = collections.deque(maxlen=0).extend
         ticks = 0
@@ -39,33 +42,43 @@ def _generate_and_drop(make_dofn, start_s, interval):
                 drop(dofn.process(start_s + index * interval))
                 ticks += 1
         yield pa.RecordBatch.from_pydict({"ticks": [ticks]})
+
     return generate
 
 
-def python_floor(spark, listener, run_query, partitions, ticks_per_batch, events_per_tick, interval,
-                 make_dofn, seconds, warmup):
+def python_floor(
+    spark, listener, run_query, partitions, ticks_per_batch, events_per_tick, interval, make_dofn, seconds, warmup
+):
     """Runs the floor query for `seconds` (+ warm-up); `run_query(spark,
     listener, df, name, seconds)` runs a query as the native runs do and
     returns (start time, progress events). `make_dofn()` builds the DoFn
     (picklable: the workers build their own)."""
     from pyspark import cloudpickle
+
     module = sys.modules[__name__]
     # The workers cannot import this module (benchmarks/ is not on their
     # path): ship its functions by value, as __main__'s are.
     cloudpickle.register_pickle_by_value(module)
     start_s = time.time()
-    df = (spark.readStream.format("rate-micro-batch")
-          .option("rowsPerBatch", ticks_per_batch).option("numPartitions", partitions)
-          .option("startTimestamp", int(start_s * 1000)).option("advanceMillisPerBatch", 1000)
-          .load().select("value")
-          .mapInArrow(_generate_and_drop(make_dofn, start_s, interval), "ticks long"))
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", ticks_per_batch)
+        .option("numPartitions", partitions)
+        .option("startTimestamp", int(start_s * 1000))
+        .option("advanceMillisPerBatch", 1000)
+        .load()
+        .select("value")
+        .mapInArrow(_generate_and_drop(make_dofn, start_s, interval), "ticks long")
+    )
     started, progress = run_query(spark, listener, df, "python-floor", seconds + warmup)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     events = sum(p["numInputRows"] for p in steady) * events_per_tick
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
     return {
-        "batches": len(steady), "events": events, "events_per_batch": ticks_per_batch * events_per_tick,
+        "batches": len(steady),
+        "events": events,
+        "events_per_batch": ticks_per_batch * events_per_tick,
         "events_per_s": events / (busy_ms / 1000.0) if busy_ms else None,
         "batch_p50_s": percentile(durations, 50),
     }

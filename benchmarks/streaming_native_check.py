@@ -24,6 +24,7 @@ progress events alone:
 Any difference raises NativeCountsWrong, which streaming.py reports as a
 failure of the run (exit status 1) instead of its throughput.
 """
+
 import collections
 
 from spark_progress import iso_ms
@@ -52,20 +53,30 @@ def check_native_counts(spark, checkpoint, progress, start_ms, window_s, late_ev
     for start, rows in sorted(generated.items()):
         if start in counted:
             if counted[start] != rows:
-                problems.append("window at %d ms counts %d rows, the source generated %d into it" % (
-                    start, counted[start], rows))
+                problems.append(
+                    "window at %d ms counts %d rows, the source generated %d into it" % (start, counted[start], rows)
+                )
         elif start + window_s * 1000 > watermark_ms + 1:
-            problems.append("window at %d ms (%d rows generated) is missing from the state before the "
-                            "watermark (%d ms) passed its end" % (start, rows, watermark_ms))
+            problems.append(
+                "window at %d ms (%d rows generated) is missing from the state before the "
+                "watermark (%d ms) passed its end" % (start, rows, watermark_ms)
+            )
     for start in sorted(set(counted) - set(generated)):
-        problems.append("window at %d ms counts %d rows, the source generated none into it" % (
-            start, counted[start]))
+        problems.append("window at %d ms counts %d rows, the source generated none into it" % (start, counted[start]))
     if problems:
-        raise NativeCountsWrong("at batch %d: %s%s" % (
-            last["batchId"], "; ".join(problems[:3]), " (and %d more)" % (len(problems) - 3)
-            if len(problems) > 3 else ""))
-    return {"windows": len(counted), "rows": sum(counted.values()),
-            "evicted_windows": len(set(generated) - set(counted))}
+        raise NativeCountsWrong(
+            "at batch %d: %s%s"
+            % (
+                last["batchId"],
+                "; ".join(problems[:3]),
+                " (and %d more)" % (len(problems) - 3) if len(problems) > 3 else "",
+            )
+        )
+    return {
+        "windows": len(counted),
+        "rows": sum(counted.values()),
+        "evicted_windows": len(set(generated) - set(counted)),
+    }
 
 
 def generated_rows_per_window(progress, start_ms, window_ms, late_every, late_lag_ms):
@@ -81,8 +92,9 @@ def generated_rows_per_window(progress, start_ms, window_ms, late_every, late_la
         if first != expected_first or end - first != p["numInputRows"]:
             raise NativeCountsWrong(
                 "batch %d read values [%d, %d) as %d input rows, after values up to %d: the source's "
-                "offsets or the progress events are not contiguous" % (
-                    p["batchId"], first, end, p["numInputRows"], expected_first))
+                "offsets or the progress events are not contiguous"
+                % (p["batchId"], first, end, p["numInputRows"], expected_first)
+            )
         expected_first = end
         late = _multiples_below(end, late_every) - _multiples_below(first, late_every)
         event_ms = int(begin["timestamp"])
@@ -100,7 +112,11 @@ def _multiples_below(n, k):
 def state_rows_per_window(spark, checkpoint, batch_id):
     """{window start ms: count summed over keys} in the query's state after `batch_id`."""
     from pyspark.sql import functions as F
+
     state = spark.read.format("statestore").option("batchId", batch_id).load(checkpoint)
-    per_window = (state.groupBy(F.unix_millis(F.col("key.window.start")).alias("start_ms"))
-                  .agg(F.sum("value.count").alias("rows")).collect())
+    per_window = (
+        state.groupBy(F.unix_millis(F.col("key.window.start")).alias("start_ms"))
+        .agg(F.sum("value.count").alias("rows"))
+        .collect()
+    )
     return {row["start_ms"]: row["rows"] for row in per_window}

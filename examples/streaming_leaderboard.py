@@ -17,6 +17,7 @@ adding new ones:
 
 The run ends by itself once the impulse stops and every window has closed.
 """
+
 import argparse
 import logging
 import os
@@ -56,8 +57,10 @@ class WritePane(beam.DoFn):
         name = "%d-%s-%03d.txt" % (int(w.start), team, pane.index)
         path = os.path.join(self.output, name)
         with open(path + ".tmp", "w") as f:
-            f.write("%s window [%d, %d) score %d (%s pane %d)\n" % (
-                team, int(w.start), int(w.end), score, timing, pane.index))
+            f.write(
+                "%s window [%d, %d) score %d (%s pane %d)\n"
+                % (team, int(w.start), int(w.end), score, timing, pane.index)
+            )
         os.replace(path + ".tmp", path)
         yield path
 
@@ -66,18 +69,24 @@ def build(p, args):
     start = time.time() if args.start is None else args.start
     return (
         p
-        | "Ticks" >> PeriodicImpulse(start_timestamp=start, stop_timestamp=start + args.duration_seconds,
-                                     fire_interval=args.tick_seconds)
+        | "Ticks"
+        >> PeriodicImpulse(
+            start_timestamp=start, stop_timestamp=start + args.duration_seconds, fire_interval=args.tick_seconds
+        )
         | "Events" >> beam.FlatMap(game_events, args.late_seconds)
         | "EventTime" >> beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
-        | "Window" >> beam.WindowInto(
+        | "Window"
+        >> beam.WindowInto(
             window.FixedWindows(args.window_seconds),
-            trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(args.early_seconds),
-                                           late=trigger.AfterCount(1)),
+            trigger=trigger.AfterWatermark(
+                early=trigger.AfterProcessingTime(args.early_seconds), late=trigger.AfterCount(1)
+            ),
             accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
-            allowed_lateness=args.allowed_lateness_seconds)
+            allowed_lateness=args.allowed_lateness_seconds,
+        )
         | "TeamScore" >> beam.CombinePerKey(sum)
-        | "Write" >> beam.ParDo(WritePane(args.output)))
+        | "Write" >> beam.ParDo(WritePane(args.output))
+    )
 
 
 def parse(argv=None):

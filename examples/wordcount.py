@@ -7,6 +7,7 @@ lines. Runs on the embedded local Spark master by default:
 
 Any Beam runner works with the same code, e.g. `--runner=DirectRunner`.
 """
+
 import argparse
 import logging
 import os
@@ -25,11 +26,13 @@ def build(p, input_pattern, output_prefix):
         lines
         | "Split" >> beam.FlatMap(lambda line: re.findall(r"[\w\']+", line, re.UNICODE))
         | "PairWithOne" >> beam.Map(lambda word: (word, 1))
-        | "Count" >> beam.CombinePerKey(sum))
+        | "Count" >> beam.CombinePerKey(sum)
+    )
     return (
         counts
         | "Format" >> beam.MapTuple(lambda word, count: "%s: %d" % (word, count))
-        | "Write" >> beam.io.WriteToText(output_prefix))
+        | "Write" >> beam.io.WriteToText(output_prefix)
+    )
 
 
 def run(argv=None):

@@ -6,12 +6,12 @@ TestPipeline() picks its options from `TestPipeline.pytest_test_pipeline_options
 when no --test-pipeline-options is given, so every TestPipeline these tests
 build runs on SparkRunner, in this process's one SparkSession.
 """
+
 import os
 
 from apache_beam.testing.test_pipeline import TestPipeline
 
-TEST_PIPELINE_OPTIONS = os.environ.get(
-    "BEAM_SPARK_TEST_PIPELINE_OPTIONS", "--runner=beam_spark_runner.SparkRunner")
+TEST_PIPELINE_OPTIONS = os.environ.get("BEAM_SPARK_TEST_PIPELINE_OPTIONS", "--runner=beam_spark_runner.SparkRunner")
 
 
 def pytest_configure(config):
@@ -23,4 +23,5 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     from tests.conftest import _start_session
+
     _start_session().sparkContext.setLogLevel("ERROR")

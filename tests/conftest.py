@@ -5,6 +5,7 @@ conftest.py asks for it; unit and core tests never start Spark).
 SparkRunner reuses an active SparkSession, so every pipeline a test runs
 shares this one (JVM start-up is paid once per test process).
 """
+
 import logging
 import os
 
@@ -15,28 +16,32 @@ SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2]")
 
 def _start_session():
     from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
+
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
+
     builder = SparkSession.builder
     for key, value in runner_spark_conf().items():
         builder = builder.config(key, value)
-    return (builder.master(SPARK_MASTER)
-            .appName("beam-spark-runner-tests")
-            .config("spark.ui.enabled", "true")
-            .config("spark.ui.port", "0")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            # One session runs hundreds of streaming queries, each micro-batch
-            # a SQL execution whose plan the UI keeps: with Spark's default
-            # retention (1000 executions) the driver's 1 GiB heap filled up
-            # late in the suite (OutOfMemoryError serializing a task).
-            .config("spark.sql.ui.retainedExecutions", "50")
-            .config("spark.ui.retainedJobs", "200")
-            .config("spark.ui.retainedStages", "200")
-            .config("spark.sql.streaming.ui.retainedQueries", "20")
-            .config("spark.sql.streaming.ui.retainedProgressUpdates", "20")
-            .config("spark.default.parallelism", "2")
-            .getOrCreate())
+    return (
+        builder.master(SPARK_MASTER)
+        .appName("beam-spark-runner-tests")
+        .config("spark.ui.enabled", "true")
+        .config("spark.ui.port", "0")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        # One session runs hundreds of streaming queries, each micro-batch
+        # a SQL execution whose plan the UI keeps: with Spark's default
+        # retention (1000 executions) the driver's 1 GiB heap filled up
+        # late in the suite (OutOfMemoryError serializing a task).
+        .config("spark.sql.ui.retainedExecutions", "50")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
+        .config("spark.sql.streaming.ui.retainedQueries", "20")
+        .config("spark.sql.streaming.ui.retainedProgressUpdates", "20")
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ subclasses; JUnit XML writes it as a testcase property), and the terminal
 summary ends with the counts. With BEAM_SPARK_PIPELINE_RUNS=path the
 per-test records are also written there as JSON.
 """
+
 import json
 import os
 
@@ -22,13 +23,14 @@ import pytest
 SPARK = "SparkRunner"
 PROPERTY = "pipeline_runners"
 
-_current = None        # runners of the pipelines the running test ran so far
-_records = {}          # nodeid -> {"beam": bool, "outcome": ..., "runners": [...]}
+_current = None  # runners of the pipelines the running test ran so far
+_records = {}  # nodeid -> {"beam": bool, "outcome": ..., "runners": [...]}
 
 
 def runner_label(runner):
-    """"SparkRunner" for SparkRunner and its subclasses, else the class name."""
+    """ "SparkRunner" for SparkRunner and its subclasses, else the class name."""
     from beam_spark_runner import SparkRunner
+
     return SPARK if isinstance(runner, SparkRunner) else type(runner).__name__
 
 
@@ -49,6 +51,7 @@ def _is_beam_test(item):
 
 def pytest_configure(config):
     from apache_beam import pipeline
+
     if getattr(pipeline.Pipeline.run, "_records_runner", False):
         return
     original = pipeline.Pipeline.run
@@ -78,8 +81,7 @@ def pytest_runtest_makereport(item, call):
         item.user_properties.append((PROPERTY, ",".join(_current or ())))
     outcome = yield
     report = outcome.get_result()
-    record = _records.setdefault(item.nodeid, {"beam": _is_beam_test(item), "outcome": "passed",
-                                               "runners": []})
+    record = _records.setdefault(item.nodeid, {"beam": _is_beam_test(item), "outcome": "passed", "runners": []})
     if report.when == "call":
         record["runners"] = list(_current or ())
     if report.failed:
@@ -101,8 +103,8 @@ def pytest_terminal_summary(terminalreporter):
     if sum(counts.values()):
         terminalreporter.write_line(
             "Beam's tests: %(spark)d passed on SparkRunner, %(no pipeline)d passed without running a "
-            "pipeline, %(other runner)d passed on another runner, %(failed)d failed, %(skipped)d skipped"
-            % counts)
+            "pipeline, %(other runner)d passed on another runner, %(failed)d failed, %(skipped)d skipped" % counts
+        )
     path = os.environ.get("BEAM_SPARK_PIPELINE_RUNS")
     if path:
         with open(path, "w") as f:

@@ -1,4 +1,5 @@
 """Splittable DoFns shared by the unit and integration tests."""
+
 import apache_beam as beam
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 

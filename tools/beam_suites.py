@@ -19,6 +19,7 @@ runners its pipelines ran on (tests/pipeline_runs.py), to the --json file
 (rewritten after each module, so a long run can be watched and resumed with
 --resume).
 """
+
 import argparse
 import datetime
 import glob
@@ -60,48 +61,45 @@ EXTRA_MODULES = [
 
 # Modules that use TestPipeline but are left out of the default list, and why.
 EXCLUDED = {
-    "apache_beam/transforms/sql_test":
-        "SqlTransform is a Java cross-language transform: needs the Beam SQL "
-        "expansion-service jar (large Maven download, network) and a runner "
-        "that stages Java artifacts",
-    "apache_beam/examples/snippets/transforms/elementwise/runinference_test":
-        "needs PyTorch (not installed) and GCP; models are downloaded from gs://",
-    "apache_beam/examples/snippets/transforms/elementwise/mltransform_test":
-        "needs tensorflow_transform (not installed; module skips itself)",
-    "apache_beam/examples/ml_transform/mltransform_one_hot_encoding_test":
-        "needs tensorflow_transform (not installed; module skips itself)",
-    "apache_beam/examples/cookbook/group_with_coder_test":
-        "needs GCP dependencies (gcsio; the class skips itself without them)",
-    "apache_beam/examples/cookbook/ordered_window_elements/batch_test":
-        "pins --runner=PrismRunner in its own options, so it never runs on the "
-        "runner under test; skips itself without a Go toolchain",
-    "apache_beam/examples/fastavro_it_test":
-        "Avro load test from Beam's post-commit: needs an --output option "
-        "(gs:// there) and writes and reads back 1,000,000 records by default",
-    "apache_beam/examples/cookbook/ordered_window_elements/streaming_test":
-        "pins --runner=PrismRunner in its own options, so it never runs on the "
-        "runner under test; skips itself without a Go toolchain",
+    "apache_beam/transforms/sql_test": "SqlTransform is a Java cross-language transform: needs the Beam SQL "
+    "expansion-service jar (large Maven download, network) and a runner "
+    "that stages Java artifacts",
+    "apache_beam/examples/snippets/transforms/elementwise/runinference_test": "needs PyTorch (not installed) and GCP; models are downloaded from gs://",
+    "apache_beam/examples/snippets/transforms/elementwise/mltransform_test": "needs tensorflow_transform (not installed; module skips itself)",
+    "apache_beam/examples/ml_transform/mltransform_one_hot_encoding_test": "needs tensorflow_transform (not installed; module skips itself)",
+    "apache_beam/examples/cookbook/group_with_coder_test": "needs GCP dependencies (gcsio; the class skips itself without them)",
+    "apache_beam/examples/cookbook/ordered_window_elements/batch_test": "pins --runner=PrismRunner in its own options, so it never runs on the "
+    "runner under test; skips itself without a Go toolchain",
+    "apache_beam/examples/fastavro_it_test": "Avro load test from Beam's post-commit: needs an --output option "
+    "(gs:// there) and writes and reads back 1,000,000 records by default",
+    "apache_beam/examples/cookbook/ordered_window_elements/streaming_test": "pins --runner=PrismRunner in its own options, so it never runs on the "
+    "runner under test; skips itself without a Go toolchain",
 }
 # Example integration tests that only need a --temp_location, which may be a
 # local directory (the tool passes one): they write their input there, run the
 # example and read its output back.
-LOCAL_IT_EXAMPLES = frozenset([
-    "apache_beam/examples/avro_nyc_trips_it_test",
-    "apache_beam/examples/complete/tfidf_it_test",
-    "apache_beam/examples/cookbook/custom_ptransform_it_test",
-])
+LOCAL_IT_EXAMPLES = frozenset(
+    [
+        "apache_beam/examples/avro_nyc_trips_it_test",
+        "apache_beam/examples/complete/tfidf_it_test",
+        "apache_beam/examples/cookbook/custom_ptransform_it_test",
+    ]
+)
 IO_IT_REASON = (
     "io integration or performance test (*_it_test, *_perf_test): written for Beam's "
     "post-commit; needs external services (MongoDB, GCS, an HTTP endpoint) or a large "
-    "generated data set")
+    "generated data set"
+)
 IT_EXAMPLE_REASON = (
     "example integration test (*_it_test): written for Beam's post-commit on "
     "Dataflow; needs --temp_location on GCS and/or GCP services (GCS, "
-    "BigQuery, Pub/Sub, Datastore, Bigtable) or docker")
+    "BigQuery, Pub/Sub, Datastore, Bigtable) or docker"
+)
 
 
 def beam_root():
     import apache_beam
+
     return os.path.dirname(os.path.abspath(apache_beam.__file__))
 
 
@@ -112,7 +110,7 @@ def _uses_test_pipeline(path):
 
 def _module_of(path, root):
     rel = os.path.relpath(path, os.path.dirname(root))
-    return rel[:-len(".py")].replace(os.sep, "/")
+    return rel[: -len(".py")].replace(os.sep, "/")
 
 
 def default_modules():
@@ -120,8 +118,8 @@ def default_modules():
     root = beam_root()
     excluded = {}
     transforms = sorted(
-        _module_of(p, root) for p in glob.glob(os.path.join(root, "transforms", "*_test.py"))
-        if _uses_test_pipeline(p))
+        _module_of(p, root) for p in glob.glob(os.path.join(root, "transforms", "*_test.py")) if _uses_test_pipeline(p)
+    )
     modules = []
     for m in transforms + EXTRA_MODULES:
         if m in EXCLUDED:
@@ -131,8 +129,8 @@ def default_modules():
     # Beam's io/ tests that run pipelines through TestPipeline: the runner
     # replaces text reads and file writes, so they matter here.
     io_modules = sorted(
-        _module_of(p, root) for p in glob.glob(os.path.join(root, "io", "*_test.py"))
-        if _uses_test_pipeline(p))
+        _module_of(p, root) for p in glob.glob(os.path.join(root, "io", "*_test.py")) if _uses_test_pipeline(p)
+    )
     for m in io_modules:
         if m in EXCLUDED:
             excluded[m] = EXCLUDED[m]
@@ -143,7 +141,8 @@ def default_modules():
     examples = sorted(
         _module_of(p, root)
         for p in glob.glob(os.path.join(root, "examples", "**", "*_test.py"), recursive=True)
-        if _uses_test_pipeline(p))
+        if _uses_test_pipeline(p)
+    )
     for m in examples:
         if m in EXCLUDED:
             excluded[m] = EXCLUDED[m]
@@ -175,6 +174,7 @@ def dotted(module):
 
 # ---------------------------------------------------------------- running
 
+
 def run_module(module, runner, args, workdir):
     """Runs one module on one runner; returns the module record (with tests)."""
     stem = "%s.%s" % (dotted(module), runner)
@@ -183,24 +183,40 @@ def run_module(module, runner, args, workdir):
     for p in (xml_path, log_path):
         if os.path.exists(p):
             os.remove(p)
-    cmd = [args.python, "-m", "pytest", "-p", "tests.beam_suite_plugin",
-           "--pyargs", dotted(module), "-q", "-rN", "-p", "no:cacheprovider",
-           "--timeout", str(args.test_timeout), "--junitxml", xml_path,
-           "-o", "junit_family=xunit2"] + list(args.pytest_arg or [])
+    cmd = [
+        args.python,
+        "-m",
+        "pytest",
+        "-p",
+        "tests.beam_suite_plugin",
+        "--pyargs",
+        dotted(module),
+        "-q",
+        "-rN",
+        "-p",
+        "no:cacheprovider",
+        "--timeout",
+        str(args.test_timeout),
+        "--junitxml",
+        xml_path,
+        "-o",
+        "junit_family=xunit2",
+    ] + list(args.pytest_arg or [])
     env = dict(os.environ)
-    env["BEAM_SPARK_TEST_PIPELINE_OPTIONS"] = (
-        args.spark_options if runner == "spark" else args.direct_options)
+    env["BEAM_SPARK_TEST_PIPELINE_OPTIONS"] = args.spark_options if runner == "spark" else args.direct_options
     env.setdefault("PYTHONUNBUFFERED", "1")
     status = "ok"
     started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     head = git_head()
     start = time.time()
     with open(log_path, "w") as log:
-        log.write("$ BEAM_SPARK_TEST_PIPELINE_OPTIONS=%r %s\n\n"
-                  % (env["BEAM_SPARK_TEST_PIPELINE_OPTIONS"], " ".join(cmd)))
+        log.write(
+            "$ BEAM_SPARK_TEST_PIPELINE_OPTIONS=%r %s\n\n" % (env["BEAM_SPARK_TEST_PIPELINE_OPTIONS"], " ".join(cmd))
+        )
         log.flush()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             proc.wait(timeout=args.module_timeout)
         except subprocess.TimeoutExpired:
@@ -240,11 +256,16 @@ def git_head():
     """The repository's HEAD commit (read-only), to tell which runner code ran:
     the runner may change between modules while a long run goes on."""
     try:
-        out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         head = out.stdout.strip()
-        dirty = subprocess.run(["git", "--no-optional-locks", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "--no-optional-locks", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
@@ -297,8 +318,7 @@ def parse_junit(xml_path):
                     detail = text[-2500:]
                 break
         record = {"outcome": outcome, "time": float(case.get("time") or 0)}
-        runners = [prop.get("value") for prop in case.iter("property")
-                   if prop.get("name") == RUNNERS_PROPERTY]
+        runners = [prop.get("value") for prop in case.iter("property") if prop.get("name") == RUNNERS_PROPERTY]
         if runners:
             # tests/pipeline_runs.py: the runner of every pipeline the test ran.
             record["runners"] = [r for r in runners[0].split(",") if r]
@@ -314,8 +334,7 @@ def count(tests, runner):
     """Outcome counts, with passed tests split by where their pipelines ran
     (tests/pipeline_runs.py): "on_runner" only if every pipeline ran on the
     runner under test and at least one did."""
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0,
-              "on_runner": 0, "no_pipeline": 0, "other_runner": 0}
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "on_runner": 0, "no_pipeline": 0, "other_runner": 0}
     for t in tests.values():
         counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
         if t["outcome"] == "passed":
@@ -325,7 +344,7 @@ def count(tests, runner):
 
 def _where(runners, runner):
     if runners is None:
-        return "other_runner"   # not recorded: cannot be counted for the runner
+        return "other_runner"  # not recorded: cannot be counted for the runner
     if not runners:
         return "no_pipeline"
     return "on_runner" if all(r in RUNNER_LABELS[runner] for r in runners) else "other_runner"
@@ -341,8 +360,9 @@ def compare(record):
     for module, runs in record["modules"].items():
         d = runs.get("direct", {}).get("tests", {})
         s = runs.get("spark", {}).get("tests", {})
-        regressions = sorted(t for t, r in d.items()
-                             if r["outcome"] == "passed" and _failing(s.get(t, {}).get("outcome")))
+        regressions = sorted(
+            t for t, r in d.items() if r["outcome"] == "passed" and _failing(s.get(t, {}).get("outcome"))
+        )
         if regressions:
             out[module] = [{"test": t, "message": s[t].get("message", "")} for t in regressions]
     return out
@@ -350,12 +370,18 @@ def compare(record):
 
 # ---------------------------------------------------------------- reporting
 
+
 def _cell(run):
     if not run:
         return "not run"
     c = run["counts"]
-    text = "%d / %d / %d / %d / %d" % (c.get("on_runner", 0), c.get("no_pipeline", 0),
-                                      c.get("other_runner", 0), c["failed"] + c["error"], c["skipped"])
+    text = "%d / %d / %d / %d / %d" % (
+        c.get("on_runner", 0),
+        c.get("no_pipeline", 0),
+        c.get("other_runner", 0),
+        c["failed"] + c["error"],
+        c["skipped"],
+    )
     if run["status"] != "ok":
         text += " (%s after %ds)" % (run["status"], run["duration_s"])
     return text
@@ -365,17 +391,19 @@ def markdown(record):
     runners = record["runners"]
     regressions = compare(record) if set(runners) >= {"direct", "spark"} else {}
     lines = []
-    header = ["module"] + ["%s: passed on it / no pipeline / other runner / fail / skip" % RUNNER_TITLES[r]
-                           for r in runners]
+    header = ["module"] + [
+        "%s: passed on it / no pipeline / other runner / fail / skip" % RUNNER_TITLES[r] for r in runners
+    ]
     both = set(runners) >= {"direct", "spark"}
     if both:
         header.append("passing on Direct, failing on Spark")
     header.append("time (s)")
     lines.append("| " + " | ".join(header) + " |")
-    lines.append("| " + " | ".join(["---"] + ["---:"] * len(runners) + (["---"] if both else [])
-                                   + ["---:"]) + " |")
-    totals = {r: {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "on_runner": 0, "no_pipeline": 0,
-                  "other_runner": 0} for r in runners}
+    lines.append("| " + " | ".join(["---"] + ["---:"] * len(runners) + (["---"] if both else []) + ["---:"]) + " |")
+    totals = {
+        r: {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "on_runner": 0, "no_pipeline": 0, "other_runner": 0}
+        for r in runners
+    }
     n_regressions = 0
     for module in record["order"]:
         runs = record["modules"].get(module, {})
@@ -396,19 +424,23 @@ def markdown(record):
     row = ["**total**"]
     for r in runners:
         t = totals[r]
-        row.append("**%d / %d / %d / %d / %d**" % (t["on_runner"], t["no_pipeline"], t["other_runner"],
-                                                   t["failed"] + t["error"], t["skipped"]))
+        row.append(
+            "**%d / %d / %d / %d / %d**"
+            % (t["on_runner"], t["no_pipeline"], t["other_runner"], t["failed"] + t["error"], t["skipped"])
+        )
     if both:
         row.append("**%d**" % n_regressions)
     row.append("")
     lines.append("| " + " | ".join(row) + " |")
     lines.append("")
-    lines.append("passed on it: every pipeline the test ran ran on that runner, at least one "
-                 "(tests/pipeline_runs.py); no pipeline: passed without running one; other runner: "
-                 "passed with a pipeline on another runner (e.g. `beam.Pipeline()`, which is "
-                 "DirectRunner, or a pinned FnApiRunner). fail = failed + error (pytest `error` = "
-                 "failure in setup/teardown or collection); %s" % ", ".join(
-                     "%s errors: %d" % (RUNNER_TITLES[r], totals[r]["error"]) for r in runners))
+    lines.append(
+        "passed on it: every pipeline the test ran ran on that runner, at least one "
+        "(tests/pipeline_runs.py); no pipeline: passed without running one; other runner: "
+        "passed with a pipeline on another runner (e.g. `beam.Pipeline()`, which is "
+        "DirectRunner, or a pinned FnApiRunner). fail = failed + error (pytest `error` = "
+        "failure in setup/teardown or collection); %s"
+        % ", ".join("%s errors: %d" % (RUNNER_TITLES[r], totals[r]["error"]) for r in runners)
+    )
     if record.get("not_run"):
         lines.append("")
         lines.append("Not run (time budget): " + ", ".join("`%s`" % dotted(m) for m in record["not_run"]))
@@ -460,42 +492,53 @@ def main(argv=None):
 def _parse_args(argv):
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modules", nargs="+",
-                        help="modules to run, as apache_beam/x/y_test or apache_beam.x.y_test "
-                             "(default: see --list)")
+    parser.add_argument(
+        "--modules",
+        nargs="+",
+        help="modules to run, as apache_beam/x/y_test or apache_beam.x.y_test (default: see --list)",
+    )
     parser.add_argument("--runner", choices=("spark", "direct", "both"), default="both")
     parser.add_argument("--json", default=None, help="write all per-test outcomes here")
     parser.add_argument("--markdown", default=None, help="also write the table to this file")
-    parser.add_argument("--workdir", default=None,
-                        help="where JUnit XML and logs go (default: a new temp dir)")
+    parser.add_argument("--workdir", default=None, help="where JUnit XML and logs go (default: a new temp dir)")
     parser.add_argument("--test-timeout", type=int, default=300, help="seconds per test")
-    parser.add_argument("--module-timeout", type=int, default=25 * 60,
-                        help="wall-clock seconds per module and runner")
-    parser.add_argument("--budget-minutes", type=float, default=None,
-                        help="start no new module after this many minutes; "
-                             "the rest is recorded as not run")
+    parser.add_argument("--module-timeout", type=int, default=25 * 60, help="wall-clock seconds per module and runner")
+    parser.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=None,
+        help="start no new module after this many minutes; the rest is recorded as not run",
+    )
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--spark-options", default=RUNNER_OPTIONS["spark"],
-                        help="TestPipeline options for the Spark run")
-    parser.add_argument("--direct-options", default=RUNNER_OPTIONS["direct"],
-                        help="TestPipeline options for the Direct run")
-    parser.add_argument("--pytest-arg", action="append",
-                        help="extra pytest argument (repeatable), e.g. --pytest-arg=-x")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep module runs already in --json and run only the missing ones")
-    parser.add_argument("--rerun", action="store_true",
-                        help="keep --json and re-run the selected modules (--modules), "
-                             "replacing their earlier runs")
-    parser.add_argument("--temp-location", default=None,
-                        help="passed as --temp_location to both runners (the examples' "
-                             "integration-style tests need one); default <workdir>/temp_location, "
-                             "'' for none")
-    parser.add_argument("--report-only", action="store_true",
-                        help="print the table of an existing --json and exit")
-    parser.add_argument("--reparse", action="store_true",
-                        help="with --report-only: re-read the JUnit XML files named in --json")
-    parser.add_argument("--list", action="store_true",
-                        help="print the default modules and the excluded ones, and exit")
+    parser.add_argument(
+        "--spark-options", default=RUNNER_OPTIONS["spark"], help="TestPipeline options for the Spark run"
+    )
+    parser.add_argument(
+        "--direct-options", default=RUNNER_OPTIONS["direct"], help="TestPipeline options for the Direct run"
+    )
+    parser.add_argument(
+        "--pytest-arg", action="append", help="extra pytest argument (repeatable), e.g. --pytest-arg=-x"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep module runs already in --json and run only the missing ones"
+    )
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="keep --json and re-run the selected modules (--modules), replacing their earlier runs",
+    )
+    parser.add_argument(
+        "--temp-location",
+        default=None,
+        help="passed as --temp_location to both runners (the examples' "
+        "integration-style tests need one); default <workdir>/temp_location, "
+        "'' for none",
+    )
+    parser.add_argument("--report-only", action="store_true", help="print the table of an existing --json and exit")
+    parser.add_argument(
+        "--reparse", action="store_true", help="with --report-only: re-read the JUnit XML files named in --json"
+    )
+    parser.add_argument("--list", action="store_true", help="print the default modules and the excluded ones, and exit")
     return parser.parse_args(argv)
 
 
@@ -552,27 +595,33 @@ def _load_record(args, json_path, modules, runners, defaults, excluded, workdir)
     if (args.resume or args.rerun) and os.path.exists(json_path):
         with open(json_path) as f:
             record = json.load(f)
-    settings = {"test_timeout_s": args.test_timeout,
-                "module_timeout_s": args.module_timeout,
-                "budget_minutes": args.budget_minutes,
-                "spark_options": args.spark_options,
-                "direct_options": args.direct_options,
-                "pytest_args": args.pytest_arg or []}
-    invocation = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                  "argv": sys.argv[1:], "settings": settings}
+    settings = {
+        "test_timeout_s": args.test_timeout,
+        "module_timeout_s": args.module_timeout,
+        "budget_minutes": args.budget_minutes,
+        "spark_options": args.spark_options,
+        "direct_options": args.direct_options,
+        "pytest_args": args.pytest_arg or [],
+    }
+    invocation = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "argv": sys.argv[1:],
+        "settings": settings,
+    }
     if record is None:
         record = {"modules": {}, "order": [], "excluded": {}, "not_run": [], "invocations": []}
         record["date"] = invocation["date"]
     record.setdefault("invocations", []).append(invocation)
     order = record.get("order", [])
-    record.update({
-        "versions": versions(),
-        "runners": sorted(set(record.get("runners", [])) | set(runners),
-                          key=["direct", "spark"].index),
-        "order": _ordered(order + [m for m in modules if m not in order], defaults),
-        "settings": settings,
-        "workdir": workdir,
-    })
+    record.update(
+        {
+            "versions": versions(),
+            "runners": sorted(set(record.get("runners", [])) | set(runners), key=["direct", "spark"].index),
+            "order": _ordered(order + [m for m in modules if m not in order], defaults),
+            "settings": settings,
+            "workdir": workdir,
+        }
+    )
     if not args.modules:
         record["excluded"] = excluded
     for m in modules:
@@ -596,12 +645,10 @@ def _run_modules(args, record, modules, runners, workdir, json_path):
                 if module not in record["not_run"]:
                     record["not_run"].append(module)
                 continue
-            print("[%d/%d] %s on %s ..." % (i + 1, len(modules), dotted(module), runner),
-                  file=sys.stderr, flush=True)
+            print("[%d/%d] %s on %s ..." % (i + 1, len(modules), dotted(module), runner), file=sys.stderr, flush=True)
             runs[runner] = run_module(module, runner, args, workdir)
             r = runs[runner]
-            print("    %s in %.0fs: %s" % (r["status"], r["duration_s"], r["counts"]),
-                  file=sys.stderr, flush=True)
+            print("    %s in %.0fs: %s" % (r["status"], r["duration_s"], r["counts"]), file=sys.stderr, flush=True)
             save(record, json_path)
     save(record, json_path)
 

@@ -12,6 +12,7 @@ Public API:
    AccumulationMode values 1, 2, 3);
  * ``Retraction``, ``is_retraction``, ``retractable`` (triggers.retractions).
 """
+
 from triggers.closing import ClosingRules
 from triggers.driver import ACCUMULATING
 from triggers.driver import DISCARDING
@@ -27,13 +28,25 @@ from triggers.state import KeyState
 from triggers.state import ManualClock
 
 __all__ = [
-    'ACCUMULATING', 'DISCARDING', 'RETRACTING', 'KeyReducer', 'ReduceSpec',
-    'compile_trigger', 'Retraction', 'is_retraction', 'map_pane',
-    'retractable', 'KeyState', 'ManualClock', 'group_by_window', 'ClosingRules',
+    'ACCUMULATING',
+    'DISCARDING',
+    'RETRACTING',
+    'KeyReducer',
+    'ReduceSpec',
+    'compile_trigger',
+    'Retraction',
+    'is_retraction',
+    'map_pane',
+    'retractable',
+    'KeyState',
+    'ManualClock',
+    'group_by_window',
+    'ClosingRules',
 ]
 
 
 def group_by_window(windowing, key, windowed_values):
-  """See ``triggers.batch.group_by_window`` (imported lazily)."""
-  from triggers.batch import group_by_window as impl
-  return impl(windowing, key, windowed_values)
+    """See ``triggers.batch.group_by_window`` (imported lazily)."""
+    from triggers.batch import group_by_window as impl
+
+    return impl(windowing, key, windowed_values)

@@ -26,6 +26,7 @@ it marks the on-time pane of a non-global window ``is_last``, and it emits
 the final pane of a window whose trigger did not finish, where Beam's Python
 runners drop that window's data (Beam's Java runners emit it).
 """
+
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -41,81 +42,79 @@ _GLOBAL_TUPLE = (GlobalWindow(),)
 
 
 def _trigger_kind(triggerfn):
-  p = to_trigger_proto(triggerfn)
-  which = p.WhichOneof('trigger')
-  if which == 'element_count' and p.element_count.element_count == 1:
-    return 'count1'
-  return which
+    p = to_trigger_proto(triggerfn)
+    which = p.WhichOneof('trigger')
+    if which == 'element_count' and p.element_count.element_count == 1:
+        return 'count1'
+    return which
 
 
 def group_by_window(windowing, key, windowed_values, closing=PYTHON_SDK_DEFAULT):
-  """Yields ``WindowedValue((key, values), timestamp, (window,), pane_info)``
-  for every pane a bounded GroupByKey of this key produces (see module doc).
+    """Yields ``WindowedValue((key, values), timestamp, (window,), pane_info)``
+    for every pane a bounded GroupByKey of this key produces (see module doc).
 
-  ``windowing``: an ``apache_beam.transforms.core.Windowing``;
-  ``windowed_values``: WindowedValues whose ``.value`` is the grouped value;
-  ``closing``: the windowing strategy's ``triggers.closing.ClosingRules``
-  (``Windowing`` does not carry them)."""
-  window_fn = windowing.windowfn
-  kind = _trigger_kind(windowing.triggerfn)
-  is_global = type(window_fn) is GlobalWindows
+    ``windowing``: an ``apache_beam.transforms.core.Windowing``;
+    ``windowed_values``: WindowedValues whose ``.value`` is the grouped value;
+    ``closing``: the windowing strategy's ``triggers.closing.ClosingRules``
+    (``Windowing`` does not carry them)."""
+    window_fn = windowing.windowfn
+    kind = _trigger_kind(windowing.triggerfn)
+    is_global = type(window_fn) is GlobalWindows
 
-  if is_global and (windowing.is_default() or kind in ('count1', 'always')):
-    values = [wv.value for wv in windowed_values]
-    yield WindowedValue((key, values), MIN_TIMESTAMP, _GLOBAL_TUPLE,
-                        panes.ONLY_FIRING)
-    return
+    if is_global and (windowing.is_default() or kind in ('count1', 'always')):
+        values = [wv.value for wv in windowed_values]
+        yield WindowedValue((key, values), MIN_TIMESTAMP, _GLOBAL_TUPLE, panes.ONLY_FIRING)
+        return
 
-  if kind == 'default' and not window_fn.is_merging():
-    yield from _default_trigger_panes(windowing, key, windowed_values)
-    return
+    if kind == 'default' and not window_fn.is_merging():
+        yield from _default_trigger_panes(windowing, key, windowed_values)
+        return
 
-  spec = ReduceSpec.from_windowing(windowing, closing=closing)
-  reducer = spec.new_reducer()
-  for wv in reducer.process(windowed_values, MIN_TIMESTAMP):
-    yield wv.with_value((key, wv.value))
-  for wv in reducer.finish():
-    yield wv.with_value((key, wv.value))
+    spec = ReduceSpec.from_windowing(windowing, closing=closing)
+    reducer = spec.new_reducer()
+    for wv in reducer.process(windowed_values, MIN_TIMESTAMP):
+        yield wv.with_value((key, wv.value))
+    for wv in reducer.finish():
+        yield wv.with_value((key, wv.value))
 
 
 def _default_trigger_panes(windowing, key, windowed_values):
-  groups = {}
-  combiner = windowing.timestamp_combiner
-  policy = OutputTimePolicy(combiner, windowing.windowfn)
-  kind = policy.kind
-  if kind == 'eow':
+    groups = {}
+    combiner = windowing.timestamp_combiner
+    policy = OutputTimePolicy(combiner, windowing.windowfn)
+    kind = policy.kind
+    if kind == 'eow':
+        for wv in windowed_values:
+            v = wv.value
+            for w in wv.windows:
+                g = groups.get(w)
+                if g is None:
+                    groups[w] = [v]
+                else:
+                    g.append(v)
+        pane = panes.BATCH_ON_TIME
+        for w, values in groups.items():
+            yield WindowedValue((key, values), w.max_timestamp(), (w,), pane)
+        return
+
+    # EARLIEST / LATEST / EARLIEST_TRANSFORMED: also track the hold.
+    holds = {}
+    transformed = kind == 'tmin'
+    earliest = kind != 'max'
     for wv in windowed_values:
-      v = wv.value
-      for w in wv.windows:
-        g = groups.get(w)
-        if g is None:
-          groups[w] = [v]
-        else:
-          g.append(v)
+        v = wv.value
+        ts = wv.timestamp
+        for w in wv.windows:
+            t = windowing.windowfn.get_transformed_output_time(w, ts) if transformed else ts
+            g = groups.get(w)
+            if g is None:
+                groups[w] = [v]
+                holds[w] = t
+            else:
+                g.append(v)
+                h = holds[w]
+                if (t < h) if earliest else (t > h):
+                    holds[w] = t
     pane = panes.BATCH_ON_TIME
     for w, values in groups.items():
-      yield WindowedValue((key, values), w.max_timestamp(), (w,), pane)
-    return
-
-  # EARLIEST / LATEST / EARLIEST_TRANSFORMED: also track the hold.
-  holds = {}
-  transformed = kind == 'tmin'
-  earliest = kind != 'max'
-  for wv in windowed_values:
-    v = wv.value
-    ts = wv.timestamp
-    for w in wv.windows:
-      t = windowing.windowfn.get_transformed_output_time(w, ts) if transformed \
-          else ts
-      g = groups.get(w)
-      if g is None:
-        groups[w] = [v]
-        holds[w] = t
-      else:
-        g.append(v)
-        h = holds[w]
-        if (t < h) if earliest else (t > h):
-          holds[w] = t
-  pane = panes.BATCH_ON_TIME
-  for w, values in groups.items():
-    yield WindowedValue((key, values), holds[w], (w,), pane)
+        yield WindowedValue((key, values), holds[w], (w,), pane)

@@ -14,6 +14,7 @@ A pane that is described but not emitted (see ``triggers.closing``) does
 not advance the counters: ``describe`` reads them, ``record`` advances them.
 Pane counters reset when windows merge into a new window.
 """
+
 from apache_beam.utils.windowed_value import PaneInfo
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
@@ -25,40 +26,40 @@ _CACHE = {}
 
 
 def pane_info(is_first, is_last, timing, index, nonspec):
-  """Interned PaneInfo (PaneInfo is immutable, so sharing is safe)."""
-  k = (is_first, is_last, timing, index, nonspec)
-  p = _CACHE.get(k)
-  if p is None:
-    p = PaneInfo(is_first, is_last, timing, index, nonspec)
-    if len(_CACHE) < 4096:
-      _CACHE[k] = p
-  return p
+    """Interned PaneInfo (PaneInfo is immutable, so sharing is safe)."""
+    k = (is_first, is_last, timing, index, nonspec)
+    p = _CACHE.get(k)
+    if p is None:
+        p = PaneInfo(is_first, is_last, timing, index, nonspec)
+        if len(_CACHE) < 4096:
+            _CACHE[k] = p
+    return p
 
 
 def describe(st, is_last, output_watermark, on_time_eligible):
-  """PaneInfo of the next pane of the window whose state (a
-  ``triggers.state.WindowState``) is ``st``, without changing ``st``.
-  ``output_watermark``: micros; ``on_time_eligible``: the pane is fired by
-  the watermark reaching the end of the window."""
-  index = st.index
-  nonspec = st.nonspec
-  if output_watermark <= st.max:
-    timing = EARLY
-    if not nonspec:
-      nonspec = -1
-    # else: the watermark went back (or a merge moved the window end
-    # forward) after a non-early pane: keep counting rather than reuse an
-    # index.
-  else:
-    timing = ON_TIME if on_time_eligible and nonspec == 0 else LATE
-  return pane_info(index == 0, is_last, timing, index, nonspec)
+    """PaneInfo of the next pane of the window whose state (a
+    ``triggers.state.WindowState``) is ``st``, without changing ``st``.
+    ``output_watermark``: micros; ``on_time_eligible``: the pane is fired by
+    the watermark reaching the end of the window."""
+    index = st.index
+    nonspec = st.nonspec
+    if output_watermark <= st.max:
+        timing = EARLY
+        if not nonspec:
+            nonspec = -1
+        # else: the watermark went back (or a merge moved the window end
+        # forward) after a non-early pane: keep counting rather than reuse an
+        # index.
+    else:
+        timing = ON_TIME if on_time_eligible and nonspec == 0 else LATE
+    return pane_info(index == 0, is_last, timing, index, nonspec)
 
 
 def record(st, pane):
-  """Advances the counters in ``st`` past ``pane``, which was emitted."""
-  st.index = pane.index + 1
-  if pane.nonspeculative_index >= 0:
-    st.nonspec = pane.nonspeculative_index + 1
+    """Advances the counters in ``st`` past ``pane``, which was emitted."""
+    st.index = pane.index + 1
+    if pane.nonspeculative_index >= 0:
+        st.nonspec = pane.nonspeculative_index + 1
 
 
 # The only pane a bounded GroupByKey with the default trigger produces: the

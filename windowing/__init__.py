@@ -6,6 +6,7 @@ be garbage-collected and which timestamp a pane is emitted at.  Beam's own
 model classes (``WindowFn``, ``IntervalWindow``, ``GlobalWindow``,
 ``Timestamp``) are used as-is; the bookkeeping around them is ours.
 """
+
 from windowing.assign import assign_windows
 from windowing.assign import is_merging
 from windowing.merging import MergeResult
@@ -19,7 +20,15 @@ from windowing.timestamps import gc_time
 from windowing.timestamps import is_expired
 
 __all__ = [
-    'assign_windows', 'is_merging', 'MergeResult', 'compute_merges',
-    'END_OF_WINDOW', 'EARLIEST', 'LATEST', 'EARLIEST_TRANSFORMED',
-    'OutputTimePolicy', 'gc_time', 'is_expired',
+    'assign_windows',
+    'is_merging',
+    'MergeResult',
+    'compute_merges',
+    'END_OF_WINDOW',
+    'EARLIEST',
+    'LATEST',
+    'EARLIEST_TRANSFORMED',
+    'OutputTimePolicy',
+    'gc_time',
+    'is_expired',
 ]

@@ -13,6 +13,7 @@ only way to get the bounds without building Timestamps. This module is the
 one place that reads them, and it falls back to the public ``start`` /
 ``end`` if a Beam release drops them.
 """
+
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.transforms.window import IntervalWindow
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
@@ -28,43 +29,43 @@ _interned = {}
 
 
 def window_key(window):
-  """A hashable key, equal for equal windows: ``None`` for the global window,
-  ``(start_us, end_us)`` for an IntervalWindow (clamped to the timestamp
-  range, as IntervalWindow equality is), the window itself otherwise."""
-  t = type(window)
-  if t is IntervalWindow:
-    if _HAS_MICROS_FIELDS:
-      start, end = window._start_micros, window._end_micros
-    else:
-      start, end = window.start.micros, window.end.micros
-    return (start if start > _MIN_US else _MIN_US, end if end < _MAX_US else _MAX_US)
-  if t is GlobalWindow:
-    return None
-  return window
+    """A hashable key, equal for equal windows: ``None`` for the global window,
+    ``(start_us, end_us)`` for an IntervalWindow (clamped to the timestamp
+    range, as IntervalWindow equality is), the window itself otherwise."""
+    t = type(window)
+    if t is IntervalWindow:
+        if _HAS_MICROS_FIELDS:
+            start, end = window._start_micros, window._end_micros
+        else:
+            start, end = window.start.micros, window.end.micros
+        return (start if start > _MIN_US else _MIN_US, end if end < _MAX_US else _MAX_US)
+    if t is GlobalWindow:
+        return None
+    return window
 
 
 def window_of_key(key):
-  """The window a ``window_key`` stands for. IntervalWindows are interned:
-  every key of a micro-batch restoring the same window shares one object."""
-  if key is None:
-    return _GLOBAL
-  if type(key) is tuple:
-    w = _interned.get(key)
-    if w is None:
-      if len(_interned) >= _INTERNED_LIMIT:
-        _interned.clear()
-      w = _interned[key] = IntervalWindow(Timestamp(micros=key[0]), Timestamp(micros=key[1]))
-    return w
-  return key
+    """The window a ``window_key`` stands for. IntervalWindows are interned:
+    every key of a micro-batch restoring the same window shares one object."""
+    if key is None:
+        return _GLOBAL
+    if type(key) is tuple:
+        w = _interned.get(key)
+        if w is None:
+            if len(_interned) >= _INTERNED_LIMIT:
+                _interned.clear()
+            w = _interned[key] = IntervalWindow(Timestamp(micros=key[0]), Timestamp(micros=key[1]))
+        return w
+    return key
 
 
 _GLOBAL_BOUNDS = (_GLOBAL.end.micros, _GLOBAL.max_timestamp().micros)
 
 
 def window_bounds_us(window, key):
-  """(end, max timestamp) of ``window`` in micros; ``key`` is its window_key."""
-  if key is None:
-    return _GLOBAL_BOUNDS
-  if type(key) is tuple:
-    return key[1], key[1] - 1   # IntervalWindow: max_timestamp() = end - 1 us
-  return window.end.micros, window.max_timestamp().micros
+    """(end, max timestamp) of ``window`` in micros; ``key`` is its window_key."""
+    if key is None:
+        return _GLOBAL_BOUNDS
+    if type(key) is tuple:
+        return key[1], key[1] - 1  # IntervalWindow: max_timestamp() = end - 1 us
+    return window.end.micros, window.max_timestamp().micros

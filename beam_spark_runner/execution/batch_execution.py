@@ -6,6 +6,7 @@ GroupByKey is a Spark shuffle keyed by the encoded key; Flatten is `union`;
 side inputs are collected and broadcast. RDDs read more than once are
 persisted so user code never runs twice for one element on a healthy run.
 """
+
 import functools
 import heapq
 import threading
@@ -48,8 +49,8 @@ class BatchExecution:
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
         self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
         self.finalizer = batch_finalization.Finalizer(self.sc)
-        self._written = {}      # BufferRef -> [RDD of blocks]
-        self._grouped = {}      # BufferRef -> RDD of blocks after the shuffle
+        self._written = {}  # BufferRef -> [RDD of blocks]
+        self._grouped = {}  # BufferRef -> RDD of blocks after the shuffle
         self._persisted = []
         self._broadcasts = []
         self._uses = plan.consumers()
@@ -105,8 +106,7 @@ class BatchExecution:
     def _publish_ui_metrics(self):
         """The committed user metrics into the Spark UI (ui_metrics)."""
         self.check_not_cancelled()
-        ui_metrics.UiMetricsPublisher(self.sc).publish_safely(
-            "Beam metrics: pipeline finished", self.metrics_so_far())
+        ui_metrics.UiMetricsPublisher(self.sc).publish_safely("Beam metrics: pipeline finished", self.metrics_so_far())
 
     def _stage_rdd(self, stage):
         if stage.native is not None:
@@ -116,8 +116,17 @@ class BatchExecution:
         with spark_call_site(self.sc, stage.display_name):
             inputs = self.input_rdd(stage)
             run = functools.partial(
-                _run_stage_partition, stage, self.plan.components, side_entries, self.bundle_bytes,
-                self.metrics, self.warnings, self.finalizer.accumulator, rounds, self.log_settings)
+                _run_stage_partition,
+                stage,
+                self.plan.components,
+                side_entries,
+                self.bundle_bytes,
+                self.metrics,
+                self.warnings,
+                self.finalizer.accumulator,
+                rounds,
+                self.log_settings,
+            )
             if not rounds:
                 rdd = inputs.mapPartitions(run, preservesPartitioning=True)
                 return name_rdd(rdd, stage.display_name)
@@ -133,8 +142,13 @@ class BatchExecution:
         if buffer.kind != plans.MATERIALIZE or self._uses.get(buffer, 0) != 1:
             return False
         readers = [s for s in self.plan.stages if any(p.buffer == buffer for p in s.inputs)]
-        return (len(readers) == 1 and readers[0].plain_spec is not None and len(readers[0].inputs) == 1
-                and not readers[0].keyed and not readers[0].rebalance)
+        return (
+            len(readers) == 1
+            and readers[0].plain_spec is not None
+            and len(readers[0].inputs) == 1
+            and not readers[0].keyed
+            and not readers[0].rebalance
+        )
 
     def _register_outputs(self, stage, stage_rdd):
         """Records each output buffer's RDD; False if nothing reads them."""
@@ -183,10 +197,12 @@ class BatchExecution:
             components = self.plan.components
             with spark_call_site(self.sc, group.display_name):
                 records = self._union(self._written.get(ref, [])).flatMap(
-                    functools.partial(_shuffle_records, components, group))
+                    functools.partial(_shuffle_records, components, group)
+                )
                 grouped = records.groupByKey(self.parallelism, key_partition)
-                self._grouped[ref] = name_rdd(grouped.mapPartitions(
-                    functools.partial(_grouped_blocks, components, group)), group.display_name)
+                self._grouped[ref] = name_rdd(
+                    grouped.mapPartitions(functools.partial(_grouped_blocks, components, group)), group.display_name
+                )
         return self._grouped[ref]
 
     def _partition_by_key(self, rdd, coder_id):
@@ -199,8 +215,9 @@ class BatchExecution:
         by their size estimates (`repartition` would move PySpark's pickled
         batches, not elements, leaving a handful of restrictions together)."""
         components = self.plan.components
-        assigned = rdd.mapPartitionsWithIndex(functools.partial(
-            _assign_restrictions, components, coder_id, self.parallelism))
+        assigned = rdd.mapPartitionsWithIndex(
+            functools.partial(_assign_restrictions, components, coder_id, self.parallelism)
+        )
         return assigned.partitionBy(self.parallelism, _identity).map(_second)
 
     def _side_input_entries(self, stage):
@@ -212,8 +229,9 @@ class BatchExecution:
             name = "side input %s of %s" % (si.tag, si.transform_id)
             self.sc.setJobDescription("Beam: %s" % name)
             with spark_call_site(self.sc, name):
-                blocks = self._union(self._written.get(
-                    plans.BufferRef(plans.MATERIALIZE, si.pcollection), [])).collect()
+                blocks = self._union(
+                    self._written.get(plans.BufferRef(plans.MATERIALIZE, si.pcollection), [])
+                ).collect()
             self.after_spark_job()
             entries.extend(state_entries(si, blocks, self.plan.components))
         broadcast = self.sc.broadcast(entries)
@@ -229,8 +247,10 @@ class BatchExecution:
 
 # -- functions shipped to executors (module level so they pickle by name) --
 
-def _run_stage_partition(stage, components, side_entries, bundle_bytes, metrics, warning_acc,
-                         finalizations, rounds, log_settings, iterator):
+
+def _run_stage_partition(
+    stage, components, side_entries, bundle_bytes, metrics, warning_acc, finalizations, rounds, log_settings, iterator
+):
     # The runner is built inside: what DoFns log in their setup is forwarded too.
     with log_forwarding.forwarding(log_settings, stage.display_name):
         runner = _stage_runner(stage, components, side_entries)

@@ -21,6 +21,7 @@ A splittable DoFn therefore sees its earlier bundles finalized before it
 resumes. A stateful finalizing stage keeps its residual loop inside the task
 (its state lives there); its callbacks still run after the job.
 """
+
 import time
 
 from apache_beam.internal import pickler
@@ -28,6 +29,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.worker.harness_stage import RESIDUAL, run_finalization_callbacks
+
 
 class FinalizationsParam(AccumulatorParam):
     """Accumulates [(stage display name, pickled list of callbacks)]."""
@@ -52,7 +54,7 @@ class Finalizer:
         """Runs the callbacks handed over since the last call; returns how
         many ran."""
         handed = self.accumulator.value
-        new, self._done = handed[self._done:], len(handed)
+        new, self._done = handed[self._done :], len(handed)
         ran = 0
         for stage_name, blob in new:
             callbacks = pickler.loads(blob)
@@ -92,6 +94,7 @@ def run_in_rounds(execution, stage, inputs, run_partition, sleep=time.sleep):
 
 
 # -- functions shipped to executors (module level so they pickle by name) --
+
 
 def _is_residual(record):
     return record[0] == RESIDUAL

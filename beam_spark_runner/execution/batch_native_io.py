@@ -10,6 +10,7 @@ stage holding one native transform, like a fused stage's `mapPartitions`:
   finalization must follow it; a retried task's temporary files are never
   finalized (only results that reached the driver are).
 """
+
 import functools
 
 from apache_beam.transforms import window
@@ -31,8 +32,9 @@ def read_text_rdd(execution, stage):
     if not partitions:
         return sc.emptyRDD()
     ports = [(i, p.coder_id) for i, p in enumerate(stage.outputs)]
-    read = functools.partial(_read_text_partition, config, execution.plan.components, ports,
-                             execution.feeds_plain_stage_in_process(stage))
+    read = functools.partial(
+        _read_text_partition, config, execution.plan.components, ports, execution.feeds_plain_stage_in_process(stage)
+    )
     return sc.parallelize(partitions, len(partitions)).mapPartitions(read)
 
 
@@ -85,7 +87,7 @@ def write_files_rdd(execution, stage):
 
 
 def _write_partition(sink, init_result, components, coder_id, blocks):
-    (_, codec), = _codecs(components, [(0, coder_id)])
+    ((_, codec),) = _codecs(components, [(0, coder_id)])
     values = (v for block in blocks for _, run in codec.decode(block) for v in run)
     return files.write_partition(sink, init_result, values)
 

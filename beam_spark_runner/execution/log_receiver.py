@@ -13,6 +13,7 @@ A connection must first send the receiver's token (a random secret that
 reaches workers inside the tasks Spark ships, as the rest of the pipeline
 does); other connections are closed unread.
 """
+
 import logging
 import secrets
 import socketserver
@@ -34,8 +35,7 @@ def reemit(fields):
 class _Connection(socketserver.StreamRequestHandler):
     def handle(self):
         hello = read_frame(self.rfile)
-        if not isinstance(hello, dict) or not secrets.compare_digest(
-                str(hello.get("token", "")), self.server.token):
+        if not isinstance(hello, dict) or not secrets.compare_digest(str(hello.get("token", "")), self.server.token):
             return
         while True:
             frame = read_frame(self.rfile)
@@ -44,7 +44,7 @@ class _Connection(socketserver.StreamRequestHandler):
             for fields in frame.get("records", ()):
                 try:
                     reemit(fields)
-                except Exception:   # one malformed record must not end the connection
+                except Exception:  # one malformed record must not end the connection
                     _LOG.exception("Could not log a record forwarded by a Spark worker")
             if frame.get("sync"):
                 self.wfile.write(SYNC_ACK)
@@ -62,8 +62,7 @@ class LogReceiver:
     def __init__(self, host="127.0.0.1"):
         self._server = _Server((host, 0), _Connection)
         self._server.token = secrets.token_hex(16)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="beam-worker-logs",
-                                         daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="beam-worker-logs", daemon=True)
         self._thread.start()
 
     @property
@@ -80,7 +79,7 @@ class LogReceiver:
         self._server.server_close()
 
 
-_RECEIVERS = {}             # bind address -> LogReceiver
+_RECEIVERS = {}  # bind address -> LogReceiver
 _RECEIVERS_LOCK = threading.Lock()
 
 

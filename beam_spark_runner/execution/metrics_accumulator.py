@@ -5,6 +5,7 @@ stage. Spark merges accumulator updates of successful tasks only once per
 task attempt in actions; values are reported as both attempted and
 committed (see docs/conformance.md for the caveat on task retries).
 """
+
 import collections
 
 from apache_beam.portability.api import metrics_pb2
@@ -60,6 +61,7 @@ def reissue_warnings(items):
     """Re-raises executor warnings in the driver with their original class."""
     import importlib
     import warnings
+
     for module, qualname, message in items:
         try:
             category = importlib.import_module(module)

@@ -8,6 +8,7 @@ only this module, uses two PySpark internals: it marks PySpark's call-site
 tracker busy (so PySpark does not overwrite ours) and forces JVM RDD
 creation while our call site is set.
 """
+
 import contextlib
 
 from pyspark.traceback_utils import SCCallSiteSync

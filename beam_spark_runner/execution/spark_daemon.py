@@ -5,6 +5,7 @@ harness here (2-4 s cold, measured) makes each forked worker start with it
 already loaded. Used through `spark.python.daemon.module` on sessions the
 runner creates; everything else is PySpark's own daemon.
 """
+
 import apache_beam  # noqa: F401
 import apache_beam.runners.worker.bundle_processor  # noqa: F401
 import apache_beam.runners.worker.sdk_worker  # noqa: F401

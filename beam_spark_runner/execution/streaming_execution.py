@@ -14,6 +14,7 @@ One streaming query per pipeline, a single chain (see streaming/rows.py):
 What each operator computes lives in streaming/operators.py (no Spark);
 what each batch reads and the times it uses in streaming/source_planner.py.
 """
+
 import functools
 import json
 import logging
@@ -30,7 +31,11 @@ from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
-    SOURCE_FORMAT, BeamStreamSource, KeyGroupProcessor, stateless_batches)
+    SOURCE_FORMAT,
+    BeamStreamSource,
+    KeyGroupProcessor,
+    stateless_batches,
+)
 from beam_spark_runner.streaming import progress, rows as R
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import write_holds
@@ -41,8 +46,7 @@ _LOG = logging.getLogger(__name__)
 # RocksDB: transformWithState requires it; checkpoint format v2: Spark warns
 # that v1 can lose data when a failed batch is re-run.
 _QUERY_CONF = {
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
     # Each batch uploads the changed state only, not a RocksDB snapshot.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -55,8 +59,7 @@ _QUERY_CONF = {
 # batch); the FileSystem one renames the same temporary files into place,
 # which on a local file system (rename(2)) is just as atomic.
 _LOCAL_CHECKPOINT_CONF = {
-    "spark.sql.streaming.checkpointFileManagerClass":
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
 
 
@@ -72,6 +75,7 @@ def _is_local_path(path):
 
 # -- the run ---------------------------------------------------------------------
 
+
 class StreamingExecution:
     """Builds, runs and stops the streaming query of one StreamingPlan.
 
@@ -80,8 +84,9 @@ class StreamingExecution:
     Without one, a temporary directory is used and removed at the end.
     """
 
-    def __init__(self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds",
-                 log_settings=None):
+    def __init__(
+        self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds", log_settings=None
+    ):
         self.spark = spark
         # Where executors send user code's log records (worker/log_forwarding.py).
         self.log_settings = log_settings
@@ -153,28 +158,44 @@ class StreamingExecution:
         self._saved_conf = {key: spark.conf.get(key, None) for key in query_conf}
         for key, value in query_conf.items():
             spark.conf.set(key, value if value is not None else str(self.key_groups))
-        df = (spark.readStream.format(SOURCE_FORMAT)
-              .option("script_path", script_path)
-              .option("partitions", str(self.key_groups))
-              .load())
+        df = (
+            spark.readStream.format(SOURCE_FORMAT)
+            .option("script_path", script_path)
+            .option("partitions", str(self.key_groups))
+            .load()
+        )
         shared = self.plan.for_operators()
         for op in self.plan.operators:
             pickled = pickle.dumps((op, shared, self.key_groups))
             if op.is_keyed:
                 df = df.groupBy("kg").transformWithState(
-                    KeyGroupProcessor(self._token, op.name, op.inputs, pickled, op.pass_on,
-                                      (self.log_settings, op.display_name)),
-                    R.SCHEMA, "Append", "None")
+                    KeyGroupProcessor(
+                        self._token, op.name, op.inputs, pickled, op.pass_on, (self.log_settings, op.display_name)
+                    ),
+                    R.SCHEMA,
+                    "Append",
+                    "None",
+                )
             else:
                 if op.rebalance_input:
                     df = df.repartition(self.key_groups, "kg")
-                df = df.mapInArrow(functools.partial(
-                    stateless_batches, self._token, pickled, op.inputs, op.pass_on,
-                    (self.log_settings, op.display_name)), R.SCHEMA)
-        writer = (df.writeStream.foreachBatch(self._sink)
-                  .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
-                  .queryName("beam-%s" % self._token[:8])
-                  .trigger(processingTime=self.trigger_interval))
+                df = df.mapInArrow(
+                    functools.partial(
+                        stateless_batches,
+                        self._token,
+                        pickled,
+                        op.inputs,
+                        op.pass_on,
+                        (self.log_settings, op.display_name),
+                    ),
+                    R.SCHEMA,
+                )
+        writer = (
+            df.writeStream.foreachBatch(self._sink)
+            .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
+            .queryName("beam-%s" % self._token[:8])
+            .trigger(processingTime=self.trigger_interval)
+        )
         self._started = time.monotonic()
         self._query = writer.start()
         return self._query
@@ -193,7 +214,7 @@ class StreamingExecution:
         holds, status = {}, None
         for row in rows:
             if row.kind == R.REPORT:
-                op = row.dest[len("report:"):]
+                op = row.dest[len("report:") :]
                 report = json.loads(row.payload)
                 holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"]]
             elif row.kind == R.METRICS:
@@ -214,7 +235,8 @@ class StreamingExecution:
         with self._lock:
             for label, infos in progress.batch_metrics(times, duration_ms).items():
                 self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in infos)
-        _LOG.info("Beam streaming (Spark batch %d) %s", batch_id,
-                  progress.describe(status["batch"], times, duration_ms))
+        _LOG.info(
+            "Beam streaming (Spark batch %d) %s", batch_id, progress.describe(status["batch"], times, duration_ms)
+        )
         if status["done"]:
             self._done.set()

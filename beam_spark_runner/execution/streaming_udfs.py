@@ -8,6 +8,7 @@ importing Beam would cost seconds each. Operators carry the plan pickled
 and build their Beam objects lazily, on executors (whose workers fork from
 a daemon with Beam already imported).
 """
+
 import pickle
 
 import pyarrow as pa
@@ -72,6 +73,7 @@ def _operator(token, pickled):
     key = (token, pickled)
     if key not in _OPERATORS:
         from beam_spark_runner.streaming import operators
+
         op, plan, key_groups = pickle.loads(pickled)
         _OPERATORS[key] = operators.build(op, plan, key_groups)
     return _OPERATORS[key]
@@ -83,7 +85,8 @@ _ARROW_TYPES = (pa.int32(), pa.string(), pa.int32(), pa.binary(), pa.binary(), p
 def _record_batch(rows):
     columns = list(zip(*rows))
     return pa.RecordBatch.from_arrays(
-        [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS))
+        [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS)
+    )
 
 
 def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
@@ -95,8 +98,9 @@ def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
     mine = []
     with bulk_data_gc():
         for batch in batches:
-            is_mine = pc.fill_null(pc.and_(pc.equal(batch.column("kind"), R.DATA),
-                                           pc.is_in(batch.column("dest"), wanted)), False)
+            is_mine = pc.fill_null(
+                pc.and_(pc.equal(batch.column("kind"), R.DATA), pc.is_in(batch.column("dest"), wanted)), False
+            )
             passing = batch.filter(pc.or_(pc.invert(is_mine), pc.is_in(batch.column("dest"), kept)))
             if passing.num_rows:
                 yield passing
@@ -117,7 +121,7 @@ class KeyGroupProcessor(StatefulProcessor):
 
     def __init__(self, token, name, inputs, pickled, pass_on=(), logs=(None, "")):
         self._token, self._name, self._pickled = token, name, pickled
-        self._logs = logs           # as stateless_batches'
+        self._logs = logs  # as stateless_batches'
         self._inputs = frozenset(inputs)
         self._pass_on = frozenset(pass_on)
         self._control = R.control_dest(name)
@@ -141,7 +145,8 @@ class KeyGroupProcessor(StatefulProcessor):
         saved = self._state.get() if self._state.exists() else None
         with bulk_data_gc(), forwarding(*self._logs):
             result = _operator(self._token, self._pickled).run(
-                state_blobs.unpack(saved[0]) if saved else None, mine, steps)
+                state_blobs.unpack(saved[0]) if saved else None, mine, steps
+            )
         if result.blob is None:
             self._state.clear()
         else:
@@ -149,8 +154,11 @@ class KeyGroupProcessor(StatefulProcessor):
         for out in result.rows:
             yield Row(**dict(zip(R.FIELDS, out)))
         if steps is not None:
-            yield Row(**dict(zip(R.FIELDS, R.report(
-                self._name, key[0], batch, result.hold, result.hold_without_processing_time))))
+            yield Row(
+                **dict(
+                    zip(R.FIELDS, R.report(self._name, key[0], batch, result.hold, result.hold_without_processing_time))
+                )
+            )
 
     def close(self):
         pass

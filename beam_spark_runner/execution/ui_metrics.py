@@ -17,6 +17,7 @@ and once when the run ends. A session started without the helper jar (one
 the user created before running the pipeline) gets one warning and no UI
 metrics; the metrics themselves are unaffected.
 """
+
 import logging
 import time
 
@@ -45,12 +46,11 @@ def format_value(value):
     if isinstance(value, DistributionResult):
         if not value.count:
             return "count=0"
-        return "count=%d sum=%s min=%s max=%s mean=%.6g" % (
-            value.count, value.sum, value.min, value.max, value.mean)
+        return "count=%d sum=%s min=%s max=%s mean=%.6g" % (value.count, value.sum, value.min, value.max, value.mean)
     if isinstance(value, GaugeResult):
         try:
             when = Timestamp.of(value.timestamp).to_rfc3339()
-        except (OverflowError, ValueError, TypeError):   # not seconds since the epoch
+        except (OverflowError, ValueError, TypeError):  # not seconds since the epoch
             when = value.timestamp
         return "value=%s timestamp=%s" % (value.value, when)
     if isinstance(value, (set, frozenset)):
@@ -66,7 +66,7 @@ def ui_entries(infos_by_stage):
     for kind_key, kind in _KINDS:
         for result in results.get(kind_key, ()):
             metric = result.key.metric
-            step = result.key.step or "(pipeline)"    # run-wide metrics have no step
+            step = result.key.step or "(pipeline)"  # run-wide metrics have no step
             name = "Beam %s %s %s:%s" % (kind, step, metric.namespace, metric.name)
             entries.append((name, format_value(result.committed)))
     return sorted(entries)
@@ -125,13 +125,14 @@ class UiMetricsPublisher:
             return False
         jvm = self._sc._jvm
         try:
-            jvm.java.lang.Class.forName(
-                _PUBLISHER, True, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+            jvm.java.lang.Class.forName(_PUBLISHER, True, jvm.java.lang.Thread.currentThread().getContextClassLoader())
         except Exception:  # noqa: BLE001 -- py4j wraps ClassNotFoundException
             self._unavailable = True
-            _LOG.warning("Beam metrics are not shown in the Spark UI: this SparkSession was started "
-                         "without the runner's spark.jars (%s); PipelineResult.metrics() is unaffected",
-                         _PUBLISHER)
+            _LOG.warning(
+                "Beam metrics are not shown in the Spark UI: this SparkSession was started "
+                "without the runner's spark.jars (%s); PipelineResult.metrics() is unaffected",
+                _PUBLISHER,
+            )
             return False
         gateway = self._sc._gateway
         names = gateway.new_array(jvm.java.lang.String, len(entries))

@@ -13,6 +13,7 @@ The hash is Spark's Murmur3 (x86, 32 bit, seed 42) of an int column, which
 is what `HashPartitioning` and the SQL `hash()` function compute; a test
 checks this copy against Spark itself. Pure Python, no Spark import.
 """
+
 import functools
 
 _SEED = 42
@@ -31,7 +32,7 @@ def spark_hash_int(value: int) -> int:
     k1 = _rotl(k1, 15) * _C2 & _MASK
     h1 = _SEED ^ k1
     h1 = (_rotl(h1, 13) * 5 + 0xE6546B64) & _MASK
-    h1 ^= 4                                   # length in bytes
+    h1 ^= 4  # length in bytes
     h1 ^= h1 >> 16
     h1 = h1 * 0x85EBCA6B & _MASK
     h1 ^= h1 >> 13
@@ -42,7 +43,7 @@ def spark_hash_int(value: int) -> int:
 
 def spark_partition(value: int, partitions: int) -> int:
     """The shuffle partition Spark's HashPartitioning gives an int key."""
-    return spark_hash_int(value) % partitions     # Python's % is Spark's pmod
+    return spark_hash_int(value) % partitions  # Python's % is Spark's pmod
 
 
 @functools.lru_cache(maxsize=None)

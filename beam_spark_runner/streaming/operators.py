@@ -20,6 +20,7 @@ before the output watermark its readers were given.
 State is pickled Python data: per user key, the reduce driver's snapshot
 (GroupByKey), or the SDK's user state and pending timers (stateful DoFn).
 """
+
 import collections
 import dataclasses
 import functools
@@ -49,14 +50,14 @@ EVENT_TIME = beam_runner_api_pb2.TimeDomain.EVENT_TIME
 PROCESSING_TIME = beam_runner_api_pb2.TimeDomain.PROCESSING_TIME
 
 
-SAME_AS_HOLD = "same as hold"   # KeyGroupResult.event_hold when no timer is processing-time
+SAME_AS_HOLD = "same as hold"  # KeyGroupResult.event_hold when no timer is processing-time
 
 
 @dataclasses.dataclass
 class KeyGroupResult:
-    blob: Optional[bytes]        # new state of the key-group (None: empty)
-    rows: List[tuple]            # rows to emit
-    hold: Optional[int]          # micros; None when nothing is held
+    blob: Optional[bytes]  # new state of the key-group (None: empty)
+    rows: List[tuple]  # rows to emit
+    hold: Optional[int]  # micros; None when nothing is held
     # The part of `hold` that does not come from processing-time timers: what
     # still holds once processing time can no longer advance (a finished
     # TestStream).
@@ -90,8 +91,10 @@ class RowWriter:
         coder_id = self._keyed[dest]
         if coder_id is None:
             # Not keyed by a user key (an SDF's restrictions): spread by element.
-            return [R.data(dest, element, seq, R.key_group(element, self._key_groups))
-                    for element in grouping.split_elements(block, self._element_impl(dest))]
+            return [
+                R.data(dest, element, seq, R.key_group(element, self._key_groups))
+                for element in grouping.split_elements(block, self._element_impl(dest))
+            ]
         coder = context.components_context(self._components).coders[coder_id]
         encode_key = coder.wrapped_value_coder.key_coder().get_impl().encode_nested
         out = []
@@ -120,7 +123,7 @@ def _schedule(data_rows, steps):
         while i < len(data) and data[i][0] <= step_seq:
             yield "data", data[i][0], data[i][1]
             i += 1
-        yield "step", step_seq, tuple(step[1:])     # (wm, pt) or (wm, pt, side wms)
+        yield "step", step_seq, tuple(step[1:])  # (wm, pt) or (wm, pt, side wms)
     for seq, group in data[i:]:
         yield "data", seq, group
 
@@ -149,9 +152,11 @@ class _StageBase:
         self.runner = self._make_runner(op, plan, self.descriptor)
         self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
         from beam_spark_runner.plans import write_dest
+
         self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
-        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
-                                 plan.broadcast_dests)
+        self._writer = RowWriter(
+            plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
+        )
 
     @staticmethod
     def _make_runner(op, plan, descriptor):
@@ -201,8 +206,9 @@ class StatefulStageOperator(_StageBase):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
         self._expiry = WindowExpiry(self.descriptor, plan.components)
-        self._main_impls = {d: context.coder_impl(plan.components, plan.keyed_dests[d])
-                            for d in op.inputs if plan.keyed_dests.get(d)}
+        self._main_impls = {
+            d: context.coder_impl(plan.components, plan.keyed_dests[d]) for d in op.inputs if plan.keyed_dests.get(d)
+        }
 
     def _live_rows(self, rows, wm):
         """`rows` without the windows expired at `wm` (Beam drops late input
@@ -212,7 +218,7 @@ class StatefulStageOperator(_StageBase):
         kept, dropped = [], 0
         for row in rows:
             impl = self._main_impls.get(row[1])
-            if impl is None:        # a side input row
+            if impl is None:  # a side input row
                 kept.append(row)
                 continue
             wv = impl.decode_nested(row[4])
@@ -265,20 +271,29 @@ class StatefulStageOperator(_StageBase):
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
-        event_hold = (runner.timers.earliest_hold(
-            [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME])
-            if runner.timers is not None else None)
+        event_hold = (
+            runner.timers.earliest_hold(
+                [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME]
+            )
+            if runner.timers is not None
+            else None
+        )
         state = {"wm": wm, "pt": pt, "user": user, "timers": timers}
         empty = not user[0] and not timers
-        if waiting is not None:     # waiting main input holds the output watermark too
+        if waiting is not None:  # waiting main input holds the output watermark too
             hold, event_hold = _earliest(hold, waiting.hold()), _earliest(event_hold, waiting.hold())
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
             _warn_dropped_for_side_input(self.op, waiting.dropped)
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
-        metrics = self._take_metrics(len(data_rows), out, {
-            "dropped_due_to_lateness": dropped,
-            "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0})
+        metrics = self._take_metrics(
+            len(data_rows),
+            out,
+            {
+                "dropped_due_to_lateness": dropped,
+                "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0,
+            },
+        )
         return KeyGroupResult(new_blob, out + metrics, hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):
@@ -354,8 +369,9 @@ class SdfOperator(_StageBase):
             dropped = waiting.dropped
             _warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
-        return KeyGroupResult(new_blob, out + self._take_metrics(
-            len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold)
+        return KeyGroupResult(
+            new_blob, out + self._take_metrics(len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold
+        )
 
     def _run(self, tagged, seq, pt, out):
         """Runs one bundle; returns its residuals as (input index, element,
@@ -396,8 +412,12 @@ class SideInputOperator(_StageBase):
 
 def _warn_dropped_for_side_input(op, dropped):
     if dropped:
-        _LOG.warning("%s dropped %d late main-input element(s) whose side-input windows had expired "
-                     "(behind the watermark by more than the allowed lateness)", op.display_name, dropped)
+        _LOG.warning(
+            "%s dropped %d late main-input element(s) whose side-input windows had expired "
+            "(behind the watermark by more than the allowed lateness)",
+            op.display_name,
+            dropped,
+        )
 
 
 class GroupOperator:
@@ -408,11 +428,11 @@ class GroupOperator:
         self.op = op
         self._codec = grouping.GroupCodec(plan.components, op.group)
         merger = grouping.AccumulatorMerger(plan.components, op.group) if op.group.combine else None
-        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger,
-                                              closing=self._codec.closing)
+        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger, closing=self._codec.closing)
         self._dest = "group:%s" % op.name
-        self._writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
-                                 plan.broadcast_dests)
+        self._writer = RowWriter(
+            plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
+        )
 
     def run(self, blob, data_rows, steps):
         """State: per user key its reducer's pickled snapshot and a wake-up
@@ -433,8 +453,9 @@ class GroupOperator:
             reducer = active.get(key)
             if reducer is None:
                 snapshot = keys.get(key)
-                reducer = active[key] = (spec.new_reducer(clock=clock) if snapshot is None
-                                         else spec.restore(pickle.loads(snapshot), clock))
+                reducer = active[key] = (
+                    spec.new_reducer(clock=clock) if snapshot is None else spec.restore(pickle.loads(snapshot), clock)
+                )
             return reducer
 
         for what, seq, item in _schedule(data_rows, steps):
@@ -495,6 +516,7 @@ class GroupOperator:
 def build(op, plan, key_groups):
     """The operator object for a plan Operator (see streaming_plan)."""
     from beam_spark_runner.plans import GROUP, SDF, SIDE_INPUTS, STATEFUL
+
     if op.kind == GROUP:
         return GroupOperator(op, plan, key_groups)
     if op.kind == SIDE_INPUTS:

@@ -10,6 +10,7 @@ inputs, a block of elements elsewhere: Beam's own element counts are in
 `PipelineResult.monitoring_metrics()`). All reach `PipelineResult.metrics()`
 like user metrics, and each batch is logged at INFO.
 """
+
 import time
 
 from apache_beam.metrics import monitoring_infos
@@ -23,17 +24,23 @@ RUN = "streaming run"
 
 def batch_metrics(times: BatchTimes, duration_ms: int):
     """{label: [MonitoringInfo]} describing one finished batch."""
-    now = time.time()   # GaugeData timestamps are seconds (encoded as millis)
+    now = time.time()  # GaugeData timestamps are seconds (encoded as millis)
     out = {}
     for op, input_wm in times.input_watermarks.items():
         output_wm = times.output_watermarks[op]
-        values = {"input_watermark_ms": input_wm // 1000, "output_watermark_ms": output_wm // 1000,
-                  "watermark_lag_ms": (times.processing_time - output_wm) // 1000}
-        out[op] = [monitoring_infos.int64_user_gauge(NAMESPACE, name, GaugeData(value, now), ptransform=op)
-                   for name, value in values.items()]
+        values = {
+            "input_watermark_ms": input_wm // 1000,
+            "output_watermark_ms": output_wm // 1000,
+            "watermark_lag_ms": (times.processing_time - output_wm) // 1000,
+        }
+        out[op] = [
+            monitoring_infos.int64_user_gauge(NAMESPACE, name, GaugeData(value, now), ptransform=op)
+            for name, value in values.items()
+        ]
     out[RUN] = [
         monitoring_infos.int64_user_distribution(
-            NAMESPACE, "batch_duration_ms", DistributionData(duration_ms, 1, duration_ms, duration_ms)),
+            NAMESPACE, "batch_duration_ms", DistributionData(duration_ms, 1, duration_ms, duration_ms)
+        ),
         monitoring_infos.int64_user_counter(NAMESPACE, "batches", 1),
     ]
     return out
@@ -41,8 +48,10 @@ def batch_metrics(times: BatchTimes, duration_ms: int):
 
 def describe(batch, times: BatchTimes, duration_ms: int):
     """A log line: batch number, duration, each operator's watermarks."""
-    parts = ["%s in=%s out=%s" % (op, _ms(times.input_watermarks[op]), _ms(times.output_watermarks[op]))
-             for op in times.input_watermarks]
+    parts = [
+        "%s in=%s out=%s" % (op, _ms(times.input_watermarks[op]), _ms(times.output_watermarks[op]))
+        for op in times.input_watermarks
+    ]
     return "batch %d took %d ms; %s" % (batch, duration_ms, "; ".join(parts))
 
 

@@ -19,6 +19,7 @@ Operators consume the DATA and CONTROL rows addressed to them and pass every
 other row through unchanged, so the query is one chain and each stateful
 operator appears exactly once in Spark's plan.
 """
+
 import json
 import zlib
 

@@ -5,6 +5,7 @@ their outputs' readers expect (windowed values in the global window, keyed
 where the reader is keyed), so the planner that Spark runs in its own
 process needs no Beam import and replays cost nothing.
 """
+
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.testing.test_stream import WindowedValueHolder
@@ -15,7 +16,13 @@ from apache_beam.utils.timestamp import Timestamp
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import (
-    ELEMENTS, IMPULSE_SEQ, PROCESSING_TIME, WATERMARK, ScriptedStream, SourceScript)
+    ELEMENTS,
+    IMPULSE_SEQ,
+    PROCESSING_TIME,
+    WATERMARK,
+    ScriptedStream,
+    SourceScript,
+)
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import source_key
@@ -24,12 +31,16 @@ from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 
 
 def compile_script(plan, key_groups) -> SourceScript:
-    writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders,
-                       plan.broadcast_dests)
+    writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
     streams = tuple(_compile_test_stream(source, plan.components, writer) for source in plan.sources)
     impulse_rows = tuple(R.data(dest, ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
-    return SourceScript(streams, impulse_rows, dict(plan.watermark_graph), key_groups,
-                        {op: dict(sides) for op, sides in plan.side_watermarks.items()})
+    return SourceScript(
+        streams,
+        impulse_rows,
+        dict(plan.watermark_graph),
+        key_groups,
+        {op: dict(sides) for op, sides in plan.side_watermarks.items()},
+    )
 
 
 def _compile_test_stream(source, components, writer):
@@ -37,7 +48,8 @@ def _compile_test_stream(source, components, writer):
     if payload.endpoint.url:
         raise UnsupportedPipelineError(
             "%s: a TestStream reading events from a TestStreamService (%s) is not supported"
-            % (source.display_name, payload.endpoint.url))
+            % (source.display_name, payload.endpoint.url)
+        )
     element_impl = context.coder_impl(components, payload.coder_id)
     outputs = {tag: (dest, coder_id) for tag, dest, coder_id in source.outputs}
     events = []
@@ -56,14 +68,20 @@ def _compile_test_stream(source, components, writer):
                         # window would be silently replaced.
                         raise UnsupportedPipelineError(
                             "%s: TestStream element %r is in window(s) %s; SparkRunner supports "
-                            "TestStream elements in the global window only" % (
-                                source.display_name, wv.value, list(wv.windows)))
+                            "TestStream elements in the global window only"
+                            % (source.display_name, wv.value, list(wv.windows))
+                        )
                     impl.encode_to_stream(wv, stream, True)
                 rows = tuple(writer.rows(dest, stream.get(), seq))
             events.append((ELEMENTS, rows))
         elif event.HasField("watermark_event"):
-            events.append((WATERMARK, source_key(source.name, event.watermark_event.tag),
-                           _millis_to_micros(event.watermark_event.new_watermark)))
+            events.append(
+                (
+                    WATERMARK,
+                    source_key(source.name, event.watermark_event.tag),
+                    _millis_to_micros(event.watermark_event.new_watermark),
+                )
+            )
         else:
             events.append((PROCESSING_TIME, event.processing_time_event.advance_duration * 1000))
     keys = tuple(source_key(source.name, tag) for tag in outputs)
@@ -74,8 +92,7 @@ def _windowed(value, timestamp_millis):
     if isinstance(value, WindowedValueHolder):
         # TestStream.add_elements([WindowedValue(...)]) keeps its own window.
         return value.windowed_value
-    return windowed_value.WindowedValue(
-        value, Timestamp(micros=timestamp_millis * 1000), (window.GlobalWindow(),))
+    return windowed_value.WindowedValue(value, Timestamp(micros=timestamp_millis * 1000), (window.GlobalWindow(),))
 
 
 def _millis_to_micros(ms):

@@ -6,6 +6,7 @@ worker); `WaitingForSides` is one key-group's side data, side watermarks and
 waiting main-input elements during one micro-batch, saved in the key-group's
 state between batches. No Spark here.
 """
+
 import collections
 
 from apache_beam.portability.api import beam_runner_api_pb2
@@ -37,10 +38,12 @@ class WaitingForSides:
         self._harness = harness
         self._collect = collect
         # dest -> [(latest window end micros or None: kept for good, encoded row)]
-        self.side = {dest: [row if isinstance(row, tuple) else (None, row) for row in rows]
-                     for dest, rows in saved.get("side", {}).items()}
+        self.side = {
+            dest: [row if isinstance(row, tuple) else (None, row) for row in rows]
+            for dest, rows in saved.get("side", {}).items()
+        }
         self.side_wm = saved.get("side_wm", {})
-        self.side_collected = saved.get("side_collected", {})   # dest -> windows ending before this are gone
+        self.side_collected = saved.get("side_collected", {})  # dest -> windows ending before this are gone
         self.pending = saved.get("pending", [])
         self.dropped = 0
         self._stale = True
@@ -48,8 +51,10 @@ class WaitingForSides:
         # trigger firing; a new one's clock starts at the last step's time.
         self.side_pt = saved.get("side_pt", MIN_MICROS)
         saved_firings = saved.get("triggered", {})
-        self._firings = {dest: LatestFiring(spec, impl, saved_firings.get(dest), self.side_pt)
-                         for dest, (spec, impl) in getattr(sides, "triggered", {}).items()}
+        self._firings = {
+            dest: LatestFiring(spec, impl, saved_firings.get(dest), self.side_pt)
+            for dest, (spec, impl) in getattr(sides, "triggered", {}).items()
+        }
 
     def take(self, rows, seq):
         """DATA rows of one seq: side rows are kept (or go through their
@@ -106,8 +111,11 @@ class WaitingForSides:
         """[(seq, bundle)] of the waiting entries whose side windows are now
         ready, no longer waiting; the side data is installed if any."""
         if self.side_collected:
-            kept = [p for p in self.pending
-                    if all(_earliest_needs(p)[dest] >= horizon for dest, horizon in self.side_collected.items())]
+            kept = [
+                p
+                for p in self.pending
+                if all(_earliest_needs(p)[dest] >= horizon for dest, horizon in self.side_collected.items())
+            ]
             self.dropped += len(self.pending) - len(kept)
             self.pending = kept
         fired = {dest: firing.pane is not None for dest, firing in self._firings.items()}
@@ -118,8 +126,9 @@ class WaitingForSides:
 
     def install(self):
         if self._stale:
-            self._harness.install_side_inputs(self._sides.state_entries(
-                {dest: [row for _, row in rows] for dest, rows in self.side.items()}))
+            self._harness.install_side_inputs(
+                self._sides.state_entries({dest: [row for _, row in rows] for dest, rows in self.side.items()})
+            )
             self._stale = False
 
     def hold(self):
@@ -127,16 +136,24 @@ class WaitingForSides:
         return min((p[3] for p in self.pending), default=None)
 
     def saved(self):
-        saved = {"side": self.side, "side_wm": self.side_wm, "side_collected": self.side_collected,
-                 "pending": self.pending}
+        saved = {
+            "side": self.side,
+            "side_wm": self.side_wm,
+            "side_collected": self.side_collected,
+            "pending": self.pending,
+        }
         if self._firings:
             saved["triggered"] = {dest: firing.saved() for dest, firing in self._firings.items()}
             saved["side_pt"] = self.side_pt
         return saved
 
     def is_empty(self):
-        return (not self.side and not self.side_wm and not self.pending
-                and all(firing.is_empty() for firing in self._firings.values()))
+        return (
+            not self.side
+            and not self.side_wm
+            and not self.pending
+            and all(firing.is_empty() for firing in self._firings.values())
+        )
 
 
 class LatestFiring:
@@ -154,11 +171,11 @@ class LatestFiring:
 
     def __init__(self, spec, element_impl, saved=None, now_us=MIN_MICROS):
         from triggers.state import ManualClock
+
         self._impl = element_impl
         self._clock = ManualClock.at_us(saved["pt"] if saved else now_us)
-        self._reducer = (spec.restore(saved["reducer"], self._clock) if saved
-                         else spec.new_reducer(clock=self._clock))
-        self.pane = saved["pane"] if saved else None   # encoded elements of the latest firing
+        self._reducer = spec.restore(saved["reducer"], self._clock) if saved else spec.new_reducer(clock=self._clock)
+        self.pane = saved["pane"] if saved else None  # encoded elements of the latest firing
         # Blocks that arrived before any time step: their processing time is
         # not known yet (a processing-time trigger would count from the
         # beginning of time); they join at the first step's time.
@@ -173,6 +190,7 @@ class LatestFiring:
 
     def _process(self, block, wm):
         from beam_spark_runner.worker.grouping import decode_elements
+
         elements = [wv.with_value(encoded) for wv, encoded in decode_elements(block, self._impl)]
         return self._latest(self._reducer.process_us(elements, wm))
 
@@ -186,6 +204,7 @@ class LatestFiring:
 
     def _latest(self, panes):
         from triggers import is_retraction
+
         panes = [p for p in panes if not is_retraction(p.value)]
         if not panes:
             return False
@@ -193,8 +212,12 @@ class LatestFiring:
         return True
 
     def saved(self):
-        return {"reducer": self._reducer.snapshot(), "pt": self._clock.micros(), "pane": self.pane,
-                "early": self._early}
+        return {
+            "reducer": self._reducer.snapshot(),
+            "pt": self._clock.micros(),
+            "pane": self.pane,
+            "early": self._early,
+        }
 
     def is_empty(self):
         return self.pane is None and not self._early and self._reducer.state.is_empty()
@@ -216,8 +239,9 @@ class SideInputs:
         """`descriptor`: the stage's parsed ProcessBundleDescriptor."""
         from apache_beam.pvalue import SideInputData
         from apache_beam.utils import proto_utils
+
         self._components = plan.components
-        self._sides = []    # (dest, SideInputPlan, window mapping fn)
+        self._sides = []  # (dest, SideInputPlan, window mapping fn)
         # dest -> allowed lateness (micros) of the reading transform's main
         # input, for the side inputs whose windows can expire: Beam's default
         # window mapping (the side window holding the main window's end, so
@@ -241,12 +265,15 @@ class SideInputs:
             # Before the stage's first bundle: its DoFns must read these side
             # inputs again in every bundle, not once per bundle processor.
             from beam_spark_runner.worker.beam_internals import reread_global_side_inputs_every_bundle
+
             reread_global_side_inputs_every_bundle()
         # Main inputs decode with the coder their rows carry: the element
         # coder, or for a keyed (stateful) stage the windowed KV coder.
-        self._main_impls = {d: context.coder_impl(plan.components, plan.element_coders.get(d)
-                                                   or plan.keyed_dests[d])
-                            for d in op.inputs if d not in self.dests}
+        self._main_impls = {
+            d: context.coder_impl(plan.components, plan.element_coders.get(d) or plan.keyed_dests[d])
+            for d in op.inputs
+            if d not in self.dests
+        }
 
     def pending(self, row, seq):
         """A main-input row as a pending entry: (dest, element, seq,
@@ -260,10 +287,10 @@ class SideInputs:
         timestamp micros, {side dest: latest side window end its windows
         map to}, {side dest: earliest such end})."""
         wv = self._main_impls[dest].decode_nested(element)
-        ends = {side_dest: [mapping(w).max_timestamp().micros for w in wv.windows]
-                for side_dest, _, mapping in self._sides}
-        return (wv.timestamp.micros, {d: max(e) for d, e in ends.items()},
-                {d: min(e) for d, e in ends.items()})
+        ends = {
+            side_dest: [mapping(w).max_timestamp().micros for w in wv.windows] for side_dest, _, mapping in self._sides
+        }
+        return (wv.timestamp.micros, {d: max(e) for d, e in ends.items()}, {d: min(e) for d, e in ends.items()})
 
     def window_end(self, dest, row):
         """Latest window end (micros) of a side row, or None if it never expires."""
@@ -285,14 +312,16 @@ class SideInputs:
         fired = fired or {}
         ready, waiting = [], []
         for p in pending:
-            is_ready = all(fired[dest] if dest in fired else side_wm.get(dest, MIN_MICROS) > end
-                           for dest, end in p[4].items())
+            is_ready = all(
+                fired[dest] if dest in fired else side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items()
+            )
             (ready if is_ready else waiting).append(p)
         return ready, waiting
 
     def state_entries(self, side):
         """The harness state entries of the side input data seen so far."""
         from beam_spark_runner.worker.side_inputs import state_entries
+
         entries = []
         for dest, si, _ in self._sides:
             entries.extend(state_entries(si, side.get(dest, []), self._components))
@@ -306,14 +335,17 @@ def triggered_side_inputs(side_inputs, components: bytes):
     input and is seen whole, as any other side window."""
     from apache_beam.portability import common_urns
     from triggers.driver import ReduceSpec
-    ctx = context.components_context(components)    # parsed once per process and plan
+
+    ctx = context.components_context(components)  # parsed once per process and plan
     out = {}
     for dest, si in side_inputs:
         pcoll = ctx.pcollections.get_proto_from_id(si.pcollection)
         strategy = ctx.windowing_strategies.get_proto_from_id(pcoll.windowing_strategy_id)
-        if (pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
-                and strategy.window_fn.urn == common_urns.global_windows.urn
-                and strategy.trigger.WhichOneof("trigger") != "default"):
+        if (
+            pcoll.is_bounded == beam_runner_api_pb2.IsBounded.UNBOUNDED
+            and strategy.window_fn.urn == common_urns.global_windows.urn
+            and strategy.trigger.WhichOneof("trigger") != "default"
+        ):
             out[dest] = (ReduceSpec.from_proto(strategy, ctx), context.coder_impl(components, si.coder_id))
     return out
 
@@ -329,8 +361,10 @@ def _maps_via_end(mapping):
     (apache_beam.transforms.sideinputs.default_window_mapping_fn)? Beam
     offers no public test; the function's qualified name is the one place
     that says so (a global-window mapping has another name)."""
-    return (getattr(mapping, "__module__", None) == "apache_beam.transforms.sideinputs"
-            and getattr(mapping, "__qualname__", "") == "default_window_mapping_fn.<locals>.map_via_end")
+    return (
+        getattr(mapping, "__module__", None) == "apache_beam.transforms.sideinputs"
+        and getattr(mapping, "__qualname__", "") == "default_window_mapping_fn.<locals>.map_via_end"
+    )
 
 
 def _bundles_by_seq(ready, input_index):

@@ -18,6 +18,7 @@ after all data: the upstream output watermark as of the end of the previous
 batch (MillWheel; see streaming/watermarks.py). Holds come from the REPORT
 rows of the previous batch, which the driver writes to `holds/<n>.json`.
 """
+
 import dataclasses
 import json
 import os
@@ -25,12 +26,11 @@ import time
 from typing import Dict, Tuple
 
 from beam_spark_runner.streaming import rows as R
-from beam_spark_runner.streaming.watermarks import (
-    MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority)
+from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority
 
-IMPULSE_SOURCE = "impulse"   # as plans.IMPULSE_SOURCE (this module imports no Beam)
-AFTER_ALL = 1 << 62        # seq of the step that follows every data row
-IMPULSE_SEQ = -1           # Impulse's element comes before any TestStream event
+IMPULSE_SOURCE = "impulse"  # as plans.IMPULSE_SOURCE (this module imports no Beam)
+AFTER_ALL = 1 << 62  # seq of the step that follows every data row
+IMPULSE_SEQ = -1  # Impulse's element comes before any TestStream event
 HOLDS_WAIT_SECONDS = 300
 
 
@@ -55,8 +55,9 @@ ELEMENTS, WATERMARK, PROCESSING_TIME = "elements", "watermark", "processing_time
 class ScriptedStream:
     """One TestStream, events pre-encoded by the driver (streaming/script.py):
     (ELEMENTS, rows) | (WATERMARK, source key, micros) | (PROCESSING_TIME, micros)."""
+
     name: str
-    source_keys: Tuple[str, ...]          # one per output tag (watermark sources)
+    source_keys: Tuple[str, ...]  # one per output tag (watermark sources)
     events: Tuple[tuple, ...]
 
 
@@ -64,6 +65,7 @@ class ScriptedStream:
 class SourceScript:
     """Everything the planner needs, as plain data: no Beam import needed to
     unpickle it (Spark's planning process would pay seconds per query)."""
+
     streams: Tuple[ScriptedStream, ...]
     impulse_rows: Tuple[tuple, ...]
     watermark_graph: Dict[str, StageInputs]
@@ -93,9 +95,15 @@ class SourcePlanner:
         wms = {key: MIN_MICROS for s in self._streams for key in s.source_keys}
         if self.script.impulse_rows:
             wms[IMPULSE_SOURCE] = MIN_MICROS
-        return {"batch": 0, "pos": {s.name: 0 for s in self._streams}, "src_wm": wms,
-                "pt": 0 if self._streams else int(self._clock()),
-                "times": None, "steps": {}, "done": False}
+        return {
+            "batch": 0,
+            "pos": {s.name: 0 for s in self._streams},
+            "src_wm": wms,
+            "pt": 0 if self._streams else int(self._clock()),
+            "times": None,
+            "steps": {},
+            "done": False,
+        }
 
     def next_offset(self, start):
         """The offset of the batch after `start` (or `start` itself when the
@@ -123,7 +131,7 @@ class SourcePlanner:
                 if start["pos"][s.name] <= seq < len(s.events):
                     event = s.events[seq]
                     if event[0] == WATERMARK:
-                        if event[1] in src_wm:   # else: an output nobody reads
+                        if event[1] in src_wm:  # else: an output nobody reads
                             src_wm[event[1]] = max(src_wm[event[1]], event[2])
                         moments.append((seq, dict(src_wm), pt))
                     elif event[0] == PROCESSING_TIME:
@@ -142,9 +150,15 @@ class SourcePlanner:
         self._batch_pt = pt
         self._last_source_wms = src_wm
         times = authority.plan(batch)
-        return {"batch": batch, "pos": pos, "src_wm": src_wm, "pt": times.processing_time,
-                "times": times.to_json(), "steps": self._steps(times, start, moments),
-                "done": authority.finished()}
+        return {
+            "batch": batch,
+            "pos": pos,
+            "src_wm": src_wm,
+            "pt": times.processing_time,
+            "times": times.to_json(),
+            "steps": self._steps(times, start, moments),
+            "done": authority.finished(),
+        }
 
     def _steps(self, times, start, moments):
         """Per keyed operator: a step at each moment for operators a source
@@ -178,8 +192,10 @@ class SourcePlanner:
             # The authority's processing time is the one next_offset chose.
             self._authority = WatermarkAuthority(graph, lambda: self._batch_pt)
             if start["times"]:
-                self._authority.restore(BatchTimes.from_json(start["times"]), {
-                    s: wm for s, wm in start["src_wm"].items() if s in self._authority.sources})
+                self._authority.restore(
+                    BatchTimes.from_json(start["times"]),
+                    {s: wm for s, wm in start["src_wm"].items() if s in self._authority.sources},
+                )
         if start["batch"] >= 1 and graph:
             # Once a TestStream is exhausted its processing time never moves
             # again: processing-time timers can no longer fire, so their
@@ -197,7 +213,8 @@ class SourcePlanner:
         return bool(self._streams) and all(
             start["pos"].get(s.name, 0) >= len(s.events)
             and all(start["src_wm"].get(key, MAX_MICROS) >= MAX_MICROS for key in s.source_keys)
-            for s in self._streams)
+            for s in self._streams
+        )
 
     def _wait_for_holds(self, batch):
         path = holds_path(self.run_dir, batch)
@@ -238,6 +255,7 @@ def _pick_hold(reported, frozen):
 def _watermark_of(inputs, source_wms, times):
     """min over `inputs`: source watermarks now, upstream output watermarks
     planned for the batch (+infinity when nothing feeds it)."""
-    candidates = [source_wms.get(s, MIN_MICROS) for s in inputs.sources] + \
-        [times.output_watermarks[u] for u in inputs.stages]
+    candidates = [source_wms.get(s, MIN_MICROS) for s in inputs.sources] + [
+        times.output_watermarks[u] for u in inputs.stages
+    ]
     return min(candidates) if candidates else MAX_MICROS

@@ -12,6 +12,7 @@ frame. Anything else is taken as an uncompressed blob (a pickle starts with
 b"\\x80"), so state written before compression was added still restores.
 Beam-free: Spark loads this module in its helper processes.
 """
+
 import struct
 
 import pyarrow as pa
@@ -31,4 +32,4 @@ def unpack(stored):
     if not stored.startswith(_MARK):
         return stored
     (length,) = _LENGTH.unpack_from(stored, 1)
-    return _CODEC.decompress(stored[1 + _LENGTH.size:], decompressed_size=length, asbytes=True)
+    return _CODEC.decompress(stored[1 + _LENGTH.size :], decompressed_size=length, asbytes=True)

@@ -19,6 +19,7 @@ watermarks and processing time and produces the same output.
 No Spark here: the streaming executor feeds reports in and reads times out.
 Guarantees checked by tests/unit/test_watermarks.py.
 """
+
 import dataclasses
 import json
 from typing import Dict, Mapping, Optional, Sequence, Tuple
@@ -33,6 +34,7 @@ MAX_MICROS = 9223372036854775000
 @dataclasses.dataclass(frozen=True)
 class StageInputs:
     """What feeds one stage: sources by name and upstream stages by name."""
+
     sources: Tuple[str, ...] = ()
     stages: Tuple[str, ...] = ()
 
@@ -40,6 +42,7 @@ class StageInputs:
 @dataclasses.dataclass(frozen=True)
 class BatchTimes:
     """The times one micro-batch runs with (all in microseconds)."""
+
     batch_id: int
     processing_time: int
     input_watermarks: Mapping[str, int]
@@ -51,8 +54,9 @@ class BatchTimes:
     @classmethod
     def from_json(cls, text: str) -> "BatchTimes":
         data = json.loads(text)
-        return cls(data["batch_id"], data["processing_time"],
-                   dict(data["input_watermarks"]), dict(data["output_watermarks"]))
+        return cls(
+            data["batch_id"], data["processing_time"], dict(data["input_watermarks"]), dict(data["output_watermarks"])
+        )
 
 
 class WatermarkAuthority:
@@ -141,8 +145,9 @@ class WatermarkAuthority:
     def finished(self) -> bool:
         """True once every stage's input and output watermark reached
         +infinity: nothing can be emitted any more."""
-        return all(w >= MAX_MICROS for w in self._output.values()) and \
-            all(w >= MAX_MICROS for w in self._input.values())
+        return all(w >= MAX_MICROS for w in self._output.values()) and all(
+            w >= MAX_MICROS for w in self._input.values()
+        )
 
     def restore(self, times: BatchTimes, source_watermarks: Mapping[str, int]):
         """Resumes after `times` (a restarted planner): watermarks and

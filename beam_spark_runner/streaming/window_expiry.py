@@ -5,20 +5,23 @@ timers are dropped, and input that arrives for it later is droppably late
 and dropped. The global window never expires (its state lives as long as
 the pipeline). Plain Python: the operator hands in the harness, the pending
 timers and the watermark."""
+
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.worker import context
 
-_USER_STATE_TYPES = ("bag_user_state", "multimap_user_state", "multimap_keys_user_state",
-                     "ordered_list_user_state")
+_USER_STATE_TYPES = ("bag_user_state", "multimap_user_state", "multimap_keys_user_state", "ordered_list_user_state")
 
 
 def main_input_strategies(descriptor, transform, payload):
     """The windowing strategies of a ParDo's main (non-side) inputs."""
-    return [descriptor.windowing_strategies[descriptor.pcollections[pc].windowing_strategy_id]
-            for tag, pc in transform.inputs.items() if tag not in payload.side_inputs]
+    return [
+        descriptor.windowing_strategies[descriptor.pcollections[pc].windowing_strategy_id]
+        for tag, pc in transform.inputs.items()
+        if tag not in payload.side_inputs
+    ]
 
 
 class WindowExpiry:
@@ -46,6 +49,7 @@ class WindowExpiry:
 
     def collect(self, harness, timers, wm):
         """Drops the user state and pending timers of windows expired at `wm`."""
+
         def state_expired(key):
             which = key.WhichOneof("type")
             if which not in _USER_STATE_TYPES:
@@ -55,6 +59,7 @@ class WindowExpiry:
             if window is None:
                 window = self._decoded[encoded] = self._window_coder.decode(encoded)
             return self.expired(window, wm)
+
         harness.drop_user_state(state_expired)
         if timers is not None:
             timers.drop(lambda timer: all(self.expired(w, wm) for w in timer.windows))

@@ -6,6 +6,7 @@ Python or is a runner-native read or write); each GroupByKey the runner
 performs a `GroupPlan`, with the CombineFn of a lifted combiner around it.
 Pure planning: no Spark.
 """
+
 from typing import Dict
 
 from apache_beam.portability import common_urns
@@ -18,8 +19,18 @@ from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
 from beam_spark_runner.translation.plain_stages import plan_plain_stage
 from beam_spark_runner.plans import (
-    GROUP, IMPULSE, MATERIALIZE, BufferRef, DataPort, ExecutionPlan, GroupPlan, LiftedCombine, NativeTransform,
-    SideInputPlan, StagePlan)
+    GROUP,
+    IMPULSE,
+    MATERIALIZE,
+    BufferRef,
+    DataPort,
+    ExecutionPlan,
+    GroupPlan,
+    LiftedCombine,
+    NativeTransform,
+    SideInputPlan,
+    StagePlan,
+)
 
 _SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
 
@@ -57,8 +68,7 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                 port = _port(t, coder_id)
                 outputs.append(port)
                 if port.buffer.kind == GROUP:
-                    groups[port.buffer.name] = _group_plan(context, port.buffer.name,
-                                                           lifted.get(port.buffer.name))
+                    groups[port.buffer.name] = _group_plan(context, port.buffer.name, lifted.get(port.buffer.name))
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
             else:
                 names.append(t.unique_name)
@@ -69,9 +79,15 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
                     finalizes = finalizes or payload.requests_finalization
                     for tag, si in payload.side_inputs.items():
                         pcoll = t.inputs[tag]
-                        side_inputs.append(SideInputPlan(
-                            t.unique_name, tag, pcoll, si.access_pattern.urn,
-                            safe.get(data_coders[pcoll], data_coders[pcoll])))
+                        side_inputs.append(
+                            SideInputPlan(
+                                t.unique_name,
+                                tag,
+                                pcoll,
+                                si.access_pattern.urn,
+                                safe.get(data_coders[pcoll], data_coders[pcoll]),
+                            )
+                        )
             transforms[t.unique_name] = t
         descriptor = beam_fn_api_pb2.ProcessBundleDescriptor(
             id="stage_%d" % index,
@@ -82,23 +98,26 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
             environments=dict(components.environments.items()),
             timer_api_service_descriptor=fake_timer_endpoint(),
         )
-        stage_plans.append(StagePlan(
-            name=stage.name,
-            descriptor=descriptor.SerializeToString(),
-            inputs=tuple(inputs),
-            outputs=tuple(outputs),
-            side_inputs=tuple(side_inputs),
-            timers=tuple(sorted(stage.timers)),
-            keyed=stage.is_stateful(),
-            rebalance=any(t.spec.urn == _SDF_PROCESS_URN for t in stage.transforms),
-            sdk_transforms=tuple(names),
-            plain_spec=(plan_plain_stage(descriptor, [p.transform_id for p in inputs],
-                                           [p.transform_id for p in outputs])
-                         if plain_python and not side_inputs and not stage.timers
-                         and native is None else None),
-            native=native,
-            finalizes=finalizes,
-        ))
+        stage_plans.append(
+            StagePlan(
+                name=stage.name,
+                descriptor=descriptor.SerializeToString(),
+                inputs=tuple(inputs),
+                outputs=tuple(outputs),
+                side_inputs=tuple(side_inputs),
+                timers=tuple(sorted(stage.timers)),
+                keyed=stage.is_stateful(),
+                rebalance=any(t.spec.urn == _SDF_PROCESS_URN for t in stage.transforms),
+                sdk_transforms=tuple(names),
+                plain_spec=(
+                    plan_plain_stage(descriptor, [p.transform_id for p in inputs], [p.transform_id for p in outputs])
+                    if plain_python and not side_inputs and not stage.timers and native is None
+                    else None
+                ),
+                native=native,
+                finalizes=finalizes,
+            )
+        )
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
 
 
@@ -167,6 +186,16 @@ def _copy(transform):
 
 
 __all__ = [
-    "BufferRef", "DataPort", "SideInputPlan", "StagePlan", "NativeTransform", "GroupPlan", "LiftedCombine",
-    "ExecutionPlan", "build_plan", "IMPULSE", "MATERIALIZE", "GROUP",
+    "BufferRef",
+    "DataPort",
+    "SideInputPlan",
+    "StagePlan",
+    "NativeTransform",
+    "GroupPlan",
+    "LiftedCombine",
+    "ExecutionPlan",
+    "build_plan",
+    "IMPULSE",
+    "MATERIALIZE",
+    "GROUP",
 ]

@@ -26,6 +26,7 @@ The replacements are plain PTransform overrides (Beam's public
 `PTransformOverride`), so the user's pipeline code does not change. Payloads
 are pickled configs: these URNs never leave the runner process.
 """
+
 import dataclasses
 from typing import Any
 
@@ -46,6 +47,7 @@ NATIVE_IO_URNS = frozenset([READ_TEXT_URN, WRITE_FILES_URN])
 @dataclasses.dataclass(frozen=True)
 class TextReadConfig:
     """What a replaced ReadFromText reads."""
+
     pattern: str
     compression_type: str
     coder: Any
@@ -54,6 +56,7 @@ class TextReadConfig:
 @dataclasses.dataclass(frozen=True)
 class WriteFilesConfig:
     """A bounded WriteImpl's sink (any `iobase.Sink`)."""
+
     sink: Any
 
 
@@ -107,10 +110,16 @@ def text_read_config(transform):
     if type(transform) is not textio.ReadFromText:
         return None
     source = getattr(transform, "_source", None)
-    if type(source) is not textio._TextSource:   # pylint: disable=protected-access
+    if type(source) is not textio._TextSource:  # pylint: disable=protected-access
         return None
-    defaults = {"_delimiter": None, "_escapechar": None, "_skip_header_lines": 0,
-                "_strip_trailing_newlines": True, "_header_matcher": None, "_header_processor": None}
+    defaults = {
+        "_delimiter": None,
+        "_escapechar": None,
+        "_skip_header_lines": 0,
+        "_strip_trailing_newlines": True,
+        "_header_matcher": None,
+        "_header_processor": None,
+    }
     marker = object()
     if any(getattr(source, name, marker) != value for name, value in defaults.items()):
         return None
@@ -121,7 +130,7 @@ def text_read_config(transform):
         return None
     try:
         pattern = pattern.get()
-    except Exception:   # a RuntimeValueProvider not available: keep Beam's expansion
+    except Exception:  # a RuntimeValueProvider not available: keep Beam's expansion
         return None
     return TextReadConfig(pattern, compression, coder)
 
@@ -133,7 +142,7 @@ class _ReadTextOverride(PTransformOverride):
     def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
         transform = applied_ptransform.transform
         config = text_read_config(transform)
-        element_type = transform._source.output_type_hint()   # pylint: disable=protected-access
+        element_type = transform._source.output_type_hint()  # pylint: disable=protected-access
         return _NativeReadText(config, element_type)
 
 
@@ -143,7 +152,7 @@ class _WriteFilesOverride(PTransformOverride):
         if type(transform) is not iobase.WriteImpl:
             return False
         if getattr(transform.sink, "num_shards", 0) != 0:
-            return False   # Beam's fixed-shard expansion (round-robin keys + GBK)
+            return False  # Beam's fixed-shard expansion (round-robin keys + GBK)
         inputs = list(applied_ptransform.main_inputs.values())
         return len(inputs) == 1 and inputs[0].is_bounded
 

@@ -12,6 +12,7 @@ Three kinds, in the order they apply (translation/planner.py runs them):
    different shape (`BATCH_PHASES`, `STREAMING_PHASES`).
 Every phase is a plain function, testable on its own.
 """
+
 import copy
 
 from apache_beam.portability import common_urns
@@ -37,10 +38,15 @@ PROTO_REWRITES = (
 )
 
 # Transforms the runner (Spark) executes itself rather than the SDK harness.
-RUNNER_URNS = frozenset([
-    common_urns.primitives.FLATTEN.urn,
-    common_urns.primitives.GROUP_BY_KEY.urn,
-]) | NATIVE_IO_URNS
+RUNNER_URNS = (
+    frozenset(
+        [
+            common_urns.primitives.FLATTEN.urn,
+            common_urns.primitives.GROUP_BY_KEY.urn,
+        ]
+    )
+    | NATIVE_IO_URNS
+)
 
 BATCH_PHASES = (
     translations.annotate_downstream_side_inputs,
@@ -105,8 +111,7 @@ def side_input_readers_start_stages(stages, context):
     to the last side window), which an unbounded side input never does.
     """
     stages = list(stages)
-    producer_urn = {pcoll: t.spec.urn for stage in stages for t in stage.transforms
-                    for pcoll in t.outputs.values()}
+    producer_urn = {pcoll: t.spec.urn for stage in stages for t in stage.transforms for pcoll in t.outputs.values()}
     for stage in stages:
         for t in stage.transforms:
             sides = translations.side_inputs(t)
@@ -118,17 +123,22 @@ def side_input_readers_start_stages(stages, context):
     return stages
 
 
-_WINDOW_KEEPING_SDF_STEPS = frozenset([
-    common_urns.sdf_components.PAIR_WITH_RESTRICTION.urn,
-    common_urns.sdf_components.SPLIT_AND_SIZE_RESTRICTIONS.urn,
-    common_urns.sdf_components.TRUNCATE_SIZED_RESTRICTION.urn,
-])
+_WINDOW_KEEPING_SDF_STEPS = frozenset(
+    [
+        common_urns.sdf_components.PAIR_WITH_RESTRICTION.urn,
+        common_urns.sdf_components.SPLIT_AND_SIZE_RESTRICTIONS.urn,
+        common_urns.sdf_components.TRUNCATE_SIZED_RESTRICTION.urn,
+    ]
+)
 
 
 STREAMING_PHASES = tuple(
-    phase for p in BATCH_PHASES
-    for phase in ((sdf_outputs_start_stages, side_input_readers_start_stages, p)
-                  if p is translations.greedily_fuse else (p,)))
+    phase
+    for p in BATCH_PHASES
+    for phase in (
+        (sdf_outputs_start_stages, side_input_readers_start_stages, p) if p is translations.greedily_fuse else (p,)
+    )
+)
 
 
 def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):

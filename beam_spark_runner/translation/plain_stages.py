@@ -8,6 +8,7 @@ Filter, MapTuple, simple DoFn classes), a WindowInto, or a phase of a lifted
 combiner (precombine, merge, extract, convert, grouped values). Pure
 planning: no Spark.
 """
+
 from typing import Optional
 
 from apache_beam.portability import common_urns

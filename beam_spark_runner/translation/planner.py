@@ -10,6 +10,7 @@
 `beam-spark-plan`, `describe_plan` and the tests call this without a
 SparkSession; runner.py runs what it returns.
 """
+
 from apache_beam.options import pipeline_options
 from apache_beam.portability import common_urns
 from apache_beam.runners.pipeline_utils import merge_common_environments, validate_pipeline_graph
@@ -54,14 +55,16 @@ def is_streaming(pipeline_proto, options=None):
     Beam's FnApiRunner does."""
     if options is not None and options.view_as(pipeline_options.StandardOptions).streaming:
         return True
-    return any(t.spec.urn == common_urns.primitives.TEST_STREAM.urn
-               for t in pipeline_proto.components.transforms.values())
+    return any(
+        t.spec.urn == common_urns.primitives.TEST_STREAM.urn for t in pipeline_proto.components.transforms.values()
+    )
 
 
 def pipeline_proto_of(pipeline):
     """The runner-API proto SparkRunner executes for a `beam.Pipeline`."""
-    return merge_common_environments(pipeline.to_runner_api(
-        default_environment=environments.EmbeddedPythonEnvironment.default()))
+    return merge_common_environments(
+        pipeline.to_runner_api(default_environment=environments.EmbeddedPythonEnvironment.default())
+    )
 
 
 def describe_plan(pipeline):

@@ -3,6 +3,7 @@ rejected here with a message naming the transform and the URN, before any
 Spark job starts. A table maps each supported leaf URN to nothing; each
 check below is a small function of (pipeline proto) -> errors.
 """
+
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import translations
@@ -19,32 +20,51 @@ _S = common_urns.sdf_components
 
 # Leaf transform URNs the batch runner executes (via the SDK harness unless
 # the runner executes them itself: GroupByKey and Flatten).
-SUPPORTED_LEAF_URNS = frozenset([
-    _P.IMPULSE.urn, _P.PAR_DO.urn, _P.GROUP_BY_KEY.urn, _P.FLATTEN.urn,
-    _P.ASSIGN_WINDOWS.urn, _P.MAP_WINDOWS.urn, _P.MERGE_WINDOWS.urn, _P.TO_STRING.urn,
-    common_urns.deprecated_primitives.READ.urn,
-    _C.COMBINE_PER_KEY_PRECOMBINE.urn, _C.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn,
-    _C.COMBINE_PER_KEY_EXTRACT_OUTPUTS.urn, _C.COMBINE_GROUPED_VALUES.urn,
-    _C.COMBINE_PER_KEY_CONVERT_TO_ACCUMULATORS.urn,
-    _S.PAIR_WITH_RESTRICTION.urn, _S.SPLIT_AND_SIZE_RESTRICTIONS.urn,
-    _S.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn, _S.TRUNCATE_SIZED_RESTRICTION.urn,
-    python_urns.IMPULSE_READ_TRANSFORM,
-]) | translations.KNOWN_COMPOSITES
+SUPPORTED_LEAF_URNS = (
+    frozenset(
+        [
+            _P.IMPULSE.urn,
+            _P.PAR_DO.urn,
+            _P.GROUP_BY_KEY.urn,
+            _P.FLATTEN.urn,
+            _P.ASSIGN_WINDOWS.urn,
+            _P.MAP_WINDOWS.urn,
+            _P.MERGE_WINDOWS.urn,
+            _P.TO_STRING.urn,
+            common_urns.deprecated_primitives.READ.urn,
+            _C.COMBINE_PER_KEY_PRECOMBINE.urn,
+            _C.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn,
+            _C.COMBINE_PER_KEY_EXTRACT_OUTPUTS.urn,
+            _C.COMBINE_GROUPED_VALUES.urn,
+            _C.COMBINE_PER_KEY_CONVERT_TO_ACCUMULATORS.urn,
+            _S.PAIR_WITH_RESTRICTION.urn,
+            _S.SPLIT_AND_SIZE_RESTRICTIONS.urn,
+            _S.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn,
+            _S.TRUNCATE_SIZED_RESTRICTION.urn,
+            python_urns.IMPULSE_READ_TRANSFORM,
+        ]
+    )
+    | translations.KNOWN_COMPOSITES
+)
 
 # Composites Beam's phases handle whole (combiner lifting, ...).
 _ALWAYS_EXPANDED = translations.KNOWN_COMPOSITES | {_P.GROUP_BY_KEY.urn, _P.FLATTEN.urn}
 
-SUPPORTED_REQUIREMENTS = frozenset([
-    common_urns.requirements.REQUIRES_STATEFUL_PROCESSING.urn,
-    common_urns.requirements.REQUIRES_SPLITTABLE_DOFN.urn,
-    common_urns.requirements.REQUIRES_BUNDLE_FINALIZATION.urn,
-])
+SUPPORTED_REQUIREMENTS = frozenset(
+    [
+        common_urns.requirements.REQUIRES_STATEFUL_PROCESSING.urn,
+        common_urns.requirements.REQUIRES_SPLITTABLE_DOFN.urn,
+        common_urns.requirements.REQUIRES_BUNDLE_FINALIZATION.urn,
+    ]
+)
 
 # Environments whose code runs in the executor's own Python process.
-IN_PROCESS_ENVIRONMENTS = frozenset([
-    python_urns.EMBEDDED_PYTHON,
-    python_urns.EMBEDDED_PYTHON_GRPC,
-])
+IN_PROCESS_ENVIRONMENTS = frozenset(
+    [
+        python_urns.EMBEDDED_PYTHON,
+        python_urns.EMBEDDED_PYTHON_GRPC,
+    ]
+)
 
 STATE_TIMERS_ISSUE = "issue #4 (batch state, timers, SDF)"
 
@@ -64,6 +84,7 @@ def _leaf_transforms(pipeline):
                 yield from visit(sub)
         elif set(t.outputs.values()) - set(t.inputs.values()):
             yield tid, t
+
     for root in pipeline.root_transform_ids:
         yield from visit(root)
 
@@ -92,8 +113,10 @@ def _check_pardo(name, transform):
     payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
     errors = []
     if payload.requires_time_sorted_input:
-        errors.append("%s: requires_time_sorted_input (%s) is not supported yet: %s" % (
-            name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn, STATE_TIMERS_ISSUE))
+        errors.append(
+            "%s: requires_time_sorted_input (%s) is not supported yet: %s"
+            % (name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn, STATE_TIMERS_ISSUE)
+        )
     return errors
 
 
@@ -113,14 +136,19 @@ def check_windowing(pipeline):
         try:
             ClosingRules.from_proto(components.windowing_strategies[pcoll.windowing_strategy_id])
         except UnspecifiedBehavior as e:
-            errors.append("%s: %s reads PCollection %s whose windowing strategy %s is not supported: %s" % (
-                t.unique_name or tid, t.spec.urn, pcoll.unique_name or t.inputs, pcoll.windowing_strategy_id, e))
+            errors.append(
+                "%s: %s reads PCollection %s whose windowing strategy %s is not supported: %s"
+                % (t.unique_name or tid, t.spec.urn, pcoll.unique_name or t.inputs, pcoll.windowing_strategy_id, e)
+            )
     return errors
 
 
 def check_requirements(pipeline):
-    return ["pipeline requirement %s is not supported by the Spark runner" % r
-            for r in pipeline.requirements if r not in SUPPORTED_REQUIREMENTS]
+    return [
+        "pipeline requirement %s is not supported by the Spark runner" % r
+        for r in pipeline.requirements
+        if r not in SUPPORTED_REQUIREMENTS
+    ]
 
 
 def check_environments(pipeline):
@@ -130,15 +158,22 @@ def check_environments(pipeline):
         env = pipeline.components.environments[env_id]
         if env.urn not in IN_PROCESS_ENVIRONMENTS:
             names = sorted(t.unique_name for _, t in _leaf_transforms(pipeline) if t.environment_id == env_id)
-            errors.append("environment %s (%s) used by %s cannot run in-process; only Python SDK "
-                          "transforms are supported by SparkRunner today" % (env_id, env.urn, ", ".join(names[:3])))
+            errors.append(
+                "environment %s (%s) used by %s cannot run in-process; only Python SDK "
+                "transforms are supported by SparkRunner today" % (env_id, env.urn, ", ".join(names[:3]))
+            )
     return errors
 
 
 def check_pipeline(pipeline, streaming=False):
     """Raises UnsupportedPipelineError listing every problem found."""
-    errors = (check_requirements(pipeline) + check_environments(pipeline) + check_transforms(pipeline, streaming)
-              + check_windowing(pipeline))
+    errors = (
+        check_requirements(pipeline)
+        + check_environments(pipeline)
+        + check_transforms(pipeline, streaming)
+        + check_windowing(pipeline)
+    )
     if errors:
         raise UnsupportedPipelineError(
-            "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors)))
+            "The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(dict.fromkeys(errors))
+        )

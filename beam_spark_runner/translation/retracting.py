@@ -68,6 +68,7 @@ from a RETRACTING grouping's output without passing through a combine):
   object (``FastPrimitivesCoder``, ``PickleCoder``) carry them as they are;
   keys and windows are never retractions.
 """
+
 from apache_beam.coders import coders
 from apache_beam.internal import pickler
 from apache_beam.portability import common_urns, python_urns
@@ -90,8 +91,7 @@ _PAR_DO = common_urns.primitives.PAR_DO.urn
 _KV = common_urns.coders.KV.urn
 _ITERABLE = common_urns.coders.ITERABLE.urn
 
-_ADVICE = ("use GroupByKey followed by a Map with triggers.map_pane(...) "
-           "instead (see docs/retractions.md)")
+_ADVICE = "use GroupByKey followed by a Map with triggers.map_pane(...) instead (see docs/retractions.md)"
 
 
 def rewrite_retracting(pipeline_proto):
@@ -106,8 +106,9 @@ def rewrite_retracting(pipeline_proto):
     components = result.components
 
     def retracting(urn):
-        return sorted(tid for tid, t in components.transforms.items()
-                      if t.spec.urn == urn and _retracting_input(components, t))
+        return sorted(
+            tid for tid, t in components.transforms.items() if t.spec.urn == urn and _retracting_input(components, t)
+        )
 
     combines, combine_values, groups = retracting(_CPK), retracting(_CGV), retracting(_GBK)
     may_hold = may_hold_retractions(components)
@@ -143,8 +144,9 @@ def _descendants(components, tid):
 
 
 def _rejection(components, tid, kind, urn, why):
-    return UnsupportedPipelineError("%s: %s (%s) on a RETRACTING (3) input %s; %s" % (
-        _name(components, tid), kind, urn, why, _ADVICE))
+    return UnsupportedPipelineError(
+        "%s: %s (%s) on a RETRACTING (3) input %s; %s" % (_name(components, tid), kind, urn, why, _ADVICE)
+    )
 
 
 def _expand_combine_per_key(components, tid):
@@ -154,12 +156,17 @@ def _expand_combine_per_key(components, tid):
     gbks = [s for s in subs if components.transforms[s].spec.urn == _GBK]
     cgvs = [s for s in subs if components.transforms[s].spec.urn == _CGV]
     if len(gbks) != 1 or len(cgvs) != 1:
-        raise _rejection(components, tid, "CombinePerKey", _CPK,
-                         "has no expansion into one GroupByKey and one CombineValues (found %d and %d)"
-                         % (len(gbks), len(cgvs)))
+        raise _rejection(
+            components,
+            tid,
+            "CombinePerKey",
+            _CPK,
+            "has no expansion into one GroupByKey and one CombineValues (found %d and %d)" % (len(gbks), len(cgvs)),
+        )
     if not _retracting_input(components, components.transforms[cgvs[0]]):
-        raise _rejection(components, tid, "CombinePerKey", _CPK,
-                         "combines a PCollection whose windowing is not RETRACTING")
+        raise _rejection(
+            components, tid, "CombinePerKey", _CPK, "combines a PCollection whose windowing is not RETRACTING"
+        )
     components.transforms[tid].ClearField("spec")
 
 
@@ -167,6 +174,7 @@ def _wrap_combine_values(components, tid):
     """Clears the CombineValues' spec (so its ParDo runs, not the SDK's
     combine_grouped_values operation) and wraps that ParDo's
     CombineValuesDoFn in RetractionAwareCombineValuesDoFn."""
+
     def reject(why):
         return _rejection(components, tid, "CombineValues", _CGV, why)
 
@@ -206,8 +214,13 @@ def _reject_grouped_accumulators(components, group_ids):
         except Exception:  # pylint: disable=broad-except
             continue  # cannot inspect here; its own code will see the Retraction
         if isinstance(dofn, finish_combine):
-            raise _rejection(components, tid, "a lifted CombinePerKey (CombinePerKey with side inputs)",
-                             _PAR_DO, "merges grouped accumulators, which cannot be retracted")
+            raise _rejection(
+                components,
+                tid,
+                "a lifted CombinePerKey (CombinePerKey with side inputs)",
+                _PAR_DO,
+                "merges grouped accumulators, which cannot be retracted",
+            )
 
 
 def _rewrite_group_outputs(components, group_ids):
@@ -225,11 +238,15 @@ def _rewrite_group_outputs(components, group_ids):
         out_pcoll_id = translations.only_element(gbk.outputs.values())
         in_coder = components.coders[in_pcoll.coder_id]
         out_coder = components.coders[components.pcollections[out_pcoll_id].coder_id]
-        if in_coder.spec.urn != _KV or out_coder.spec.urn != _KV or \
-                components.coders[out_coder.component_coder_ids[1]].spec.urn != _ITERABLE:
+        if (
+            in_coder.spec.urn != _KV
+            or out_coder.spec.urn != _KV
+            or components.coders[out_coder.component_coder_ids[1]].spec.urn != _ITERABLE
+        ):
             raise UnsupportedPipelineError(
                 "%s: GroupByKey (%s) on a RETRACTING (3) input needs coders KV<K, V> -> "
-                "KV<K, Iterable<V>>, found %s -> %s" % (name, _GBK, in_coder.spec.urn, out_coder.spec.urn))
+                "KV<K, Iterable<V>>, found %s -> %s" % (name, _GBK, in_coder.spec.urn, out_coder.spec.urn)
+            )
         value_id = transform_context.maybe_length_prefixed_coder(in_coder.component_coder_ids[1])
         _copy_coder_closure(scratch, components, value_id)
         plans.append((out_pcoll_id, out_coder.component_coder_ids[0], value_id))
@@ -248,7 +265,8 @@ def _rewrite_combine_outputs(components, combine_values_ids):
         if out_coder.spec.urn != _KV:
             raise UnsupportedPipelineError(
                 "%s: CombineValues (%s) on a RETRACTING (3) input needs a KV output coder, found %s"
-                % (_name(components, tid), _CGV, out_coder.spec.urn))
+                % (_name(components, tid), _CGV, out_coder.spec.urn)
+            )
         key_id, value_id = out_coder.component_coder_ids
         plans.append((out_pcoll_id, key_id, RetractionAwareCoder(python_coders[value_id])))
     for out_pcoll_id, key_id, value_coder in plans:
@@ -260,7 +278,8 @@ def _set_kv_coder(components, pcoll_id, key_id, value_coder):
     pcoll = components.pcollections[pcoll_id]
     value_id = _add_coder(components, value_coder.to_runner_api(None), pcoll.coder_id + "_retraction_aware_value")
     kv = beam_runner_api_pb2.Coder(
-        spec=beam_runner_api_pb2.FunctionSpec(urn=_KV), component_coder_ids=[key_id, value_id])
+        spec=beam_runner_api_pb2.FunctionSpec(urn=_KV), component_coder_ids=[key_id, value_id]
+    )
     pcoll.coder_id = _add_coder(components, kv, pcoll.coder_id + "_retraction_aware")
 
 
@@ -283,6 +302,7 @@ def _copy_coder_closure(src, dst, coder_id):
 
 
 # --- downstream of RETRACTING groupings ----------------------------------
+
 
 def may_hold_retractions(components):
     """Ids of the PCollections that may hold retractions: the outputs of
@@ -329,8 +349,7 @@ def _roots(components):
 
 def _carries_retractions(coder):
     """Does `coder` encode any picklable object, a Retraction included?"""
-    return isinstance(coder, (RetractionAwareCoder, coders.FastPrimitivesCoder, coders.PickleCoder,
-                              coders.DillCoder))
+    return isinstance(coder, (RetractionAwareCoder, coders.FastPrimitivesCoder, coders.PickleCoder, coders.DillCoder))
 
 
 # Standard composite coders and the component on their value path: a
@@ -373,8 +392,11 @@ def _carry_retractions(components, may_hold, retracting_groupings):
             elif _carries_retractions(python_coders[coder_id]):
                 memo[coder_id] = coder_id
             else:
-                memo[coder_id] = _add_coder(components, RetractionAwareCoder(
-                    python_coders[coder_id]).to_runner_api(None), coder_id + "_retraction_aware")
+                memo[coder_id] = _add_coder(
+                    components,
+                    RetractionAwareCoder(python_coders[coder_id]).to_runner_api(None),
+                    coder_id + "_retraction_aware",
+                )
         return memo[coder_id]
 
     for pcoll_id in sorted(may_hold - exempt):
@@ -422,21 +444,28 @@ def _reject_lifted_combines(components, may_hold):
                 "%s: a CombinePerKey with side inputs (%s) combines a PCollection that may hold "
                 "retractions (it is computed from a RETRACTING grouping's output); Beam runs it in its "
                 "own lifted form, which cannot consume them: use a CombinePerKey without side inputs "
-                "(see docs/retractions.md)" % (_name(components, tid), _PAR_DO))
+                "(see docs/retractions.md)" % (_name(components, tid), _PAR_DO)
+            )
 
 
 def _retractable_payload(components, tid):
     t = components.transforms[tid]
     payload = beam_runner_api_pb2.CombinePayload.FromString(t.spec.payload)
     if payload.combine_fn.urn != python_urns.PICKLED_COMBINE_FN:
-        raise _rejection(components, tid, "a combine", t.spec.urn,
-                         "combines a PCollection that may hold retractions with a non-Python CombineFn (%s)"
-                         % payload.combine_fn.urn)
+        raise _rejection(
+            components,
+            tid,
+            "a combine",
+            t.spec.urn,
+            "combines a PCollection that may hold retractions with a non-Python CombineFn (%s)"
+            % payload.combine_fn.urn,
+        )
     context = pipeline_context.PipelineContext(components)
     fn = retractable(core.CombineFn.from_runner_api(payload.combine_fn, context))
     payload.combine_fn.CopyFrom(fn.to_runner_api(context))
     payload.accumulator_coder_id = _add_coder(
-        components, fn.get_accumulator_coder().to_runner_api(None), payload.accumulator_coder_id + "_retractable")
+        components, fn.get_accumulator_coder().to_runner_api(None), payload.accumulator_coder_id + "_retractable"
+    )
     t.spec.payload = payload.SerializeToString()
 
 
@@ -447,9 +476,14 @@ def _retractable_combine_values_dofn(components, combine_id, pardo_id):
         return
     dofn_info = pickler.loads(payload.do_fn.payload)
     if not isinstance(dofn_info[0], core.CombineValuesDoFn):
-        raise _rejection(components, combine_id, "a combine", components.transforms[combine_id].spec.urn,
-                         "runs %s, not Beam's CombineValuesDoFn, over a PCollection that may hold retractions"
-                         % type(dofn_info[0]).__name__)
+        raise _rejection(
+            components,
+            combine_id,
+            "a combine",
+            components.transforms[combine_id].spec.urn,
+            "runs %s, not Beam's CombineValuesDoFn, over a PCollection that may hold retractions"
+            % type(dofn_info[0]).__name__,
+        )
     dofn_info[0].combinefn = retractable(dofn_info[0].combinefn)
     payload.do_fn.payload = pickler.dumps(dofn_info)
     pardo.spec.payload = payload.SerializeToString()

@@ -23,14 +23,26 @@ Rows name their destination (`dest`): "materialize:<pcoll>" and
 "group:<gbk>" are what stages read (as in the batch plan's buffers),
 "gbk:<gbk>" is a GroupByKey's input. Pure planning: no Spark here.
 """
+
 import dataclasses
 
 from apache_beam.portability import common_urns
 
 from beam_spark_runner import plans
 from beam_spark_runner.plans import (
-    GROUP, IMPULSE_SOURCE, SDF, SIDE_INPUTS, STATEFUL, STATELESS, Operator, StreamingPlan, TestStreamSource,
-    read_dest, source_key, write_dest)
+    GROUP,
+    IMPULSE_SOURCE,
+    SDF,
+    SIDE_INPUTS,
+    STATEFUL,
+    STATELESS,
+    Operator,
+    StreamingPlan,
+    TestStreamSource,
+    read_dest,
+    source_key,
+    write_dest,
+)
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases, batch_plan as plan_lib
 from beam_spark_runner.errors import UnsupportedPipelineError
@@ -44,15 +56,21 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
     the streaming runner cannot run (checks common to both engines are in
     translation/requirements.py)."""
     context, stages = phases.create_stages(
-        pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS)
+        pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS
+    )
     execution = plan_lib.build_plan(context, stages, plain_python=plain_python)
     test_streams = {}
     for stage in stages:
         for t in stage.transforms:
             if t.spec.urn == _TEST_STREAM_URN:
-                test_streams[stage.name] = (t, {
-                    next(iter(w.inputs.values())): w.unique_name for w in stage.transforms
-                    if w.spec.urn == "beam:runner:sink:v1"})
+                test_streams[stage.name] = (
+                    t,
+                    {
+                        next(iter(w.inputs.values())): w.unique_name
+                        for w in stage.transforms
+                        if w.spec.urn == "beam:runner:sink:v1"
+                    },
+                )
     return from_execution_plan(execution, test_streams)
 
 
@@ -60,8 +78,12 @@ def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> Streami
     """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
     sources, operators, impulse_dests = [], [], []
     keyed_dests, element_coders, broadcast = {}, {}, []
-    sdf_outputs = {write_dest(port.buffer) for stage in execution.stages
-                   if stage.rebalance and not stage.keyed for port in stage.outputs}
+    sdf_outputs = {
+        write_dest(port.buffer)
+        for stage in execution.stages
+        if stage.rebalance and not stage.keyed
+        for port in stage.outputs
+    }
     for stage in execution.stages:
         if stage.name in test_streams:
             sources.append(_test_stream_source(stage, *test_streams[stage.name]))
@@ -76,9 +98,9 @@ def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> Streami
             inputs.append(dest)
             if stage.keyed:
                 keyed_dests[dest] = port.coder_id
-            elif ((stage.rebalance or stage.side_inputs or dest in sdf_outputs)
-                  and (dest.startswith(plans.MATERIALIZE)
-                       or (stage.side_inputs and port.buffer.kind == GROUP))):
+            elif (stage.rebalance or stage.side_inputs or dest in sdf_outputs) and (
+                dest.startswith(plans.MATERIALIZE) or (stage.side_inputs and port.buffer.kind == GROUP)
+            ):
                 # One row per element: a stage with side inputs holds each
                 # main-input element until its side windows are ready (a
                 # GroupByKey's output too, not its blocks); restrictions are
@@ -91,13 +113,22 @@ def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> Streami
                 keyed_dests[write_dest(port.buffer)] = group.input_coder_id
         side = ()
         if stage.side_inputs:
-            side = tuple((read_dest(plans.BufferRef(plans.MATERIALIZE, si.pcollection)), si)
-                         for si in stage.side_inputs)
+            side = tuple(
+                (read_dest(plans.BufferRef(plans.MATERIALIZE, si.pcollection)), si) for si in stage.side_inputs
+            )
             broadcast.extend(d for d, _ in side if d not in broadcast)
         kind = STATEFUL if stage.keyed else SDF if stage.rebalance else SIDE_INPUTS if side else STATELESS
-        operators.append(Operator(kind, stage.name, stage.display_name,
-                                  tuple(inputs) + tuple(d for d, _ in side), stage=stage, side_inputs=side,
-                                  rebalance_input=kind == STATELESS and any(d in sdf_outputs for d in inputs)))
+        operators.append(
+            Operator(
+                kind,
+                stage.name,
+                stage.display_name,
+                tuple(inputs) + tuple(d for d, _ in side),
+                stage=stage,
+                side_inputs=side,
+                rebalance_input=kind == STATELESS and any(d in sdf_outputs for d in inputs),
+            )
+        )
     # A GroupByKey runs right before its first reader, after all its writers.
     ordered = []
     for op in operators:
@@ -126,11 +157,10 @@ def _test_stream_source(stage, transform, by_pcoll):
     ports = {p.transform_id: p for p in stage.outputs}
     outputs = []
     for tag, pcoll in sorted(transform.outputs.items()):
-        if pcoll in by_pcoll:   # an output nobody reads has no sink
+        if pcoll in by_pcoll:  # an output nobody reads has no sink
             port = ports[by_pcoll[pcoll]]
             outputs.append((tag, write_dest(port.buffer), port.coder_id))
-    return TestStreamSource(transform.unique_name, transform.unique_name,
-                            transform.spec.payload, tuple(outputs))
+    return TestStreamSource(transform.unique_name, transform.unique_name, transform.spec.payload, tuple(outputs))
 
 
 def _watermark_graph(sources, impulse_dests, operators):
@@ -164,7 +194,7 @@ def _with_pass_on(operators):
     rejected."""
     out = []
     for i, op in enumerate(operators):
-        later = operators[i + 1:]
+        later = operators[i + 1 :]
         shared = tuple(d for d in dict.fromkeys(op.inputs) if any(d in o.inputs for o in later))
         for dest in shared:
             readers = [op] + [o for o in later if dest in o.inputs]
@@ -172,9 +202,15 @@ def _with_pass_on(operators):
             if len(placements) > 1:
                 raise UnsupportedPipelineError(
                     "%s and %s read the same PCollection (%s) in ways that need its elements spread "
-                    "differently over Spark partitions (%s); not supported in streaming yet: %s" % (
-                        readers[0].display_name, readers[1].display_name, dest,
-                        " vs ".join(sorted(placements)), STREAMING_ISSUE))
+                    "differently over Spark partitions (%s); not supported in streaming yet: %s"
+                    % (
+                        readers[0].display_name,
+                        readers[1].display_name,
+                        dest,
+                        " vs ".join(sorted(placements)),
+                        STREAMING_ISSUE,
+                    )
+                )
         out.append(dataclasses.replace(op, pass_on=shared) if shared else op)
     return out
 
@@ -182,13 +218,18 @@ def _with_pass_on(operators):
 def _side_watermarks(sources, impulse_dests, operators):
     """For each side-input operator: what feeds each of its side inputs."""
     feeds = _feeds(sources, impulse_dests, operators)
-    return {op.name: {dest: _stage_inputs(feeds.get(dest, set())) for dest, _ in op.side_inputs}
-            for op in operators if op.side_inputs}
+    return {
+        op.name: {dest: _stage_inputs(feeds.get(dest, set())) for dest, _ in op.side_inputs}
+        for op in operators
+        if op.side_inputs
+    }
 
 
 def _stage_inputs(upstream):
-    return StageInputs(sources=tuple(sorted(n for k, n in upstream if k == "source")),
-                       stages=tuple(sorted(n for k, n in upstream if k == "op")))
+    return StageInputs(
+        sources=tuple(sorted(n for k, n in upstream if k == "source")),
+        stages=tuple(sorted(n for k, n in upstream if k == "op")),
+    )
 
 
 def _feeds(sources, impulse_dests, operators):

@@ -9,6 +9,7 @@ known_late_data_watermark transcript, where the pane must be stamped 7, not
 then run its expansion (GroupByKey + CombineValues) as written, never lifted.
 A pure proto -> proto function, applied before Beam's phases.
 """
+
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
@@ -20,8 +21,11 @@ def keep_timestamp_combiners(pipeline_proto):
     """A copy of the proto in which no CombinePerKey whose input's timestamp
     combiner is not END_OF_WINDOW can be lifted (the input is not modified)."""
     components = pipeline_proto.components
-    unsafe = [tid for tid, t in components.transforms.items()
-              if t.spec.urn == _CPK and t.subtransforms and _output_time(components, t) != _END_OF_WINDOW]
+    unsafe = [
+        tid
+        for tid, t in components.transforms.items()
+        if t.spec.urn == _CPK and t.subtransforms and _output_time(components, t) != _END_OF_WINDOW
+    ]
     if not unsafe:
         return pipeline_proto
     result = beam_runner_api_pb2.Pipeline()

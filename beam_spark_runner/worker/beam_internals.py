@@ -5,6 +5,7 @@ FnApiRunner does it with the classes imported here (the embedded worker
 handler). We wrap them so an upgrade of Beam breaks one module, not the
 runner: every other module imports from here.
 """
+
 import threading
 
 from apache_beam.portability.api import beam_fn_api_pb2
@@ -57,14 +58,14 @@ class InProcessSdkHarness:
         self._cache = sdk_worker.BundleProcessorCache(
             FNAPI_RUNNER_CAPABILITIES,
             SingletonStateHandlerFactory(
-                sdk_worker.GlobalCachingStateHandler(
-                    StateCache(STATE_CACHE_BYTES), self.state)),
+                sdk_worker.GlobalCachingStateHandler(StateCache(STATE_CACHE_BYTES), self.state)
+            ),
             data_plane.InMemoryDataChannelFactory(self._data.inverse()),
             {descriptor.id: descriptor},
         )
         self._worker = sdk_worker.SdkWorker(self._cache)
         self._next_id = 0
-        self._side_keys = set()     # state keys install_side_inputs added
+        self._side_keys = set()  # state keys install_side_inputs added
 
     def new_instruction_id(self) -> str:
         self._next_id += 1
@@ -86,8 +87,8 @@ class InProcessSdkHarness:
         """Runs the bundle whose inputs were written; returns the response."""
         request = beam_fn_api_pb2.InstructionRequest(
             instruction_id=instruction_id,
-            process_bundle=beam_fn_api_pb2.ProcessBundleRequest(
-                process_bundle_descriptor_id=self.descriptor.id))
+            process_bundle=beam_fn_api_pb2.ProcessBundleRequest(process_bundle_descriptor_id=self.descriptor.id),
+        )
         return self._worker.do_instruction(request)
 
     def read_outputs(self, instruction_id, expected):
@@ -96,8 +97,8 @@ class InProcessSdkHarness:
 
     def finalize(self, instruction_id):
         request = beam_fn_api_pb2.InstructionRequest(
-            finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(
-                instruction_id=instruction_id))
+            finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(instruction_id=instruction_id)
+        )
         return self._worker.do_instruction(request)
 
     def take_finalization_callbacks(self, instruction_id):
@@ -125,8 +126,10 @@ class InProcessSdkHarness:
         (side inputs installed with `install_side_inputs` excluded)."""
         state = self.state
         side = self._side_keys
-        return ({k: list(v) for k, v in state._state.items() if v and k not in side},
-                {k: list(v) for k, v in state._ordered_list_keys.items() if v})
+        return (
+            {k: list(v) for k, v in state._state.items() if v and k not in side},
+            {k: list(v) for k, v in state._ordered_list_keys.items() if v},
+        )
 
     def restore_state(self, snapshot):
         """Replaces all state with a `snapshot_state()` result (None: empty)."""
@@ -141,14 +144,15 @@ class InProcessSdkHarness:
             for k, v in ordered.items():
                 state._ordered_list_keys[k].update(v)
 
-
     def drop_user_state(self, is_dropped):
         """Removes the user state entries whose StateKey `is_dropped` accepts
         (side inputs excluded); returns how many."""
         from apache_beam.portability.api import beam_fn_api_pb2
+
         state = self.state
-        dropped = [k for k in state._state if k not in self._side_keys
-                   and is_dropped(beam_fn_api_pb2.StateKey.FromString(k))]
+        dropped = [
+            k for k in state._state if k not in self._side_keys and is_dropped(beam_fn_api_pb2.StateKey.FromString(k))
+        ]
         for k in dropped:
             del state._state[k]
         for k in [k for k in state._ordered_list_keys if is_dropped(beam_fn_api_pb2.StateKey.FromString(k))]:
@@ -167,7 +171,7 @@ class InProcessSdkHarness:
         for key, data in entries:
             state_key = beam_fn_api_pb2.StateKey.FromString(key)
             state.append_raw(state_key, data)
-            self._side_keys.add(state_key.SerializeToString())    # StateServicer's own key
+            self._side_keys.add(state_key.SerializeToString())  # StateServicer's own key
 
 
 def reread_global_side_inputs_every_bundle():
@@ -179,8 +183,8 @@ def reread_global_side_inputs_every_bundle():
     process (RuntimeValueProvider.experiments: where Beam's SDK harness puts
     the pipeline's --experiments; our in-process harness has no options)."""
     from apache_beam.options.value_provider import RuntimeValueProvider
-    RuntimeValueProvider.experiments = set(RuntimeValueProvider.experiments) | {
-        "disable_global_windowed_args_caching"}
+
+    RuntimeValueProvider.experiments = set(RuntimeValueProvider.experiments) | {"disable_global_windowed_args_caching"}
 
 
 def fake_timer_endpoint():

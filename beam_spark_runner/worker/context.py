@@ -3,6 +3,7 @@
 Spark reuses Python workers across tasks, so decoding the Components proto
 once per process and plan (not once per partition) keeps task start cheap.
 """
+
 import functools
 
 from apache_beam.portability.api import beam_runner_api_pb2

@@ -6,6 +6,7 @@ records end at `\\n`, a `\\r` just before it belongs to the separator, a last
 record without a newline is kept as is, and a record belongs to the byte
 range in which it starts. Empty files have no records.
 """
+
 import heapq
 import uuid
 
@@ -63,7 +64,7 @@ def read_text_ranges(config, ranges):
 def _record_runs(path, start, stop, compression, utf8):
     """Lists of records starting in [start, stop): str if `utf8` else bytes."""
     with FileSystems.open(path, compression_type=compression) as f:
-        offset = 0       # file offset of buffer[0]
+        offset = 0  # file offset of buffer[0]
         buffer = b""
         if start > 0:
             # The record in progress at `start` belongs to the previous range:
@@ -77,7 +78,7 @@ def _record_runs(path, start, stop, compression, utf8):
                 i = chunk.find(b"\n")
                 if i >= 0:
                     offset += i + 1
-                    buffer = chunk[i + 1:]
+                    buffer = chunk[i + 1 :]
                     break
                 offset += len(chunk)
         while offset < stop:
@@ -85,14 +86,14 @@ def _record_runs(path, start, stop, compression, utf8):
             if end < 0:
                 chunk = f.read(READ_CHUNK_BYTES)
                 if not chunk:
-                    if buffer:   # a last record without a newline
+                    if buffer:  # a last record without a newline
                         yield [buffer.decode("utf-8") if utf8 else buffer]
                     return
                 buffer += chunk
                 continue
             # buffer[:end] holds whole records starting at `offset`; the next
             # record starts at offset + end + 1.
-            complete, buffer = buffer[:end], buffer[end + 1:]
+            complete, buffer = buffer[:end], buffer[end + 1 :]
             if offset + end + 1 >= stop:
                 # Keep the records starting before `stop`: a record starts
                 # after a newline, so cut at the first newline at or after

@@ -9,6 +9,7 @@ trigger semantics come from `triggers.batch`; this module only moves bytes.
 Keys are compared by their nested encoding: Beam requires deterministic key
 coders for GroupByKey, so equal keys encode to equal bytes.
 """
+
 import struct
 
 from apache_beam.coders import coders
@@ -34,8 +35,7 @@ class GroupCodec:
         post = ctx.coders[group.output_coder_id]
         self.windowing = ctx.windowing_strategies[group.windowing_strategy_id]
         # Windowing objects do not carry these two proto fields.
-        self.closing = ClosingRules.from_proto(
-            ctx.windowing_strategies.get_proto_from_id(group.windowing_strategy_id))
+        self.closing = ClosingRules.from_proto(ctx.windowing_strategies.get_proto_from_id(group.windowing_strategy_id))
         self.trivial_windowing = self.windowing.is_default()
         kv_coder = pre.wrapped_value_coder
         value_coder = kv_coder.value_coder()
@@ -45,8 +45,7 @@ class GroupCodec:
         self.post_impl = post.get_impl()
         self.key_impl = kv_coder.key_coder().get_impl()
         self.value_impl = value_coder.get_impl()
-        self.windowed_value_impl = coders.WindowedValueCoder(
-            value_coder, pre.window_coder).get_impl()
+        self.windowed_value_impl = coders.WindowedValueCoder(value_coder, pre.window_coder).get_impl()
         if self.trivial_windowing:
             # Every output element has the same timestamp, window and pane:
             # encode that header once.
@@ -112,6 +111,7 @@ class AccumulatorMerger:
     def __init__(self, components: bytes, group):
         from apache_beam.portability.api import beam_runner_api_pb2
         from apache_beam.transforms import core
+
         ctx = context.components_context(components)
         runner_value = ctx.coders[group.input_coder_id].wrapped_value_coder.value_coder().get_impl()
         sdk_value = ctx.coders[group.combine.data_input_coder_id].wrapped_value_coder.value_coder().get_impl()
@@ -135,16 +135,20 @@ def _retracting_output_coder(group, post, value_coder):
     if not isinstance(kv.value_coder(), coders.BytesCoder):
         raise ValueError(
             "%s: the output coder %s of a RETRACTING GroupByKey cannot carry retractions: "
-            "the pipeline was not rewritten by translation.retracting.rewrite_retracting"
-            % (group.display_name, kv))
+            "the pipeline was not rewritten by translation.retracting.rewrite_retracting" % (group.display_name, kv)
+        )
     return coders.WindowedValueCoder(
-        coders.TupleCoder([kv.key_coder(), grouped_pane_coder(value_coder)]), post.window_coder)
+        coders.TupleCoder([kv.key_coder(), grouped_pane_coder(value_coder)]), post.window_coder
+    )
 
 
 def _global_on_time(value):
     return windowed_value.WindowedValue(
-        value, window.GlobalWindow().max_timestamp(), (window.GlobalWindow(),),
-        windowed_value.PaneInfo(True, True, windowed_value.PaneInfoTiming.ON_TIME, 0, 0))
+        value,
+        window.GlobalWindow().max_timestamp(),
+        (window.GlobalWindow(),),
+        windowed_value.PaneInfo(True, True, windowed_value.PaneInfoTiming.ON_TIME, 0, 0),
+    )
 
 
 def split_elements(block, coder_impl):

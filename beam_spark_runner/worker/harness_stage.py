@@ -8,6 +8,7 @@ remain, as a bounded input requires; `run_round` instead hands them to the
 driver, for stages whose bundles must be finalized first (see
 execution/batch_finalization.py).
 """
+
 import collections
 import logging
 import time
@@ -63,13 +64,12 @@ class HarnessStageRunner:
         self._descriptor = descriptor
         self._harness = InProcessSdkHarness(descriptor)
         for state_key, data in side_input_entries:
-            self._harness.state.append_raw(
-                beam_fn_api_pb2.StateKey.FromString(state_key), data)
+            self._harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(state_key), data)
         self._input_ids = [p.transform_id for p in stage.inputs]
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
         self._resume_delay = None
-        self._deferred = None   # run_once / run_round collect residuals here
+        self._deferred = None  # run_once / run_round collect residuals here
         # Batch: hand finalization callbacks to the driver (pickled, in
         # `finalizations`) instead of running them when the bundle ends.
         self.finalize_after_commit = False
@@ -82,8 +82,8 @@ class HarnessStageRunner:
         impls = {}
         for transform_id, family in self.stage.timers:
             payload = proto_utils.parse_Bytes(
-                self._descriptor.transforms[transform_id].spec.payload,
-                beam_runner_api_pb2.ParDoPayload)
+                self._descriptor.transforms[transform_id].spec.payload, beam_runner_api_pb2.ParDoPayload
+            )
             coder_id = payload.timer_family_specs[family].timer_family_coder_id
             impls[(transform_id, family)] = context.coder_impl(components, coder_id)
             self._timer_domains[(transform_id, family)] = payload.timer_family_specs[family].time_domain
@@ -238,15 +238,18 @@ class HarnessStageRunner:
         try:
             self.finalizations.append(pickler.dumps(callbacks))
         except Exception as e:  # noqa: BLE001 -- any pickling failure
-            _LOG.warning("Bundle finalization callbacks of %r cannot be pickled (%s): they run when "
-                         "the bundle ends, before Spark holds its output", self.stage.display_name, e)
+            _LOG.warning(
+                "Bundle finalization callbacks of %r cannot be pickled (%s): they run when "
+                "the bundle ends, before Spark holds its output",
+                self.stage.display_name,
+                e,
+            )
             run_finalization_callbacks(callbacks, self.stage.display_name)
 
     def _finalize(self, iid):
         finalized = self._harness.finalize(iid)
         if finalized.error:
-            raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (
-                self.stage.display_name, finalized.error))
+            raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (self.stage.display_name, finalized.error))
 
     def _input_feeding(self, transform_id, input_id):
         """The data input transform whose elements reach `transform_id`."""
@@ -274,4 +277,3 @@ class HarnessStageRunner:
 
     def close(self):
         self._harness.close()
-

@@ -38,6 +38,7 @@ arrives on a socket): 4-byte big-endian length, then a UTF-8 JSON object:
 `{"sync": true}`, which the receiver answers with one byte once it has
 handled everything sent before it. No pyspark here (docs/architecture.md).
 """
+
 import contextlib
 import dataclasses
 import json
@@ -50,16 +51,30 @@ import time
 from typing import Optional, Tuple
 
 MAX_RECORDS_PER_TASK = 10_000
-SEND_EVERY = 200            # records buffered before a send
-SEND_AFTER_S = 1.0          # ... or when the oldest buffered record is this old
+SEND_EVERY = 200  # records buffered before a send
+SEND_AFTER_S = 1.0  # ... or when the oldest buffered record is this old
 SYNC_TIMEOUT_S = 10.0
 SYNC_ACK = b"\x01"
 # The attributes of a LogRecord that cross to the driver (args are already
 # merged into msg: they need not be JSON-serializable).
-_FIELDS = ("name", "levelno", "levelname", "pathname", "filename", "module", "lineno",
-           "funcName", "created", "msecs", "thread", "threadName", "process", "processName",
-           "stack_info")
-_ORIGIN = "beam_stage"      # extra attribute: the Beam stage the record came from
+_FIELDS = (
+    "name",
+    "levelno",
+    "levelname",
+    "pathname",
+    "filename",
+    "module",
+    "lineno",
+    "funcName",
+    "created",
+    "msecs",
+    "thread",
+    "threadName",
+    "process",
+    "processName",
+    "stack_info",
+)
+_ORIGIN = "beam_stage"  # extra attribute: the Beam stage the record came from
 
 
 def level_of(value, option):
@@ -72,8 +87,9 @@ def level_of(value, option):
         return int(text)
     level = logging.getLevelName(text.upper())
     if not isinstance(level, int):
-        raise ValueError("%s: %r is not a logging level (use a name such as INFO or DEBUG, or a "
-                         "number)" % (option, value))
+        raise ValueError(
+            "%s: %r is not a logging level (use a name such as INFO or DEBUG, or a number)" % (option, value)
+        )
     return level
 
 
@@ -81,23 +97,28 @@ def level_of(value, option):
 class LogSettings:
     """What workers capture and where they send it. `level` applies to the
     root logger, `overrides` to the named loggers (and their children)."""
+
     level: int = logging.INFO
     overrides: Tuple[Tuple[str, int], ...] = ()
-    address: Optional[Tuple[str, int]] = None   # the driver's receiver
+    address: Optional[Tuple[str, int]] = None  # the driver's receiver
     token: str = ""
 
     @classmethod
     def from_option_values(cls, default_level, overrides):
         """From Beam's --default_sdk_harness_log_level (None: INFO) and
         --sdk_harness_log_level_overrides ({logger: level} or None)."""
-        level = logging.INFO if default_level is None else level_of(
-            default_level, "--default_sdk_harness_log_level")
+        level = logging.INFO if default_level is None else level_of(default_level, "--default_sdk_harness_log_level")
         if overrides is not None and not isinstance(overrides, dict):
-            raise ValueError("--sdk_harness_log_level_overrides: expected a JSON object "
-                             "{\"logger\": \"LEVEL\", ...}, got %r" % (overrides,))
-        pairs = tuple(sorted(
-            (str(name), level_of(value, "--sdk_harness_log_level_overrides[%r]" % name))
-            for name, value in (overrides or {}).items()))
+            raise ValueError(
+                "--sdk_harness_log_level_overrides: expected a JSON object "
+                "{\"logger\": \"LEVEL\", ...}, got %r" % (overrides,)
+            )
+        pairs = tuple(
+            sorted(
+                (str(name), level_of(value, "--sdk_harness_log_level_overrides[%r]" % name))
+                for name, value in (overrides or {}).items()
+            )
+        )
         return cls(level, pairs)
 
     def to(self, address, token):
@@ -105,6 +126,7 @@ class LogSettings:
 
 
 # -- frames -------------------------------------------------------------------------
+
 
 def encode_frame(obj) -> bytes:
     body = json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8")
@@ -136,6 +158,7 @@ def portable_record(record: logging.LogRecord, stage: str) -> dict:
 
 
 # -- the connection to the driver (one per worker process and receiver) -------------
+
 
 class _Connection:
     def __init__(self, address, token):
@@ -193,6 +216,7 @@ def _connection(settings):
 
 # -- the handler ---------------------------------------------------------------------
 
+
 class ForwardingHandler(logging.Handler):
     """Buffers the records of one task and sends them to the driver in
     batches; `finish()` sends the rest and waits for the receiver."""
@@ -202,7 +226,7 @@ class ForwardingHandler(logging.Handler):
         self._conn = _connection(settings)
         self._stage, self._clock = stage, clock
         self._pending, self._oldest = [], None
-        self._unacknowledged = []   # sent, not yet acknowledged by a sync
+        self._unacknowledged = []  # sent, not yet acknowledged by a sync
         self.kept = self.dropped = 0
 
     def emit(self, record):
@@ -211,7 +235,7 @@ class ForwardingHandler(logging.Handler):
             return
         try:
             fields = portable_record(record, self._stage)
-        except Exception:   # a bad format string: what logging itself does
+        except Exception:  # a bad format string: what logging itself does
             self.handleError(record)
             return
         self.kept += 1
@@ -235,9 +259,14 @@ class ForwardingHandler(logging.Handler):
         try:
             if self.dropped:
                 note = logging.LogRecord(
-                    __name__, logging.WARNING, __file__, 0,
+                    __name__,
+                    logging.WARNING,
+                    __file__,
+                    0,
                     "%d log records of Beam stage %r were dropped: a task sends at most %d",
-                    (self.dropped, self._stage, MAX_RECORDS_PER_TASK), None)
+                    (self.dropped, self._stage, MAX_RECORDS_PER_TASK),
+                    None,
+                )
                 self._pending.append(portable_record(note, self._stage))
                 self.dropped = 0
             self._send()
@@ -252,8 +281,7 @@ class ForwardingHandler(logging.Handler):
 
 def _to_stderr(records):
     for fields in records:
-        sys.stderr.write("%s %s [%s] %s\n" % (fields["levelname"], fields["name"],
-                                              fields.get(_ORIGIN), fields["msg"]))
+        sys.stderr.write("%s %s [%s] %s\n" % (fields["levelname"], fields["name"], fields.get(_ORIGIN), fields["msg"]))
         if fields.get("exc_text"):
             sys.stderr.write(fields["exc_text"] + "\n")
 
@@ -264,8 +292,7 @@ def forwarding(settings: Optional[LogSettings], stage: str):
     module docstring). No-op without settings or a receiver address, or
     inside another `forwarding` (the outer one already captures)."""
     root = logging.getLogger()
-    if (settings is None or settings.address is None
-            or any(isinstance(h, ForwardingHandler) for h in root.handlers)):
+    if settings is None or settings.address is None or any(isinstance(h, ForwardingHandler) for h in root.handlers):
         yield
         return
     handler = ForwardingHandler(settings, stage)

@@ -14,6 +14,7 @@ Map's and MapTuple's wrapper lambdas are recognized by their code objects,
 taken from `beam.Map` / `beam.MapTuple` themselves at import, so the user's
 callable is called directly (one output per input).
 """
+
 import inspect
 
 from apache_beam.internal import pickler
@@ -34,19 +35,24 @@ _ELEMENT_PARAMS = (
     (core.DoFn.PaneInfoParam, "pane"),
 )
 
+
 def _single_output_wrappers():
     """Code objects of the wrappers Map and MapTuple put around the user's
     callable, each with how to call the callable for one output. Matching
     the code object (not a name) makes the unwrapping exact."""
+
     def code(transform):
         return transform.fn._fn.__code__
+
     return {
-        code(core.Map(len)): lambda fn, args, kwargs: fn,                          # [fn(x)]
+        code(core.Map(len)): lambda fn, args, kwargs: fn,  # [fn(x)]
         code(core.Map(lambda x, y: x, 0)): lambda fn, args, kwargs: (
-            lambda x, **params: fn(x, *args, **kwargs, **params)),                 # [fn(x, *a, **kw)]
-        code(core.MapTuple(lambda a, b: a)): lambda fn, args, kwargs: (lambda x: fn(*x)),
+            lambda x, **params: fn(x, *args, **kwargs, **params)
+        ),  # [fn(x, *a, **kw)]
+        code(core.MapTuple(lambda a, b: a)): lambda fn, args, kwargs: lambda x: fn(*x),
         code(core.MapTuple(lambda a, b=0: a, 0)): lambda fn, args, kwargs: (
-            lambda x, **params: fn(*(tuple(x) + args), **kwargs, **params)),
+            lambda x, **params: fn(*(tuple(x) + args), **kwargs, **params)
+        ),
     }
 
 
@@ -57,11 +63,11 @@ class PlainCallable:
     """A ParDo's callable as the plain path calls it."""
 
     def __init__(self, process, args, kwargs, params, dofn=None, check_first_output=False):
-        self.process = process      # returns an iterable of outputs
+        self.process = process  # returns an iterable of outputs
         self.args = args
         self.kwargs = kwargs
-        self.params = params        # keyword -> 'timestamp' | 'window' | 'pane'
-        self.single = None          # returns exactly one output, when known
+        self.params = params  # keyword -> 'timestamp' | 'window' | 'pane'
+        self.single = None  # returns exactly one output, when known
         # A DoFn class instance: the step calls its lifecycle methods.
         self.dofn = dofn
         # The harness rejects a str/bytes/dict *returned* by a DoFn class's
@@ -81,9 +87,14 @@ def plain_callable(transform, loading=False):
     (`loading=True`) the stage was planned plain, so failing to unpickle is
     the user's error (e.g. a module the workers cannot import) and raises."""
     payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
-    if (payload.side_inputs or payload.state_specs or payload.timer_family_specs
-            or payload.restriction_coder_id or payload.requests_finalization
-            or payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO):
+    if (
+        payload.side_inputs
+        or payload.state_specs
+        or payload.timer_family_specs
+        or payload.restriction_coder_id
+        or payload.requests_finalization
+        or payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO
+    ):
         return None
     try:
         dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
@@ -108,7 +119,7 @@ def plain_callable(transform, loading=False):
         return None
     params = {}
     defaults = list(method.defaults)
-    names = method.args[len(method.args) - len(defaults):] if defaults else []
+    names = method.args[len(method.args) - len(defaults) :] if defaults else []
     for name, default in zip(names, defaults):
         if not isinstance(default, _DOFN_PARAM_TYPE):
             continue
@@ -117,11 +128,17 @@ def plain_callable(transform, loading=False):
             return None
         params[name] = kind
     if params and (args or kwargs):
-        return None   # the harness interleaves placeholders and extra arguments
+        return None  # the harness interleaves placeholders and extra arguments
     if is_callable:
         return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
-    return PlainCallable(dofn.process, tuple(args), dict(kwargs), params, dofn=dofn,
-                         check_first_output=not inspect.isgeneratorfunction(method.method_value))
+    return PlainCallable(
+        dofn.process,
+        tuple(args),
+        dict(kwargs),
+        params,
+        dofn=dofn,
+        check_first_output=not inspect.isgeneratorfunction(method.method_value),
+    )
 
 
 def _is_plain_dofn_class(dofn):
@@ -140,10 +157,14 @@ def _is_plain_dofn_class(dofn):
 def _lifecycle_without_params(signature):
     """setup / start_bundle / finish_bundle / teardown take no DoFn
     parameter (e.g. a BundleFinalizerParam): the plain path passes none."""
-    for method in (signature.setup_lifecycle_method, signature.start_bundle_method,
-                   signature.finish_bundle_method, signature.teardown_lifecycle_method):
+    for method in (
+        signature.setup_lifecycle_method,
+        signature.start_bundle_method,
+        signature.finish_bundle_method,
+        signature.teardown_lifecycle_method,
+    ):
         if any(isinstance(d, _DOFN_PARAM_TYPE) for d in method.defaults):
             return False
         if len(method.args) > len(method.defaults):
-            return False    # a required argument only the harness could fill
+            return False  # a required argument only the harness could fill
     return True

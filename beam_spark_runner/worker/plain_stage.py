@@ -22,6 +22,7 @@ batched DoFns, runtime type checks, DoFn parameters other than the
 element's timestamp, window and pane) runs on the harness
 (worker/harness_stage.py).
 """
+
 import collections
 import dataclasses
 import traceback
@@ -39,8 +40,15 @@ from apache_beam.utils.counters import Counter, CounterName
 from beam_spark_runner.worker import context, runs as runs_lib
 from beam_spark_runner.worker.plain_callables import plain_callable
 from beam_spark_runner.worker.plain_steps import (
-    ASSIGN_WINDOWS, PARDO, PRECOMBINE, AssignWindowsStep, CombinePhaseStep, ParDoStep, PrecombineStep,
-    StepFailed)
+    ASSIGN_WINDOWS,
+    PARDO,
+    PRECOMBINE,
+    AssignWindowsStep,
+    CombinePhaseStep,
+    ParDoStep,
+    PrecombineStep,
+    StepFailed,
+)
 from beam_spark_runner.worker.harness_stage import StageFailed
 
 _ELEMENT_COUNT = monitoring_infos.ELEMENT_COUNT_URN
@@ -61,19 +69,21 @@ CHUNK_OUTPUT_TARGET = 8192
 @dataclasses.dataclass(frozen=True)
 class StepSpec:
     """One transform of a plain-Python stage."""
+
     transform_id: str
     name: str
-    kind: str                       # PARDO, ASSIGN_WINDOWS, PRECOMBINE or a combine phase
+    kind: str  # PARDO, ASSIGN_WINDOWS, PRECOMBINE or a combine phase
     input_pcoll: str
-    outputs: Tuple[Tuple[str, str], ...]   # (tag, pcollection)
+    outputs: Tuple[Tuple[str, str], ...]  # (tag, pcollection)
 
 
 @dataclasses.dataclass(frozen=True)
 class PlainStageSpec:
     """What `PlainStageRunner` runs; pure data, built on the driver."""
-    input_pcolls: Tuple[str, ...]          # per stage input, in input order
-    steps: Tuple[StepSpec, ...]            # topological order
-    output_pcolls: Tuple[str, ...]         # per stage output, in output order
+
+    input_pcolls: Tuple[str, ...]  # per stage input, in input order
+    steps: Tuple[StepSpec, ...]  # topological order
+    output_pcolls: Tuple[str, ...]  # per stage output, in output order
 
 
 class PlainStageRunner:
@@ -104,17 +114,20 @@ class PlainStageRunner:
             container = MetricsContainer(step.transform_id)
             self._containers[step.transform_id] = container
             scoped = self._sampler.scoped_state(
-                runners_common.NameContext(step.name, step.transform_id), "process",
-                metrics_container=container)
+                runners_common.NameContext(step.name, step.transform_id), "process", metrics_container=container
+            )
             try:
                 self._steps[step.transform_id] = _make_step(
-                    step, descriptor.transforms[step.transform_id], descriptor, ctx, scoped)
+                    step, descriptor.transforms[step.transform_id], descriptor, ctx, scoped
+                )
             except Exception:
-                raise StageFailed("Beam stage %r failed:\n%s\n[while loading %r]" % (
-                    stage.display_name, traceback.format_exc().rstrip(), step.name)) from None
+                raise StageFailed(
+                    "Beam stage %r failed:\n%s\n[while loading %r]"
+                    % (stage.display_name, traceback.format_exc().rstrip(), step.name)
+                ) from None
         self._chunk_sizers = {step.transform_id: ChunkSizer() for step in spec.steps}
         self._counts = collections.Counter()
-        self._pending = {}      # output index -> (codec, [runs])
+        self._pending = {}  # output index -> (codec, [runs])
         # Steps are set up once, before the first bundle (`run`), and torn
         # down by `close`; every `run` is one bundle (start / finish).
         self._set_up = False
@@ -137,12 +150,13 @@ class PlainStageRunner:
                 self._set_up = True
                 for step in self._steps.values():
                     step.setup()
-            self._pending = {}      # what a failed bundle left is not output
+            self._pending = {}  # what a failed bundle left is not output
             for step in self._steps.values():
                 step.start_bundle()
             for index, block in tagged_blocks:
-                runs = (block.runs if isinstance(block, runs_lib.DecodedBlock)
-                        else self._input_codecs[index].decode(block))
+                runs = (
+                    block.runs if isinstance(block, runs_lib.DecodedBlock) else self._input_codecs[index].decode(block)
+                )
                 self._emit(self.spec.input_pcolls[index], runs)
                 yield from self._flush(FLUSH_ELEMENTS)
             for spec in self.spec.steps:
@@ -203,12 +217,13 @@ class PlainStageRunner:
         a DoFn emitting a WindowedValue in a window its PCollection's
         windowing strategy does not have): names the producing transform."""
         pcoll = self.spec.output_pcolls[index]
-        producer = next((step.name for step in self.spec.steps
-                         if pcoll in (p for _, p in step.outputs)), pcoll)
-        return ("Beam stage %r failed: an output of %r cannot be encoded with its PCollection's coder "
-                "%s (%s: %s). The windows of its elements must be those of the PCollection's "
-                "windowing strategy and its values of the coder's type."
-                % (self.stage.display_name, producer, codec.coder, type(error).__name__, error))
+        producer = next((step.name for step in self.spec.steps if pcoll in (p for _, p in step.outputs)), pcoll)
+        return (
+            "Beam stage %r failed: an output of %r cannot be encoded with its PCollection's coder "
+            "%s (%s: %s). The windows of its elements must be those of the PCollection's "
+            "windowing strategy and its values of the coder's type."
+            % (self.stage.display_name, producer, codec.coder, type(error).__name__, error)
+        )
 
     @property
     def monitoring_infos(self):
@@ -246,6 +261,7 @@ class ChunkSizer:
     while its calls produce more than CHUNK_OUTPUT_TARGET outputs. It starts
     at one value and doubles while the output stays small, so a step whose
     fan-out is not known yet never gets CHUNK_ELEMENTS values at once."""
+
     __slots__ = ("current",)
 
     def __init__(self):

@@ -20,6 +20,7 @@ Each step mirrors what Beam's SDK harness does for the same transform:
   Beam's `PGBKCVOperation`;
 - merge / extract / convert / grouped-values: `PhasedCombineFnExecutor`.
 """
+
 import collections
 import functools
 import itertools
@@ -56,6 +57,7 @@ class Step:
     """Base of the executors: `process(runs)` and `finish()` return
     iterables of (output pcollection, runs) (a ParDo's `process` is a
     generator)."""
+
     # At most one output per input value and window (WindowInto, combiner
     # phases): the stage hands such a step its input whole, unchunked.
     bounded_output = True
@@ -89,7 +91,7 @@ class Step:
 
 
 class ParDoStep(Step):
-    bounded_output = False      # any number of outputs per value
+    bounded_output = False  # any number of outputs per value
 
     def __init__(self, spec, plain, windowfn, scoped):
         super().__init__(spec, scoped)
@@ -125,8 +127,7 @@ class ParDoStep(Step):
                 for r in self._dofn.finish_bundle() or ():
                     target, r = self._target_of(r)
                     if not isinstance(r, WindowedValue):
-                        raise RuntimeError("Finish Bundle should only output WindowedValue type but got %s"
-                                           % type(r))
+                        raise RuntimeError("Finish Bundle should only output WindowedValue type but got %s" % type(r))
                     outputs[target].append((r, [r.value]))
             except Exception:
                 raise self._failed() from None
@@ -185,9 +186,16 @@ class ParDoStep(Step):
         metadata as input), each list about OUTPUT_PIECE long or shorter."""
         plain = self._plain
         if plain.params:
-            bound = {name: (template.timestamp if kind == "timestamp" else
-                            template.windows[0] if kind == "window" else template.pane_info)
-                     for name, kind in plain.params.items()}
+            bound = {
+                name: (
+                    template.timestamp
+                    if kind == "timestamp"
+                    else template.windows[0]
+                    if kind == "window"
+                    else template.pane_info
+                )
+                for name, kind in plain.params.items()
+            }
         else:
             bound = None
         if plain.single is not None:
@@ -208,8 +216,10 @@ class ParDoStep(Step):
             self._check_output = False
             first = call(values[0])
             if isinstance(first, (str, bytes, dict)):
-                raise TypeError("Returning a %s from a ParDo or FlatMap is not allowed. Please use "
-                                "list(%r) if you really want this behavior." % (type(first).__name__, first))
+                raise TypeError(
+                    "Returning a %s from a ParDo or FlatMap is not allowed. Please use "
+                    "list(%r) if you really want this behavior." % (type(first).__name__, first)
+                )
             checked, values = (first,), values[1:]
         for out in itertools.chain(checked, map(call, values)):
             if out is None:
@@ -251,7 +261,7 @@ class ParDoStep(Step):
         TimestampedValues with equal timestamps (and target) share one run
         when the WindowFn assigns windows from the timestamp alone."""
         plain = []
-        shared = {} if self._timestamp_only_windowfn else None   # (target, timestamp) -> run
+        shared = {} if self._timestamp_only_windowfn else None  # (target, timestamp) -> run
         # The previous TimestampedValue's run: a DoFn emitting many values
         # with one Timestamp object skips hashing it per value.
         last_ts = last_target = last_values = None
@@ -269,8 +279,7 @@ class ParDoStep(Step):
                     if ts is not main_ts:
                         hit = by_id.get(id(ts))
                         if hit is None:
-                            hit = by_id[id(ts)] = (ts, self._shared_run(
-                                shared, main, ts, r.value, template, outputs))
+                            hit = by_id[id(ts)] = (ts, self._shared_run(shared, main, ts, r.value, template, outputs))
                         main_ts, main_values = ts, hit[1]
                     main_values.append(r.value)
                     continue
@@ -315,8 +324,7 @@ class ParDoStep(Step):
 
 # WindowFns whose assign() reads only the timestamp (and not the element):
 # one assignment serves a whole run. Exact types: a subclass may override.
-_TIMESTAMP_ONLY_WINDOWFNS = (window.GlobalWindows, window.FixedWindows, window.SlidingWindows,
-                             window.Sessions)
+_TIMESTAMP_ONLY_WINDOWFNS = (window.GlobalWindows, window.FixedWindows, window.SlidingWindows, window.Sessions)
 
 
 class AssignWindowsStep(Step):
@@ -337,7 +345,7 @@ class AssignWindowsStep(Step):
                     windows = template.windows
                     if len(windows) == 1:
                         self._assign(assign, template.timestamp, windows[0], values, out)
-                    else:   # once per window, as for any WindowParam DoFn
+                    else:  # once per window, as for any WindowParam DoFn
                         for w in windows:
                             self._assign(assign, template.timestamp, w, values, out)
             except Exception:
@@ -380,10 +388,11 @@ class PrecombineStep(Step):
         self._default_windowing = windowing.is_default()
         tsc = windowing.timestamp_combiner
         self._timestamp_combiner = (
-            None if tsc == window.TimestampCombiner.OUTPUT_AT_EOW
-            else window.TimestampCombiner.get_impl(tsc, windowing.windowfn))
-        self._compact = (None if type(self._fn).compact is core.CombineFn.compact
-                         else self._fn.compact)
+            None
+            if tsc == window.TimestampCombiner.OUTPUT_AT_EOW
+            else window.TimestampCombiner.get_impl(tsc, windowing.windowfn)
+        )
+        self._compact = None if type(self._fn).compact is core.CombineFn.compact else self._fn.compact
         # window -> {key: [accumulator, timestamp]} (default windowing: the
         # one window None). By window first: a window's hash is Python code.
         self._table, self._entries = {}, 0
@@ -441,8 +450,9 @@ class PrecombineStep(Step):
                 if combine_ts is not None:
                     for key, _ in values:
                         prev = timestamps.get((w, key))
-                        timestamps[(w, key)] = (template.timestamp if prev is None
-                                                else combine_ts.combine(prev, template.timestamp))
+                        timestamps[(w, key)] = (
+                            template.timestamp if prev is None else combine_ts.combine(prev, template.timestamp)
+                        )
         if self._buffered < PRECOMBINE_BUFFER:
             return []
         out = self._fold()
@@ -467,14 +477,14 @@ class PrecombineStep(Step):
                         if entry is None:
                             if self._entries >= MAX_PRECOMBINE_KEYS:
                                 out.extend(self._evict())
-                                entries = table.setdefault(w, {})   # eviction may have dropped w
+                                entries = table.setdefault(w, {})  # eviction may have dropped w
                             entry = entries[key] = [fn.create_accumulator(), None]
                             self._entries += 1
-                        if counting:            # vals: how many inputs
+                        if counting:  # vals: how many inputs
                             entry[0] += vals
                         else:
                             entry[0] = fn.add_inputs(entry[0], vals)
-                        if timestamps:          # a timestamp combiner other than end of window
+                        if timestamps:  # a timestamp combiner other than end of window
                             ts = timestamps.get((w, key))
                             if ts is not None:
                                 entry[1] = ts if entry[1] is None else combine_ts.combine(entry[1], ts)
@@ -514,8 +524,11 @@ class PrecombineStep(Step):
         template, not one per key)."""
         compact = self._compact
         if self._default_windowing:
-            values = [(key, acc if compact is None else compact(acc))
-                      for entries in table.values() for key, (acc, _) in entries.items()]
+            values = [
+                (key, acc if compact is None else compact(acc))
+                for entries in table.values()
+                for key, (acc, _) in entries.items()
+            ]
             return [(GLOBAL_TEMPLATE, values)] if values else []
         out = []
         for w, entries in table.items():

@@ -12,6 +12,7 @@ element is `header + value` where the header (timestamp, windows, pane)
 does not depend on the value, so a run's header is encoded once and compared
 byte-wise while decoding.
 """
+
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.transforms import window
@@ -28,6 +29,7 @@ class DecodedBlock:
     """Runs handed from one step of a Spark task to the next as Python
     objects, where both ends run in the same worker and nothing else reads
     them (no encoding at all). Picklable, should Spark move it anyway."""
+
     __slots__ = ("runs",)
 
     def __init__(self, runs):
@@ -52,7 +54,7 @@ def chunks(runs, size):
         start = 0
         while start < len(values):
             take = min(limit - held, len(values) - start)
-            part = values if (start == 0 and take == len(values)) else values[start:start + take]
+            part = values if (start == 0 and take == len(values)) else values[start : start + take]
             chunk.append((template, part))
             held += take
             start += take
@@ -81,8 +83,9 @@ class RunCodec:
             self._value_decode = value_impl.decode_from_stream
             self._value_encode = value_impl.encode_to_stream
             # The header with an empty bytes value encodes as header + b"\x00".
-            self._header_with_empty = coders.WindowedValueCoder(
-                coders.BytesCoder(), coder.window_coder).get_impl().encode_nested
+            self._header_with_empty = (
+                coders.WindowedValueCoder(coders.BytesCoder(), coder.window_coder).get_impl().encode_nested
+            )
 
     def _header(self, template):
         return self._header_with_empty(template.with_value(b""))[:-1]

@@ -4,6 +4,7 @@ Built on the driver from the collected PCollection and broadcast; each
 executor loads the entries into its harness's state, where the SDK reads
 them through the Fn API state protocol (iterable and multimap access).
 """
+
 import collections
 import struct
 
@@ -51,7 +52,8 @@ def state_entries(side_input, blocks, components: bytes):
     else:
         raise UnsupportedSideInput(
             "Side input %r of %r uses access pattern %s, which the Spark runner does not support"
-            % (side_input.tag, side_input.transform_id, side_input.access_pattern))
+            % (side_input.tag, side_input.transform_id, side_input.access_pattern)
+        )
 
     by_key_window = collections.defaultdict(list)
     for block in blocks:
@@ -72,17 +74,48 @@ def state_entries(side_input, blocks, components: bytes):
         data = out.get()
         tid, tag = side_input.transform_id, side_input.tag
         if side_input.access_pattern == ITERABLE:
-            entries.append((_key(iterable_side_input=beam_fn_api_pb2.StateKey.IterableSideInput(
-                transform_id=tid, side_input_id=tag, window=encoded_window)), data))
+            entries.append(
+                (
+                    _key(
+                        iterable_side_input=beam_fn_api_pb2.StateKey.IterableSideInput(
+                            transform_id=tid, side_input_id=tag, window=encoded_window
+                        )
+                    ),
+                    data,
+                )
+            )
             continue
         encoded_key = key_impl.encode_nested(key)
-        entries.append((_key(multimap_side_input=beam_fn_api_pb2.StateKey.MultimapSideInput(
-            transform_id=tid, side_input_id=tag, window=encoded_window, key=encoded_key)), data))
-        entries.append((_key(multimap_keys_side_input=beam_fn_api_pb2.StateKey.MultimapKeysSideInput(
-            transform_id=tid, side_input_id=tag, window=encoded_window)), encoded_key))
-        entries.append((_key(multimap_keys_values_side_input=beam_fn_api_pb2.StateKey.MultimapKeysValuesSideInput(
-            transform_id=tid, side_input_id=tag, window=encoded_window)),
-            encoded_key + struct.pack(">i", len(values)) + data))
+        entries.append(
+            (
+                _key(
+                    multimap_side_input=beam_fn_api_pb2.StateKey.MultimapSideInput(
+                        transform_id=tid, side_input_id=tag, window=encoded_window, key=encoded_key
+                    )
+                ),
+                data,
+            )
+        )
+        entries.append(
+            (
+                _key(
+                    multimap_keys_side_input=beam_fn_api_pb2.StateKey.MultimapKeysSideInput(
+                        transform_id=tid, side_input_id=tag, window=encoded_window
+                    )
+                ),
+                encoded_key,
+            )
+        )
+        entries.append(
+            (
+                _key(
+                    multimap_keys_values_side_input=beam_fn_api_pb2.StateKey.MultimapKeysValuesSideInput(
+                        transform_id=tid, side_input_id=tag, window=encoded_window
+                    )
+                ),
+                encoded_key + struct.pack(">i", len(values)) + data,
+            )
+        )
     return entries
 
 

@@ -8,6 +8,7 @@ element is processed, so every pending timer becomes due: they fire in
 rounds (a round's callbacks may set new timers) until none is pending.
 Within a round, timers are handed to the SDK in fire-timestamp order.
 """
+
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 
 
@@ -62,14 +63,21 @@ class PendingTimers:
     def earliest_hold(self, families=None):
         """Micros of the earliest output-timestamp hold of a pending timer
         (of the given family keys only, when given)."""
-        holds = [t.hold_timestamp.micros for key, pending in self._pending.items()
-                 if families is None or key in families for t in pending.values()]
+        holds = [
+            t.hold_timestamp.micros
+            for key, pending in self._pending.items()
+            if families is None or key in families
+            for t in pending.values()
+        ]
         return min(holds, default=None)
 
     def snapshot(self):
         """Pending timers as {family key: [encoded timer]} (picklable)."""
-        return {key: [self._impls[key].encode_nested(t) for t in pending.values()]
-                for key, pending in self._pending.items() if pending}
+        return {
+            key: [self._impls[key].encode_nested(t) for t in pending.values()]
+            for key, pending in self._pending.items()
+            if pending
+        }
 
     def restore(self, snapshot):
         for pending in self._pending.values():

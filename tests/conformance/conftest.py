@@ -1,5 +1,6 @@
 """Every test here runs pipelines on SparkRunner: the process's one
 SparkSession (tests/conftest.py) is started before the first of them."""
+
 import pytest
 
 

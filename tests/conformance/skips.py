@@ -1,8 +1,7 @@
 """Beam tests this runner cannot pass yet, each with the reason and the issue
 that will enable it. A test leaves this list when its feature lands."""
 
-FN_API_RUNNER_SKIPS = {
-}
+FN_API_RUNNER_SKIPS = {}
 
 # fn_runner_test.FnApiBasedStateBackedCoderTest (it_validatesrunner, pinned by
 # Beam to FnApiRunner(use_state_iterables=True); run here on SparkRunner).
@@ -14,12 +13,12 @@ STATE_BACKED_CODER_SKIPS = {
         "on in runs (up to 8192 values), and the runner decodes one key's grouped values together in the "
         "consuming worker, so a key's values must fit in a worker's memory (as in Beam's "
         "classic Spark runner). Waits for no open issue: state-backed iterables for huge keys "
-        "are outside issues #4 and #5; the limit is documented in docs/conformance.md"),
+        "are outside issues #4 and #5; the limit is documented in docs/conformance.md"
+    ),
 }
 
 # "module.TestCaseClass" -> {test name: reason}
-BEAM_SUITE_SKIPS = {
-}
+BEAM_SUITE_SKIPS = {}
 
 # apache_beam.testing.test_stream_test.TestStreamTest
 TEST_STREAM_SKIPS = {
@@ -27,15 +26,18 @@ TEST_STREAM_SKIPS = {
         "a TestStream element given as a WindowedValue in a non-global window: its output's "
         "coder (the global window's, fixed by Beam's runner API) cannot carry the window, so "
         "SparkRunner rejects such elements with UnsupportedPipelineError; only Beam's "
-        "DirectRunner, which does not encode, runs it"),
+        "DirectRunner, which does not encode, runs it"
+    ),
     "test_gbk_execution_no_triggers": (
         "asserts Beam's Python runners' window closing: its windows (300 s of allowed lateness, "
         "EMIT_ALWAYS as Beam's Python SDK writes it) close here with an empty final pane each, as "
         "the model and Beam's Java runners say; tests/conformance/test_model_not_python_faults.py "
-        "lists it and asserts the model's answer"),
+        "lists it and asserts the model's answer"
+    ),
     "test_basic_execution_with_service": (
         "reads its events from a TestStreamService over gRPC, which the runner rejects at "
-        "submission; not planned before the job-server issue"),
+        "submission; not planned before the job-server issue"
+    ),
 }
 
 # apache_beam.transforms.trigger_test.(Weak)TestStreamTranscriptTest
@@ -43,5 +45,6 @@ TRANSCRIPT_SKIPS = {
     "test_timestamp_combiner_custom_timestamping_earliest_1": (
         "OUTPUT_AT_EARLIEST_TRANSFORMED has no runner-API value: Beam's to_runner_api raises "
         "'Unable to translate ... WindowInto' while building the pipeline, so no portable runner "
-        "can run it (Beam marks it broken on its DirectRunner too)"),
+        "can run it (Beam marks it broken on its DirectRunner too)"
+    ),
 }

@@ -5,6 +5,7 @@ SparkRunner as TestPipeline's default runner (the full list runs with
 Beam's TestCase classes are subclassed here unmodified; tests that cannot
 pass name the reason and the issue they wait for in BEAM_SUITE_SKIPS.
 """
+
 import importlib
 import unittest
 
@@ -38,8 +39,7 @@ def spark_is_test_pipeline_default():
 
 def _test_cases(module):
     for name, obj in sorted(vars(module).items()):
-        if (isinstance(obj, type) and issubclass(obj, unittest.TestCase)
-                and obj.__module__ == module.__name__):
+        if isinstance(obj, type) and issubclass(obj, unittest.TestCase) and obj.__module__ == module.__name__:
             yield name, obj
 
 
@@ -62,4 +62,5 @@ for _module_name in MODULES:
 
 def test_beam_suites_here_run_on_spark_runner():
     from beam_spark_runner import SparkRunner
+
     assert isinstance(TestPipeline().runner, SparkRunner)

@@ -7,6 +7,7 @@ CI runs every case in batch and a subset in streaming (`CI_STREAMING`, one
 per closing rule, about 8 s each); BEAM_SPARK_FULL_STREAMING_SUITES=1 runs
 all of them in streaming too.
 """
+
 import os
 
 import pytest
@@ -63,8 +64,14 @@ def test_in_batch(spec):
     transcripts_on_spark.run_batch(spec)
 
 
-STREAMING = [s if FULL or s["name"] in CI_STREAMING else pytest.param(s, marks=pytest.mark.skip(
-    reason="outside the CI subset; run with BEAM_SPARK_FULL_STREAMING_SUITES=1")) for s in SPECS]
+STREAMING = [
+    s
+    if FULL or s["name"] in CI_STREAMING
+    else pytest.param(
+        s, marks=pytest.mark.skip(reason="outside the CI subset; run with BEAM_SPARK_FULL_STREAMING_SUITES=1")
+    )
+    for s in SPECS
+]
 
 
 @pytest.mark.parametrize("spec", STREAMING, ids=_ids(SPECS))
@@ -74,4 +81,5 @@ def test_in_streaming(spec):
 
 def test_streaming_runs_use_spark_runner():
     from tests.conformance.transcripts_on_spark import ClosingRulesRunner
+
     assert isinstance(TestPipeline().runner, ClosingRulesRunner)

@@ -1,6 +1,7 @@
 """Beam's own FnApiRunnerTest, unmodified from the installed wheel, run on
 the Spark runner. Tests that need a feature of a later issue are skipped
 with that issue named; every other test must pass."""
+
 import unittest
 
 import apache_beam as beam
@@ -12,7 +13,6 @@ from tests.conformance.skips import FN_API_RUNNER_SKIPS, STATE_BACKED_CODER_SKIP
 
 
 class SparkRunnerFnApiRunnerTest(fn_runner_test.FnApiRunnerTest):
-
     def create_pipeline(self, is_drain=False):
         return beam.Pipeline(runner=SparkRunner(is_drain=is_drain), options=PipelineOptions([]))
 

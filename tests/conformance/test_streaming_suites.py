@@ -13,6 +13,7 @@
 CI runs a representative subset of the transcripts (`CI_TRANSCRIPTS`); set
 BEAM_SPARK_FULL_STREAMING_SUITES=1 to run all of them.
 """
+
 import os
 import unittest
 
@@ -30,10 +31,15 @@ FULL = os.environ.get("BEAM_SPARK_FULL_STREAMING_SUITES") == "1"
 # merging sessions, EARLIEST combiner, a custom WindowFn, discarding with an
 # empty on-time pane, and both ways a transcript expects the run to fail.
 CI_TRANSCRIPTS = {
-    "test_fixed_default", "test_fixed_default_late_data",
-    "test_fixed_drop_late_data_after_allowed_lateness", "test_early_late_sessions",
-    "test_timestamp_combiner_earliest", "test_timestamp_combiner_custom_timestamping_earliest",
-    "test_discarding_early_fixed", "test_bad_output", "test_missing_output",
+    "test_fixed_default",
+    "test_fixed_default_late_data",
+    "test_fixed_drop_late_data_after_allowed_lateness",
+    "test_early_late_sessions",
+    "test_timestamp_combiner_earliest",
+    "test_timestamp_combiner_custom_timestamping_earliest",
+    "test_discarding_early_fixed",
+    "test_bad_output",
+    "test_missing_output",
 }
 CI_WEAK_TRANSCRIPTS = {"test_fixed_default", "test_early_late_sessions", "test_bad_expected_values"}
 
@@ -71,8 +77,11 @@ def _subset(case, keep, reason):
 _FULL_ONLY = "outside the CI subset; run with BEAM_SPARK_FULL_STREAMING_SUITES=1"
 
 SparkTestStreamTranscriptTest = type(
-    "SparkTestStreamTranscriptTest", (trigger_test.TestStreamTranscriptTest,),
-    _subset(trigger_test.TestStreamTranscriptTest, CI_TRANSCRIPTS, _FULL_ONLY))
+    "SparkTestStreamTranscriptTest",
+    (trigger_test.TestStreamTranscriptTest,),
+    _subset(trigger_test.TestStreamTranscriptTest, CI_TRANSCRIPTS, _FULL_ONLY),
+)
+
 
 class _ThreeKeyGroups:
     """Runs its transcripts with three key-groups (the strict ones run with
@@ -89,8 +98,10 @@ class _ThreeKeyGroups:
 
 
 SparkWeakTestStreamTranscriptTest = type(
-    "SparkWeakTestStreamTranscriptTest", (_ThreeKeyGroups, trigger_test.WeakTestStreamTranscriptTest),
-    _subset(trigger_test.WeakTestStreamTranscriptTest, CI_WEAK_TRANSCRIPTS, _FULL_ONLY))
+    "SparkWeakTestStreamTranscriptTest",
+    (_ThreeKeyGroups, trigger_test.WeakTestStreamTranscriptTest),
+    _subset(trigger_test.WeakTestStreamTranscriptTest, CI_WEAK_TRANSCRIPTS, _FULL_ONLY),
+)
 
 
 def _with_skips(case, skips):
@@ -102,21 +113,25 @@ def _with_skips(case, skips):
     return attrs
 
 
-SparkTestStreamTest = type("SparkTestStreamTest", (test_stream_test.TestStreamTest,),
-                           _with_skips(test_stream_test.TestStreamTest, TEST_STREAM_SKIPS))
+SparkTestStreamTest = type(
+    "SparkTestStreamTest",
+    (test_stream_test.TestStreamTest,),
+    _with_skips(test_stream_test.TestStreamTest, TEST_STREAM_SKIPS),
+)
 
 
 # A processing-time timer still pending when the TestStream ends: the run
 # must end anyway (the timer can never fire), as on Beam's DirectRunner.
-SparkDeduplicateTest = type("SparkDeduplicateTest", (deduplicate_test.DeduplicateTest,),
-                            {"__module__": __name__})
+SparkDeduplicateTest = type("SparkDeduplicateTest", (deduplicate_test.DeduplicateTest,), {"__module__": __name__})
 
 
 def test_ci_subsets_and_skips_name_tests_beam_has():
     """A renamed Beam test must not silently turn into a skip or drop out of
     the CI subset."""
-    for case, keep in ((trigger_test.TestStreamTranscriptTest, CI_TRANSCRIPTS),
-                       (trigger_test.WeakTestStreamTranscriptTest, CI_WEAK_TRANSCRIPTS)):
+    for case, keep in (
+        (trigger_test.TestStreamTranscriptTest, CI_TRANSCRIPTS),
+        (trigger_test.WeakTestStreamTranscriptTest, CI_WEAK_TRANSCRIPTS),
+    ):
         names = {n for n in dir(case) if n.startswith("test_")}
         assert len(names) == 18, sorted(names)
         assert keep <= names, keep - names

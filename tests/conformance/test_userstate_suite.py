@@ -12,6 +12,7 @@ at a subclass that, once the pipeline has run, reads those files back into
 that list in the order they were written (CLOCK_MONOTONIC, which Linux
 shares across processes) before the test's assertions read it.
 """
+
 import os
 import pickle
 import shutil
@@ -32,12 +33,14 @@ SKIPS = {
     "test_generate_sequence_with_realtime_timer": (
         "pins its pipeline to DirectRunner (beam.Pipeline(argv=['--runner=DirectRunner'])): "
         "it would not exercise SparkRunner, and waits for no issue (processing-time timers "
-        "of stateful DoFns run in Beam's deduplicate_test, tests/conformance/test_streaming_suites.py)"),
+        "of stateful DoFns run in Beam's deduplicate_test, tests/conformance/test_streaming_suites.py)"
+    ),
     "test_stateful_set_state_compaction_race_portably": (
         "exercises the SDK harness's gRPC state handler (it delays GrpcStateHandler requests) in "
         "an --environment_type=LOOPBACK run; SparkRunner runs the Python SDK embedded in Spark's "
         "workers, with no gRPC state channel, and refuses --environment_type=LOOPBACK rather than "
-        "ignore it (the job service, issue #21, is where LOOPBACK will run)"),
+        "ignore it (the job service, issue #21, is where LOOPBACK will run)"
+    ),
 }
 
 
@@ -69,6 +72,7 @@ def _read_records(directory):
 class _RecordingSparkTestPipeline(TestPipeline):
     """TestPipeline on SparkRunner that, after a run, loads what
     `_RecordToFiles` wrote into Beam's `all_records` list."""
+
     directory = None
 
     def __init__(self, runner=None, options=None, *args, **kwargs):
@@ -120,6 +124,7 @@ def test_records_written_in_another_process_come_back_in_order(tmp_path):
     """The recorder itself: what it writes, in whatever process, reads back
     in the order written."""
     import multiprocessing
+
     recorder = _RecordToFiles(str(tmp_path))
     recorder.process("first")
     ctx = multiprocessing.get_context("spawn")

@@ -18,6 +18,7 @@ Beam's Python `WindowInto` cannot set a windowing strategy's
 spec's values into the pipeline proto before SparkRunner plans it, as a
 pipeline from another SDK or the job service would carry them.
 """
+
 import contextlib
 import zlib
 
@@ -39,6 +40,7 @@ RUNNER = "--runner=tests.conformance.transcripts_on_spark.ClosingRulesRunner"
 class ClosingRulesRunner(SparkRunner):
     """SparkRunner that sets `rules` (triggers.closing.ClosingRules) as the
     closing and on-time behaviour of every non-global windowing strategy."""
+
     rules = PYTHON_SDK_DEFAULT
 
     def run_portable_pipeline(self, pipeline_proto, options):
@@ -65,7 +67,7 @@ def _relative_clock(transcript):
     TestStream's processing-time advances (by t minus the previous clock)."""
     out, now = [], 0
     for line in transcript:
-        (action, params), = line.items()
+        ((action, params),) = line.items()
         if action == "clock":
             if params > now:
                 out.append(("clock", params - now))
@@ -100,8 +102,9 @@ def run_streaming(spec):
     TestPipeline.pytest_test_pipeline_options = " ".join((RUNNER,) + shape_of(spec))
     try:
         with closing_rules(closing_of(spec)):
-            _Streaming()._execute(window_fn, trigger_fn, mode, combiner, lateness,
-                                  _relative_clock(spec["transcript"]), spec)
+            _Streaming()._execute(
+                window_fn, trigger_fn, mode, combiner, lateness, _relative_clock(spec["transcript"]), spec
+            )
     finally:
         TestPipeline.pytest_test_pipeline_options = previous
 
@@ -117,13 +120,26 @@ def run_batch(spec):
 
     options = PipelineOptions(["--allow_unsafe_triggers", *shape_of(spec)])
     with closing_rules(closing_of(spec)), TestPipeline(runner=ClosingRulesRunner(), options=options) as p:
-        windowed = (p | beam.Create(transcript_inputs(spec))
-                    | beam.Map(lambda t: TimestampedValue(("key", t), t))
-                    | beam.WindowInto(window_fn, trigger=trigger_fn, accumulation_mode=mode,
-                                      timestamp_combiner=combiner, allowed_lateness=lateness))
-        for label, aggregation in (("Grouped", beam.GroupByKey()),
-                                   ("Combined", beam.CombinePerKey(trigger_test._ConcatCombineFn()))):
-            panes = (windowed | label >> aggregation
-                     | "%sInfo" % label >> beam.MapTuple(trigger_test._windowed_value_info_map_fn)
-                     | "%sValue" % label >> beam.MapTuple(lambda _, info: info))
+        windowed = (
+            p
+            | beam.Create(transcript_inputs(spec))
+            | beam.Map(lambda t: TimestampedValue(("key", t), t))
+            | beam.WindowInto(
+                window_fn,
+                trigger=trigger_fn,
+                accumulation_mode=mode,
+                timestamp_combiner=combiner,
+                allowed_lateness=lateness,
+            )
+        )
+        for label, aggregation in (
+            ("Grouped", beam.GroupByKey()),
+            ("Combined", beam.CombinePerKey(trigger_test._ConcatCombineFn())),
+        ):
+            panes = (
+                windowed
+                | label >> aggregation
+                | "%sInfo" % label >> beam.MapTuple(trigger_test._windowed_value_info_map_fn)
+                | "%sValue" % label >> beam.MapTuple(lambda _, info: info)
+            )
             assert_that(panes, check, label="Check%s" % label)

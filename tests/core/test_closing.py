@@ -1,5 +1,6 @@
 """triggers.closing: which panes a window emits, and its state across the
 closing (the transcripts in tests/core/data/closing.yaml drive whole cases)."""
+
 import pytest
 from apache_beam.portability.api import beam_runner_api_pb2 as pb
 from apache_beam.transforms import trigger as T
@@ -16,95 +17,107 @@ from triggers.state import WindowState
 EARLY, ON_TIME, LATE = PaneInfoTiming.EARLY, PaneInfoTiming.ON_TIME, PaneInfoTiming.LATE
 
 
-@pytest.mark.parametrize('closing,on_time,is_empty,is_final,timing,emitted', [
-    # A pane with new data is always emitted.
-    (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, False, False, EARLY, True),
-    (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, False, True, LATE, True),
-    # An empty ON_TIME pane: only under FIRE_ALWAYS, final or not.
-    (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, False, ON_TIME, True),
-    (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, True, False, ON_TIME, False),
-    (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, True, ON_TIME, True),
-    # An empty final pane: under EMIT_ALWAYS, whatever its timing.
-    (EMIT_ALWAYS, FIRE_IF_NONEMPTY, True, True, LATE, True),
-    (EMIT_ALWAYS, FIRE_IF_NONEMPTY, True, True, ON_TIME, True),
-    (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, True, LATE, False),
-    # Empty EARLY and LATE panes that are not final: never.
-    (EMIT_ALWAYS, FIRE_ALWAYS, True, False, EARLY, False),
-    (EMIT_ALWAYS, FIRE_ALWAYS, True, False, LATE, False),
-])
+@pytest.mark.parametrize(
+    'closing,on_time,is_empty,is_final,timing,emitted',
+    [
+        # A pane with new data is always emitted.
+        (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, False, False, EARLY, True),
+        (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, False, True, LATE, True),
+        # An empty ON_TIME pane: only under FIRE_ALWAYS, final or not.
+        (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, False, ON_TIME, True),
+        (EMIT_IF_NONEMPTY, FIRE_IF_NONEMPTY, True, False, ON_TIME, False),
+        (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, True, ON_TIME, True),
+        # An empty final pane: under EMIT_ALWAYS, whatever its timing.
+        (EMIT_ALWAYS, FIRE_IF_NONEMPTY, True, True, LATE, True),
+        (EMIT_ALWAYS, FIRE_IF_NONEMPTY, True, True, ON_TIME, True),
+        (EMIT_IF_NONEMPTY, FIRE_ALWAYS, True, True, LATE, False),
+        # Empty EARLY and LATE panes that are not final: never.
+        (EMIT_ALWAYS, FIRE_ALWAYS, True, False, EARLY, False),
+        (EMIT_ALWAYS, FIRE_ALWAYS, True, False, LATE, False),
+    ],
+)
 def test_should_emit_follows_beams_need_to_emit(closing, on_time, is_empty, is_final, timing, emitted):
-  assert ClosingRules(closing, on_time).should_emit(is_empty, is_final, timing) is emitted
+    assert ClosingRules(closing, on_time).should_emit(is_empty, is_final, timing) is emitted
 
 
 def test_unspecified_behaviours_are_refused_naming_the_field():
-  strategy = pb.WindowingStrategy(on_time_behavior=FIRE_ALWAYS)
-  with pytest.raises(UnspecifiedBehavior, match='closing_behavior'):
-    ClosingRules.from_proto(strategy)
-  strategy = pb.WindowingStrategy(closing_behavior=EMIT_ALWAYS)
-  with pytest.raises(UnspecifiedBehavior, match='on_time_behavior'):
-    ClosingRules.from_proto(strategy)
+    strategy = pb.WindowingStrategy(on_time_behavior=FIRE_ALWAYS)
+    with pytest.raises(UnspecifiedBehavior, match='closing_behavior'):
+        ClosingRules.from_proto(strategy)
+    strategy = pb.WindowingStrategy(closing_behavior=EMIT_ALWAYS)
+    with pytest.raises(UnspecifiedBehavior, match='on_time_behavior'):
+        ClosingRules.from_proto(strategy)
 
 
 def test_python_sdk_writes_emit_always_and_fire_always():
-  from apache_beam.runners import pipeline_context
-  from apache_beam.transforms.core import Windowing
-  proto = Windowing(W.FixedWindows(10)).to_runner_api(pipeline_context.PipelineContext())
-  assert ClosingRules.from_proto(proto) == ClosingRules(EMIT_ALWAYS, FIRE_ALWAYS)
+    from apache_beam.runners import pipeline_context
+    from apache_beam.transforms.core import Windowing
+
+    proto = Windowing(W.FixedWindows(10)).to_runner_api(pipeline_context.PipelineContext())
+    assert ClosingRules.from_proto(proto) == ClosingRules(EMIT_ALWAYS, FIRE_ALWAYS)
 
 
 def _wv(t):
-  return WindowedValue(t, t, (W.IntervalWindow(0, 10),))
+    return WindowedValue(t, t, (W.IntervalWindow(0, 10),))
 
 
 def test_suppressed_pane_leaves_the_pane_counters_alone():
-  """An empty ON_TIME pane under FIRE_IF_NONEMPTY is not counted: the pane
-  after it has index 1 and non-speculative index 0 (Beam Java's
-  PaneInfoTracker stores only emitted panes)."""
-  spec = ReduceSpec(W.FixedWindows(10), T.AfterWatermark(early=T.AfterCount(1), late=T.AfterCount(1)),
-                    2, allowed_lateness=100, closing=ClosingRules(EMIT_ALWAYS, FIRE_IF_NONEMPTY))
-  r = spec.new_reducer()
-  (early,) = r.process([_wv(1)], 0)
-  assert (early.pane_info.index, early.pane_info.timing) == (0, EARLY)
-  assert r.advance_watermark(20) == []      # nothing new since the early pane
-  (late,) = r.process([_wv(2)], 20)
-  assert (late.value, late.pane_info.timing, late.pane_info.index,
-          late.pane_info.nonspeculative_index) == ([1, 2], LATE, 1, 0)
+    """An empty ON_TIME pane under FIRE_IF_NONEMPTY is not counted: the pane
+    after it has index 1 and non-speculative index 0 (Beam Java's
+    PaneInfoTracker stores only emitted panes)."""
+    spec = ReduceSpec(
+        W.FixedWindows(10),
+        T.AfterWatermark(early=T.AfterCount(1), late=T.AfterCount(1)),
+        2,
+        allowed_lateness=100,
+        closing=ClosingRules(EMIT_ALWAYS, FIRE_IF_NONEMPTY),
+    )
+    r = spec.new_reducer()
+    (early,) = r.process([_wv(1)], 0)
+    assert (early.pane_info.index, early.pane_info.timing) == (0, EARLY)
+    assert r.advance_watermark(20) == []  # nothing new since the early pane
+    (late,) = r.process([_wv(2)], 20)
+    assert (late.value, late.pane_info.timing, late.pane_info.index, late.pane_info.nonspeculative_index) == (
+        [1, 2],
+        LATE,
+        1,
+        0,
+    )
 
 
 def test_window_state_of_an_earlier_release_restores_fresh_from_its_buffer():
-  st = WindowState(W.IntervalWindow(0, 10))
-  st.elements = [1]
-  old = st.snapshot()[:9]
-  assert WindowState.restore(old).fresh is True
-  st.elements = []
-  assert WindowState.restore(st.snapshot()[:9]).fresh is False
-  st.fresh = True
-  assert WindowState.restore(st.snapshot()).fresh is True
+    st = WindowState(W.IntervalWindow(0, 10))
+    st.elements = [1]
+    old = st.snapshot()[:9]
+    assert WindowState.restore(old).fresh is True
+    st.elements = []
+    assert WindowState.restore(st.snapshot()[:9]).fresh is False
+    st.fresh = True
+    assert WindowState.restore(st.snapshot()).fresh is True
 
 
 def test_reducer_wakes_when_the_watermark_passes_a_window_end_before_its_expiry():
-  """With allowed lateness the final pane's timing depends on whether the
-  advance that closes the window also passed its end; a runner that only
-  restores a key's reducer when it has something to do must wake it then."""
-  spec = ReduceSpec(W.FixedWindows(10), T.Repeatedly(T.AfterProcessingTime(5)), 1,
-                    allowed_lateness=20)
-  r = spec.new_reducer()
-  r.process([_wv(1)], 0)
-  wm, _ = r.next_wake_up_us()
-  assert wm == 10 * 10**6                    # the end of [0, 10), not its GC time
-  r.advance_watermark(15)
-  wm, _ = r.next_wake_up_us()
-  assert wm == 30 * 10**6                    # now its GC time + 1 us
-  (final,) = r.advance_watermark(31)
-  assert final.pane_info.timing == LATE and final.pane_info.is_last
+    """With allowed lateness the final pane's timing depends on whether the
+    advance that closes the window also passed its end; a runner that only
+    restores a key's reducer when it has something to do must wake it then."""
+    spec = ReduceSpec(W.FixedWindows(10), T.Repeatedly(T.AfterProcessingTime(5)), 1, allowed_lateness=20)
+    r = spec.new_reducer()
+    r.process([_wv(1)], 0)
+    wm, _ = r.next_wake_up_us()
+    assert wm == 10 * 10**6  # the end of [0, 10), not its GC time
+    r.advance_watermark(15)
+    wm, _ = r.next_wake_up_us()
+    assert wm == 30 * 10**6  # now its GC time + 1 us
+    (final,) = r.advance_watermark(31)
+    assert final.pane_info.timing == LATE and final.pane_info.is_last
 
 
 def test_a_window_closes_with_its_timers():
-  spec = ReduceSpec(W.FixedWindows(10), T.Repeatedly(T.AfterProcessingTime(5)), 1)
-  r = spec.new_reducer()
-  r.process([_wv(1)], 0)
-  assert r.state.timers
-  (final,) = r.advance_watermark(50)
-  assert final.pane_info.is_last and final.pane_info.timing == ON_TIME
-  assert isinstance(r.state, KeyState) and r.state.is_empty()
-  assert r.advance_processing_time(100) == []
+    spec = ReduceSpec(W.FixedWindows(10), T.Repeatedly(T.AfterProcessingTime(5)), 1)
+    r = spec.new_reducer()
+    r.process([_wv(1)], 0)
+    assert r.state.timers
+    (final,) = r.advance_watermark(50)
+    assert final.pane_info.is_last and final.pane_info.timing == ON_TIME
+    assert isinstance(r.state, KeyState) and r.state.is_empty()
+    assert r.advance_processing_time(100) == []

@@ -19,6 +19,7 @@ With --ui_metrics_out FILE, the Beam metrics the Spark UI lists (the
 accumulators of the "Beam metrics" jobs, read from the UI's REST API) are
 written to FILE as JSON before the application stops.
 """
+
 import argparse
 import collections
 import json
@@ -32,7 +33,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
-GROUP_LOGGER = "standalone.groups"   # format_group logs each group here, at INFO
+GROUP_LOGGER = "standalone.groups"  # format_group logs each group here, at INFO
 
 
 def split_words(line):
@@ -52,19 +53,21 @@ def format_group(initial, words):
 
 
 def build(p, input_path, output_dir):
-    words = (p
-             | "Read" >> beam.io.ReadFromText(input_path)
-             | "Split" >> beam.FlatMap(split_words))
-    (words
-     | "PairWithOne" >> beam.Map(lambda w: (w, 1))
-     | "Count" >> beam.CombinePerKey(sum)
-     | "FormatCounts" >> beam.MapTuple(format_count)
-     | "WriteCounts" >> beam.io.WriteToText(output_dir + "/counts"))
-    (words
-     | "KeyByInitial" >> beam.Map(lambda w: (w[0], w))
-     | "GroupByInitial" >> beam.GroupByKey()
-     | "FormatGroups" >> beam.MapTuple(format_group)
-     | "WriteGroups" >> beam.io.WriteToText(output_dir + "/groups"))
+    words = p | "Read" >> beam.io.ReadFromText(input_path) | "Split" >> beam.FlatMap(split_words)
+    (
+        words
+        | "PairWithOne" >> beam.Map(lambda w: (w, 1))
+        | "Count" >> beam.CombinePerKey(sum)
+        | "FormatCounts" >> beam.MapTuple(format_count)
+        | "WriteCounts" >> beam.io.WriteToText(output_dir + "/counts")
+    )
+    (
+        words
+        | "KeyByInitial" >> beam.Map(lambda w: (w[0], w))
+        | "GroupByInitial" >> beam.GroupByKey()
+        | "FormatGroups" >> beam.MapTuple(format_group)
+        | "WriteGroups" >> beam.io.WriteToText(output_dir + "/groups")
+    )
 
 
 def expected_counts(lines):
@@ -82,10 +85,12 @@ def expected_groups(lines):
 
 def ui_metrics(sc):
     """{accumulator name: value} of the Spark UI's "Beam metrics" jobs."""
+
     def rest(path):
         url = "%s/api/v1/applications/%s/%s" % (sc.uiWebUrl, sc.applicationId, path)
         with urllib.request.urlopen(url, timeout=30) as response:
             return json.load(response)
+
     shown = {}
     for job in rest("jobs"):
         if (job.get("description") or "").startswith("Beam metrics"):
@@ -104,6 +109,7 @@ def main(argv=None):
     known, pipeline_args = parser.parse_known_args(argv)
     options = PipelineOptions(pipeline_args)
     from pyspark.sql import SparkSession
+
     logged = []
     handler = logging.Handler()
     handler.emit = lambda record: logged.append((record.getMessage(), record.process))

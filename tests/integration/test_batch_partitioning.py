@@ -1,4 +1,5 @@
 """How the batch executor spreads work over Spark partitions."""
+
 import apache_beam as beam
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_OutputStream
@@ -33,6 +34,7 @@ def _register(execution, coder):
     """Adds `coder` to the plan's components; returns its id."""
     from apache_beam.portability.api import beam_runner_api_pb2
     from apache_beam.runners import pipeline_context
+
     components = beam_runner_api_pb2.Components.FromString(execution.plan.components)
     context = pipeline_context.PipelineContext(components)
     coder_id = context.coders.get_id(coder)

@@ -1,5 +1,6 @@
 """SparkRunner on the test process's SparkSession: where code runs, that GBK
 is a real Spark shuffle, failures, metrics and UI names."""
+
 import json
 import os
 import urllib.error
@@ -21,8 +22,7 @@ def _pipeline(*args):
 
 
 def _rest(spark, path):
-    url = "%s/api/v1/applications/%s/%s" % (
-        spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId, path)
+    url = "%s/api/v1/applications/%s/%s" % (spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId, path)
     with urllib.request.urlopen(url, timeout=30) as response:
         return json.load(response)
 
@@ -35,31 +35,37 @@ def test_user_code_runs_in_executor_processes_not_the_driver():
         assert driver_pid not in pids, "user code ran in the driver process %d" % driver_pid
 
     with _pipeline() as p:
-        pids = (p | beam.Create(range(20)) | beam.Map(lambda _: os.getpid())
-                | beam.Distinct())
+        pids = p | beam.Create(range(20)) | beam.Map(lambda _: os.getpid()) | beam.Distinct()
         assert_that(pids, not_driver)
 
 
 def test_group_by_key_is_a_spark_shuffle(spark_session):
     with _pipeline() as p:
-        grouped = (p | beam.Create([(i % 5, i) for i in range(200)])
-                   | "ShuffleTestGroup" >> beam.GroupByKey()
-                   | beam.MapTuple(lambda k, vs: (k, sum(vs))))
+        grouped = (
+            p
+            | beam.Create([(i % 5, i) for i in range(200)])
+            | "ShuffleTestGroup" >> beam.GroupByKey()
+            | beam.MapTuple(lambda k, vs: (k, sum(vs)))
+        )
         assert_that(grouped, equal_to([(k, sum(range(k, 200, 5))) for k in range(5)]))
     stages = _rest(spark_session, "stages")
     writes = [s for s in stages if s["name"] == "ShuffleTestGroup" and s["shuffleWriteBytes"] > 0]
     reads = [s for s in stages if s["shuffleReadBytes"] > 0 and "ShuffleTestGroup" in s["name"]]
     assert writes, "no Spark stage named after the GroupByKey wrote shuffle data: %s" % [
-        (s["name"], s["shuffleWriteBytes"]) for s in stages]
+        (s["name"], s["shuffleWriteBytes"]) for s in stages
+    ]
     assert reads, "no Spark stage read the GroupByKey's shuffle"
 
 
 def test_spark_stages_carry_beam_transform_names(spark_session):
     with _pipeline() as p:
-        (p | "NamedSource" >> beam.Create([1, 2, 3])
-         | "NamedKey" >> beam.Map(lambda x: (x % 2, x))
-         | "NamedGroup" >> beam.GroupByKey()
-         | "NamedSum" >> beam.MapTuple(lambda k, vs: sum(vs)))
+        (
+            p
+            | "NamedSource" >> beam.Create([1, 2, 3])
+            | "NamedKey" >> beam.Map(lambda x: (x % 2, x))
+            | "NamedGroup" >> beam.GroupByKey()
+            | "NamedSum" >> beam.MapTuple(lambda k, vs: sum(vs))
+        )
     names = {s["name"] for s in _rest(spark_session, "stages")}
     assert "NamedGroup" in names
     assert any(n.startswith("NamedGroup/Read") or "NamedSum" in n for n in names), names
@@ -157,6 +163,7 @@ def test_metrics_are_listed_in_the_spark_ui_with_their_committed_values(spark_se
 
 def test_flatten_side_inputs_and_windowed_group():
     from apache_beam.transforms import window
+
     with _pipeline("--parallelism=3") as p:
         a = p | "A" >> beam.Create([1, 2])
         b = p | "B" >> beam.Create([3])
@@ -164,15 +171,20 @@ def test_flatten_side_inputs_and_windowed_group():
         flat = (a, b) | beam.Flatten()
         out = flat | beam.Map(lambda v, d: v + d["x"], beam.pvalue.AsDict(side))
         assert_that(out, equal_to([101, 102, 103]))
-        windowed = (p | "T" >> beam.Create([1, 2, 11])
-                    | beam.Map(lambda t: window.TimestampedValue(("k", t), t))
-                    | beam.WindowInto(window.FixedWindows(10))
-                    | beam.GroupByKey() | beam.MapTuple(lambda k, vs: sorted(vs)))
+        windowed = (
+            p
+            | "T" >> beam.Create([1, 2, 11])
+            | beam.Map(lambda t: window.TimestampedValue(("k", t), t))
+            | beam.WindowInto(window.FixedWindows(10))
+            | beam.GroupByKey()
+            | beam.MapTuple(lambda k, vs: sorted(vs))
+        )
         assert_that(windowed, equal_to([[1, 2], [11]]), label="windowed")
 
 
 def test_bad_spark_conf_is_a_clear_error():
     from beam_spark_runner.options import parse_spark_conf
+
     with pytest.raises(ValueError, match="--spark_conf expects KEY=VALUE, got 'oops'"):
         parse_spark_conf(["spark.a=1", "oops"])
     assert parse_spark_conf(["spark.a=1", "spark.b=x=y"]) == {"spark.a": "1", "spark.b": "x=y"}

@@ -1,6 +1,7 @@
 """Bundle finalization in batch (execution/batch_finalization.py): callbacks run
 after the Spark job that ran their bundle succeeded, in the driver; a
 splittable DoFn is resumed only after its earlier bundles were finalized."""
+
 import json
 import os
 import time
@@ -49,8 +50,8 @@ class _FinalizeEachBundle(beam.DoFn):
 
             def callback():
                 ended = sum(1 for e in _events(log) if e["what"] == "bundle ended")
-                _record(log, {"what": "finalized", "pid": os.getpid(), "bundles ended": ended,
-                              "of": partitions})
+                _record(log, {"what": "finalized", "pid": os.getpid(), "bundles ended": ended, "of": partitions})
+
             finalizer.register(callback)
         self._elements.append(element)
         yield element
@@ -60,8 +61,10 @@ class _FinalizeEachBundle(beam.DoFn):
             # Wait until the other bundles ended: finalizing in the task
             # would let this bundle's callback run before they did.
             deadline = time.time() + 60
-            while (sum(1 for e in _events(self._log) if e["what"] == "bundle ended") < self._partitions - 1
-                   and time.time() < deadline):
+            while (
+                sum(1 for e in _events(self._log) if e["what"] == "bundle ended") < self._partitions - 1
+                and time.time() < deadline
+            ):
                 time.sleep(0.05)
         _record(self._log, {"what": "bundle ended", "pid": os.getpid()})
 
@@ -73,8 +76,11 @@ def test_callbacks_run_in_the_driver_after_the_job_that_ran_their_bundles(tmp_pa
         # Create's reshuffle places each element at random: with 8 elements
         # all landed in one partition once in ~128 runs (one bundle, and the
         # test waited for a second one); with 64, once in ~2^63.
-        out = (p | beam.Create(list(range(64)), reshuffle=True)
-               | "Finalizing" >> beam.ParDo(_FinalizeEachBundle(log, partitions)))
+        out = (
+            p
+            | beam.Create(list(range(64)), reshuffle=True)
+            | "Finalizing" >> beam.ParDo(_FinalizeEachBundle(log, partitions))
+        )
         assert_that(out, equal_to(list(range(64))))
     events = _events(log)
     ended = [e for e in events if e["what"] == "bundle ended"]
@@ -104,8 +110,12 @@ class _ResumesAfterFinalization(beam.DoFn):
     def __init__(self, log):
         self._log = log
 
-    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam,
-                tracker=beam.DoFn.RestrictionParam(_CountdownProvider())):
+    def process(
+        self,
+        element,
+        finalizer=beam.DoFn.BundleFinalizerParam,
+        tracker=beam.DoFn.RestrictionParam(_CountdownProvider()),
+    ):
         position = tracker.current_restriction().start
         if not tracker.try_claim(position):
             return
@@ -130,10 +140,11 @@ def test_a_callback_that_cannot_be_pickled_still_runs_when_its_bundle_ends(tmp_p
 
     class Unpicklable(beam.DoFn):
         def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
-            pending = (e for e in [element])   # closes over a generator: cannot be pickled
+            pending = (e for e in [element])  # closes over a generator: cannot be pickled
 
             def callback():
                 _record(log, {"what": "finalized", "pid": os.getpid(), "element": next(pending)})
+
             finalizer.register(callback)
             yield element
 
@@ -141,4 +152,4 @@ def test_a_callback_that_cannot_be_pickled_still_runs_when_its_bundle_ends(tmp_p
         assert_that(p | beam.Create([1]) | beam.ParDo(Unpicklable()), equal_to([1]))
     (event,) = _events(log)
     assert event["element"] == 1
-    assert event["pid"] != os.getpid()      # in the worker, when the bundle ended
+    assert event["pid"] != os.getpid()  # in the worker, when the bundle ended

@@ -1,6 +1,7 @@
 """ReadFromText and bounded file writes run by Spark itself
 (translation/native_io_overrides.py) give what Beam's own expansions give; settings
 the runner does not reproduce keep Beam's expansion."""
+
 import glob
 import gzip
 import os
@@ -19,8 +20,7 @@ NATIVE_OR_BEAM = pytest.mark.parametrize("beam_io_only", [False, True], ids=["na
 
 
 def _pipeline(beam_io_only):
-    return beam.Pipeline(runner=SparkRunner(),
-                         options=PipelineOptions(["--beam_io_only"] if beam_io_only else []))
+    return beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--beam_io_only"] if beam_io_only else []))
 
 
 def _native_urns(build):
@@ -51,10 +51,12 @@ def test_read_from_text_lines_of_every_file(tmp_path, beam_io_only):
 def test_write_to_text_shards_header_and_returned_names(tmp_path, beam_io_only):
     prefix = str(tmp_path / "out" / "part")
     with _pipeline(beam_io_only) as p:
-        names = (p | beam.Create(["x%d" % i for i in range(50)])
-                 | textio.WriteToText(prefix, file_name_suffix=".txt", header="H"))
-        assert_that(names | beam.Map(os.path.basename),
-                    lambda got: _assert_shard_names(got, ".txt"))
+        names = (
+            p
+            | beam.Create(["x%d" % i for i in range(50)])
+            | textio.WriteToText(prefix, file_name_suffix=".txt", header="H")
+        )
+        assert_that(names | beam.Map(os.path.basename), lambda got: _assert_shard_names(got, ".txt"))
     shards = sorted(glob.glob(prefix + "*"))
     assert shards and all(s.endswith("-of-%05d.txt" % len(shards)) for s in shards)
     lines = []
@@ -96,7 +98,7 @@ def test_settings_the_runner_does_not_reproduce_keep_beams_expansion(tmp_path):
         _ = p | "Header" >> textio.ReadFromText(pattern, skip_header_lines=1)
         _ = p | "Delim" >> textio.ReadFromText(pattern, delimiter=b";")
         _ = p | "Names" >> textio.ReadFromTextWithFilename(pattern)
-        _ = (p | beam.Create(["a"]) | textio.WriteToText(str(tmp_path / "fixed"), num_shards=3))
+        _ = p | beam.Create(["a"]) | textio.WriteToText(str(tmp_path / "fixed"), num_shards=3)
 
     assert _native_urns(build) == []
 
@@ -113,6 +115,7 @@ def test_fixed_shard_count_and_header_skipping_still_work(tmp_path):
 
 def test_streaming_pipelines_are_not_rewritten(tmp_path):
     from apache_beam.testing.test_stream import TestStream
+
     pattern = _write_inputs(tmp_path)
     p = beam.Pipeline()
     _ = p | TestStream().add_elements(["a"])

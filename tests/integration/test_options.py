@@ -1,6 +1,7 @@
 """Every option SparkRunner accepts is honoured or refused with a message
 naming it: none is silently ignored (beam_spark_runner/options.py,
 session.py)."""
+
 import logging
 
 import apache_beam as beam
@@ -16,15 +17,18 @@ def _run(*flags):
         assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 10), equal_to([10, 20]))
 
 
-@pytest.mark.parametrize("flag", [
-    "--environment_type=DOCKER",
-    "--environment_type=LOOPBACK",
-    "--environment_config=apache/beam_python3.11_sdk",
-    "--requirements_file=requirements.txt",
-    "--setup_file=./setup.py",
-    "--extra_package=dist/mine.tar.gz",
-    "--sdk_location=container",
-])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--environment_type=DOCKER",
+        "--environment_type=LOOPBACK",
+        "--environment_config=apache/beam_python3.11_sdk",
+        "--requirements_file=requirements.txt",
+        "--setup_file=./setup.py",
+        "--extra_package=dist/mine.tar.gz",
+        "--sdk_location=container",
+    ],
+)
 def test_options_the_runner_cannot_honour_are_refused_naming_them(flag):
     with pytest.raises(UnsupportedPipelineError) as e:
         _run(flag)
@@ -43,6 +47,7 @@ def test_spark_conf_is_set_on_the_active_session_for_the_run_and_restored(spark_
     before = spark_session.conf.get(key)
     from beam_spark_runner import session as session_lib
     from beam_spark_runner.options import SparkRunnerOptions
+
     options = PipelineOptions(["--spark_conf", key + "=12345"]).view_as(SparkRunnerOptions)
     spark, run_conf = session_lib.get_or_create_session(options, {"spark_conf": options.spark_conf})
     assert spark is spark_session and spark.conf.get(key) == "12345"
@@ -55,8 +60,7 @@ def test_spark_conf_is_set_on_the_active_session_for_the_run_and_restored(spark_
 
 def test_options_that_cannot_apply_to_the_active_session_are_named_in_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="beam_spark_runner.session"):
-        _run("--spark_conf", "spark.executor.memory=3g", "--spark_app_name=other-app",
-             "--spark_master=local[3]")
+        _run("--spark_conf", "spark.executor.memory=3g", "--spark_app_name=other-app", "--spark_master=local[3]")
     text = caplog.text
     assert "spark.executor.memory=3g" in text
     assert "--spark_app_name=other-app" in text and "--spark_master=local[3]" in text
@@ -72,6 +76,5 @@ def test_performance_runtime_type_check_is_made_on_plain_python_stages():
     """Beam makes these checks in its SDK harness; a stage the runner would
     run as a plain Python loop (this Map) runs on the harness instead."""
     with pytest.raises(PipelineExecutionError, match="Type-hint for return type violated"):
-        with beam.Pipeline(runner=SparkRunner(),
-                           options=PipelineOptions(["--performance_runtime_type_check"])) as p:
+        with beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--performance_runtime_type_check"])) as p:
             p | beam.Create([1, 2]) | beam.Map(lambda x: str(x)).with_output_types(int)

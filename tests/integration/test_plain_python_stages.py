@@ -2,6 +2,7 @@
 with the same results, windows, tags, metrics and errors as on the SDK
 harness. Each pipeline runs both ways (`--sdk_harness_only` is the harness)
 against expectations computed here, not against each other only."""
+
 import collections
 import os
 import traceback
@@ -51,12 +52,15 @@ def test_simple_callables_run_on_the_chosen_executor(harness_only):
 def test_map_flatmap_filter_maptuple_and_lifted_combine(harness_only):
     lines = ["a b a", "c a", "", "b"]
     with _pipeline(harness_only) as p:
-        counts = (p | beam.Create(lines)
-                  | beam.FlatMap(str.split)
-                  | beam.Filter(lambda w, banned: w != banned, "c")
-                  | beam.Map(lambda w, n=1: (w, n))
-                  | beam.CombinePerKey(sum)
-                  | beam.MapTuple(lambda w, c, suffix="!": "%s=%d%s" % (w, c, suffix)))
+        counts = (
+            p
+            | beam.Create(lines)
+            | beam.FlatMap(str.split)
+            | beam.Filter(lambda w, banned: w != banned, "c")
+            | beam.Map(lambda w, n=1: (w, n))
+            | beam.CombinePerKey(sum)
+            | beam.MapTuple(lambda w, c, suffix="!": "%s=%d%s" % (w, c, suffix))
+        )
         assert_that(counts, equal_to(["a=3!", "b=2!"]))
 
 
@@ -71,14 +75,29 @@ def test_timestamped_outputs_are_rewindowed_and_combined_per_window(harness_only
         return kv[0], kv[1], int(w.start), int(w.end), float(t)
 
     with _pipeline(harness_only) as p:
-        sums = (p | beam.Create(events) | beam.Map(stamp)
-                | beam.WindowInto(window.SlidingWindows(10, 5),
-                                  timestamp_combiner=window.TimestampCombiner.OUTPUT_AT_EARLIEST)
-                | beam.CombinePerKey(sum)
-                | beam.Map(with_window))
-        assert_that(sums, equal_to([
-            ("k", 3, 0, 10, 1.0), ("k", 6, 5, 15, 7.0), ("k", 4, 10, 20, 12.0),
-            ("k", 1, -5, 5, 1.0), ("j", 8, -5, 5, 3.0), ("j", 8, 0, 10, 3.0)]))
+        sums = (
+            p
+            | beam.Create(events)
+            | beam.Map(stamp)
+            | beam.WindowInto(
+                window.SlidingWindows(10, 5), timestamp_combiner=window.TimestampCombiner.OUTPUT_AT_EARLIEST
+            )
+            | beam.CombinePerKey(sum)
+            | beam.Map(with_window)
+        )
+        assert_that(
+            sums,
+            equal_to(
+                [
+                    ("k", 3, 0, 10, 1.0),
+                    ("k", 6, 5, 15, 7.0),
+                    ("k", 4, 10, 20, 12.0),
+                    ("k", 1, -5, 5, 1.0),
+                    ("j", 8, -5, 5, 3.0),
+                    ("j", 8, 0, 10, 3.0),
+                ]
+            ),
+        )
 
 
 @BOTH_WAYS
@@ -87,12 +106,15 @@ def test_timestamp_window_and_pane_parameters(harness_only):
         return x, float(t), int(w.start), pane.is_first
 
     with _pipeline(harness_only) as p:
-        out = (p | beam.Create([3, 12]) | beam.Map(lambda x: window.TimestampedValue(x, x))
-               | beam.WindowInto(window.SlidingWindows(10, 5))
-               | beam.Map(describe))
+        out = (
+            p
+            | beam.Create([3, 12])
+            | beam.Map(lambda x: window.TimestampedValue(x, x))
+            | beam.WindowInto(window.SlidingWindows(10, 5))
+            | beam.Map(describe)
+        )
         # Once per window, as Beam's DoFnRunner invokes a WindowParam callable.
-        assert_that(out, equal_to([(3, 3.0, -5, True), (3, 3.0, 0, True),
-                                   (12, 12.0, 5, True), (12, 12.0, 10, True)]))
+        assert_that(out, equal_to([(3, 3.0, -5, True), (3, 3.0, 0, True), (12, 12.0, 5, True), (12, 12.0, 10, True)]))
 
 
 class _ByValueWindows(window.NonMergingWindowFn):
@@ -126,13 +148,12 @@ def test_tagged_outputs_reach_their_pcollections(harness_only):
         else:
             yield x
         if x == 4:
-            yield beam.pvalue.TaggedOutput("undeclared", x)   # dropped, as on the harness
+            yield beam.pvalue.TaggedOutput("undeclared", x)  # dropped, as on the harness
 
     with _pipeline(harness_only) as p:
         results = p | beam.Create(range(6)) | beam.FlatMap(route).with_outputs("odd", main="even")
         assert_that(results.even, equal_to([0, 2, 4]), label="even")
         assert_that(results.odd | beam.Map(lambda x: x * 10), equal_to([10, 30, 50]), label="odd")
-
 
 
 @BOTH_WAYS
@@ -151,14 +172,24 @@ def test_outputs_sharing_one_timestamp_object_keep_their_tags_and_windows(harnes
         return x, float(t), int(w.start)
 
     with _pipeline(harness_only) as p:
-        results = (p | beam.Create([1]) | beam.WindowInto(window.FixedWindows(10))
-                   | beam.FlatMap(fan_out).with_outputs("tagged", main="main"))
+        results = (
+            p
+            | beam.Create([1])
+            | beam.WindowInto(window.FixedWindows(10))
+            | beam.FlatMap(fan_out).with_outputs("tagged", main="main")
+        )
         # Reshuffles end the stage, so assert_that's Flatten (harness only)
         # does not join it.
-        assert_that(results.main | "RM" >> beam.Reshuffle() | "M" >> beam.Map(where),
-                    equal_to([(1, 1.0, 0), (2, 1.0, 0), (3, 11.0, 10), (4, 1.0, 0)]), label="main")
-        assert_that(results.tagged | "RT" >> beam.Reshuffle() | "T" >> beam.Map(where),
-                    equal_to([(-1, 1.0, 0), (-2, 1.0, 0), (-3, 11.0, 10), (-4, 1.0, 0)]), label="tagged")
+        assert_that(
+            results.main | "RM" >> beam.Reshuffle() | "M" >> beam.Map(where),
+            equal_to([(1, 1.0, 0), (2, 1.0, 0), (3, 11.0, 10), (4, 1.0, 0)]),
+            label="main",
+        )
+        assert_that(
+            results.tagged | "RT" >> beam.Reshuffle() | "T" >> beam.Map(where),
+            equal_to([(-1, 1.0, 0), (-2, 1.0, 0), (-3, 11.0, 10), (-4, 1.0, 0)]),
+            label="tagged",
+        )
 
 
 class _GlobalWindowAtFinish(beam.DoFn):
@@ -174,8 +205,13 @@ class _GlobalWindowAtFinish(beam.DoFn):
 
 def test_an_output_its_coder_cannot_encode_fails_naming_the_transform():
     p = _pipeline(False)
-    _ = (p | beam.Create([1]) | beam.WindowInto(window.FixedWindows(10))
-         | "WrongWindow" >> beam.ParDo(_GlobalWindowAtFinish()) | beam.GroupByKey())
+    _ = (
+        p
+        | beam.Create([1])
+        | beam.WindowInto(window.FixedWindows(10))
+        | "WrongWindow" >> beam.ParDo(_GlobalWindowAtFinish())
+        | beam.GroupByKey()
+    )
     with pytest.raises(PipelineExecutionError) as e:
         p.run().wait_until_finish()
     message = str(e.value)
@@ -250,10 +286,12 @@ def test_dofn_class_lifecycle_and_finish_bundle_outputs(harness_only, tmp_path):
     fn = _BundleSums()
     fn.teardown_dir = str(tmp_path)
     with _pipeline(harness_only) as p:
-        out = (p | beam.Create(list(range(10)), reshuffle=False)
-               | beam.ParDo(fn).with_outputs("side", main="main"))
-        assert_that(out.main | beam.Map(_label) | beam.CombinePerKey(sum),
-                    equal_to([("element", 45), ("bundle", 45)]), label="main")
+        out = p | beam.Create(list(range(10)), reshuffle=False) | beam.ParDo(fn).with_outputs("side", main="main")
+        assert_that(
+            out.main | beam.Map(_label) | beam.CombinePerKey(sum),
+            equal_to([("element", 45), ("bundle", 45)]),
+            label="main",
+        )
         assert_that(out.side | beam.CombineGlobally(sum), equal_to([45]), label="side")
     assert os.listdir(str(tmp_path)), "teardown was never called"
 
@@ -280,11 +318,15 @@ class _StartsWithOutput(beam.DoFn):
 
 
 @BOTH_WAYS
-@pytest.mark.parametrize("fn, message", [
-    (_ReturnsString(), "Returning a str from a ParDo or FlatMap is not allowed"),
-    (_FinishesWithPlainValue(), "Finish Bundle should only output WindowedValue"),
-    (_StartsWithOutput(), "Start Bundle should not output any elements"),
-], ids=["process-returns-str", "finish-bundle-plain-value", "start-bundle-output"])
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (_ReturnsString(), "Returning a str from a ParDo or FlatMap is not allowed"),
+        (_FinishesWithPlainValue(), "Finish Bundle should only output WindowedValue"),
+        (_StartsWithOutput(), "Start Bundle should not output any elements"),
+    ],
+    ids=["process-returns-str", "finish-bundle-plain-value", "start-bundle-output"],
+)
 def test_dofn_class_misuse_fails_as_on_the_harness(harness_only, fn, message):
     p = _pipeline(harness_only)
     _ = p | beam.Create([1, 2]) | "Misused" >> beam.ParDo(fn)
@@ -325,12 +367,15 @@ def test_only_stages_of_simple_callables_and_combiner_phases_are_planned_plain()
         _ = source("N3") | "DoFnClass" >> beam.ParDo(_Doubler())
         _ = source("N4") | "WantsFinalizer" >> beam.Map(lambda x, f=beam.DoFn.BundleFinalizerParam: x)
         _ = source("N5") | "SideInput" >> beam.Map(lambda x, s: x + s, beam.pvalue.AsSingleton(source("N6")))
-        _ = (source("N7") | "ToArray" >> beam.Map(lambda x: np.int64(x)).with_output_types(np.int64)
-             | "BatchDoFn" >> beam.ParDo(_BatchDoubler()))
+        _ = (
+            source("N7")
+            | "ToArray" >> beam.Map(lambda x: np.int64(x)).with_output_types(np.int64)
+            | "BatchDoFn" >> beam.ParDo(_BatchDoubler())
+        )
 
     kinds = _stage_kinds(build)
     assert kinds["Simple"] and kinds["Sum/Precombine"] and kinds["Sum/Merge"]
-    assert kinds["WantsTimestamp"]     # filled from the element, see above
+    assert kinds["WantsTimestamp"]  # filled from the element, see above
     assert kinds["DoFnClass"]
     assert not kinds["WantsFinalizer"]
     assert not kinds["SideInput"]
@@ -340,9 +385,11 @@ def test_only_stages_of_simple_callables_and_combiner_phases_are_planned_plain()
 def test_runtime_type_check_wrappers_stay_on_the_harness():
     from apache_beam.typehints.typecheck import OutputCheckWrapperDoFn, TypeCheckWrapperDoFn
     from beam_spark_runner.worker.plain_callables import _is_plain_dofn_class
+
     assert _is_plain_dofn_class(_Doubler())
-    wrapped = OutputCheckWrapperDoFn(TypeCheckWrapperDoFn(_Doubler(), beam.typehints.decorators.IOTypeHints.empty()),
-                                     "Doubler")
+    wrapped = OutputCheckWrapperDoFn(
+        TypeCheckWrapperDoFn(_Doubler(), beam.typehints.decorators.IOTypeHints.empty()), "Doubler"
+    )
     assert not _is_plain_dofn_class(wrapped)
 
 
@@ -356,12 +403,17 @@ def _plain_stage_of(p, transform):
     """(plan, the plain-Python stage running `transform`, codecs of its
     input and output), to run the stage in this process."""
     from beam_spark_runner.worker import context, runs
+
     plan = plan_pipeline(pipeline_proto_of(p))
     (stage,) = [s for s in plan.stages if transform in s.sdk_transforms]
     assert stage.plain_spec is not None
     ctx = context.components_context(plan.components)
-    return (plan, stage, runs.RunCodec(ctx.coders[stage.inputs[0].coder_id]),
-            runs.RunCodec(ctx.coders[stage.outputs[0].coder_id]))
+    return (
+        plan,
+        stage,
+        runs.RunCodec(ctx.coders[stage.inputs[0].coder_id]),
+        runs.RunCodec(ctx.coders[stage.outputs[0].coder_id]),
+    )
 
 
 def test_a_bundle_after_a_failed_one_starts_clean():
@@ -371,6 +423,7 @@ def test_a_bundle_after_a_failed_one_starts_clean():
     from beam_spark_runner.worker import runs
     from beam_spark_runner.worker.plain_stage import PlainStageRunner
     from beam_spark_runner.worker.harness_stage import StageFailed
+
     p = beam.Pipeline()
     # After a Flatten (run by Spark), the stage reads encoded ints.
     both = (p | "A" >> beam.Create([1]), p | "B" >> beam.Create([2])) | beam.Flatten()
@@ -384,7 +437,7 @@ def test_a_bundle_after_a_failed_one_starts_clean():
     with pytest.raises(StageFailed, match="three"):
         list(runner.run([block(1, 2), block(3)]))
     outputs = [v for _, b in runner.run([block(5)]) for _, vs in out_codec.decode(b) for v in vs]
-    assert outputs == [("k", [5])]   # sum's accumulator, compacted
+    assert outputs == [("k", [5])]  # sum's accumulator, compacted
     runner.close()
 
 
@@ -395,13 +448,13 @@ def test_a_dofn_workers_cannot_unpickle_fails_naming_it(tmp_path, monkeypatch):
     import sys
     from beam_spark_runner.worker.plain_stage import PlainStageRunner
     from beam_spark_runner.worker.harness_stage import StageFailed
+
     (tmp_path / "only_on_the_driver.py").write_text(
-        "import apache_beam as beam\n\n"
-        "class Tripler(beam.DoFn):\n"
-        "    def process(self, x):\n"
-        "        yield x * 3\n")
+        "import apache_beam as beam\n\nclass Tripler(beam.DoFn):\n    def process(self, x):\n        yield x * 3\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     import only_on_the_driver
+
     p = beam.Pipeline()
     _ = p | beam.Create([1]) | "Triple" >> beam.ParDo(only_on_the_driver.Tripler()) | beam.Map(print)
     plan = plan_pipeline(pipeline_proto_of(p))
@@ -426,15 +479,19 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
     from beam_spark_runner.worker import runs
     from beam_spark_runner.worker.plain_stage import CHUNK_OUTPUT_TARGET, PlainStageRunner
     from beam_spark_runner.worker.plain_steps import OUTPUT_PIECE
+
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
-    _ = (both | "FanOut" >> beam.FlatMap(lambda x, n: ((x, i) for i in range(n)), fan_out)
-         | "Sum" >> beam.CombinePerKey(sum))
+    _ = (
+        both
+        | "FanOut" >> beam.FlatMap(lambda x, n: ((x, i) for i in range(n)), fan_out)
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "FanOut")
     runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     (fan_out_step,) = [s for s in stage.plain_spec.steps if s.name.endswith("FanOut")]
     step = runner._steps[fan_out_step.transform_id]
-    calls = []       # per call of the step: the sizes of the pieces it handed on
+    calls = []  # per call of the step: the sizes of the pieces it handed on
 
     def spy(chunk, process=step.process):
         calls.append([])
@@ -447,13 +504,13 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
     sums = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
     runner.close()
     expected = 50 * sum(range(fan_out))
-    assert sums == {0: [expected], 1: [expected]}   # sum's accumulator, compacted
+    assert sums == {0: [expected], 1: [expected]}  # sum's accumulator, compacted
     pieces = [n for call in calls for n in call]
     assert sum(pieces) == 100 * fan_out
     if fan_out < CHUNK_OUTPUT_TARGET:
         assert max(sum(call) for call in calls) <= CHUNK_OUTPUT_TARGET
     else:
-        assert pieces[0] == fan_out                # the first value's outputs, whole
+        assert pieces[0] == fan_out  # the first value's outputs, whole
         assert max(pieces[1:]) <= OUTPUT_PIECE
 
 
@@ -463,25 +520,26 @@ def test_window_into_and_the_precombine_get_their_input_whole():
     gets its input whole instead of slices that copy its value lists."""
     from beam_spark_runner.worker import runs
     from beam_spark_runner.worker.plain_stage import CHUNK_ELEMENTS, PlainStageRunner
+
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([("a", 1)]), p | "B" >> beam.Create([("b", 1)])) | beam.Flatten()
-    _ = (both | "Window" >> beam.WindowInto(window.FixedWindows(10))
-         | "Count" >> beam.combiners.Count.PerKey())
+    _ = both | "Window" >> beam.WindowInto(window.FixedWindows(10)) | "Count" >> beam.combiners.Count.PerKey()
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "Window")
     runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
-    calls = collections.defaultdict(list)    # step name -> values per call
+    calls = collections.defaultdict(list)  # step name -> values per call
     for spec in stage.plain_spec.steps:
         step = runner._steps[spec.transform_id]
 
         def spy(chunk, process=step.process, name=spec.name):
             calls[name].append(runs.count(chunk))
             return process(chunk)
+
         step.process = spy
     n = 5 * CHUNK_ELEMENTS
     block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [("k%d" % (i % 3), i) for i in range(n)])])
     counts = dict(v for _, b in runner.run([(0, block)]) for _, vs in out_codec.decode(b) for v in vs)
     runner.close()
-    assert counts == {"k0": (n + 2) // 3, "k1": (n + 1) // 3, "k2": n // 3}   # partial counts
+    assert counts == {"k0": (n + 2) // 3, "k1": (n + 1) // 3, "k2": n // 3}  # partial counts
     (window_into,) = [name for name in calls if name.endswith("Window")]
     (precombine,) = [name for name in calls if name.endswith("Precombine")]
     assert calls[window_into] == [n] and calls[precombine] == [n]
@@ -500,9 +558,10 @@ class _SumOfInputs(beam.combiners.CountCombineFn):
 @BOTH_WAYS
 def test_count_per_key_in_global_and_fixed_windows_and_a_countcombinefn_subclass(harness_only):
     from apache_beam.utils.timestamp import Timestamp
+
     on_time, late = Timestamp.of(5), Timestamp.of(15)
 
-    def events(n):   # shared Timestamp objects, alternating, as a generator would
+    def events(n):  # shared Timestamp objects, alternating, as a generator would
         for i in range(n):
             yield window.TimestampedValue(("k%d" % (i % 3), i), late if i % 4 == 0 else on_time)
 
@@ -510,15 +569,18 @@ def test_count_per_key_in_global_and_fixed_windows_and_a_countcombinefn_subclass
         stamped = p | beam.Create([40]) | beam.FlatMap(events)
         global_counts = stamped | "CountAll" >> beam.combiners.Count.PerKey()
         windowed = stamped | beam.WindowInto(window.FixedWindows(10))
-        per_window = (windowed | "CountPerWindow" >> beam.combiners.Count.PerKey()
-                      | "WithStart" >> beam.Map(lambda kv, w=beam.DoFn.WindowParam: (kv, int(w.start))))
+        per_window = (
+            windowed
+            | "CountPerWindow" >> beam.combiners.Count.PerKey()
+            | "WithStart" >> beam.Map(lambda kv, w=beam.DoFn.WindowParam: (kv, int(w.start)))
+        )
         sums = stamped | "SubclassSums" >> beam.CombinePerKey(_SumOfInputs())
         assert_that(global_counts, equal_to([("k0", 14), ("k1", 13), ("k2", 13)]), label="global")
         expected = collections.Counter(("k%d" % (i % 3), 10 if i % 4 == 0 else 0) for i in range(40))
-        assert_that(per_window, equal_to([((k, n), start) for (k, start), n in expected.items()]),
-                    label="per_window")
-        assert_that(sums, equal_to([("k%d" % r, sum(i for i in range(40) if i % 3 == r)) for r in range(3)]),
-                    label="subclass")
+        assert_that(per_window, equal_to([((k, n), start) for (k, start), n in expected.items()]), label="per_window")
+        assert_that(
+            sums, equal_to([("k%d" % r, sum(i for i in range(40) if i % 3 == r)) for r in range(3)]), label="subclass"
+        )
 
 
 def test_the_plain_precombine_of_count_counts_without_calling_add_inputs(monkeypatch):
@@ -550,25 +612,33 @@ def test_the_precombine_table_evicts_its_oldest_entries_when_full(monkeypatch, c
     same totals as without eviction."""
     from beam_spark_runner.worker import plain_steps, runs
     from beam_spark_runner.worker.plain_stage import PlainStageRunner
+
     monkeypatch.setattr(plain_steps, "MAX_PRECOMBINE_KEYS", 20)
-    monkeypatch.setattr(plain_steps, "PRECOMBINE_BUFFER", 16)     # fold often
+    monkeypatch.setattr(plain_steps, "PRECOMBINE_BUFFER", 16)  # fold often
     p = beam.Pipeline()
     both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
-    keyed = (both | "Stamp" >> beam.Map(lambda x: window.TimestampedValue((x % 17, x), x % 30))
-             | beam.WindowInto(window.FixedWindows(10)))
+    keyed = (
+        both
+        | "Stamp" >> beam.Map(lambda x: window.TimestampedValue((x % 17, x), x % 30))
+        | beam.WindowInto(window.FixedWindows(10))
+    )
     _ = keyed | (beam.combiners.Count.PerKey() if counting else beam.CombinePerKey(sum))
     plan, stage, in_codec, out_codec = _plain_stage_of(p, "Stamp")
     runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
     values = list(range(600))
     block = in_codec.encode([(runs.GLOBAL_TEMPLATE, values)])
-    partials = [(int(t.windows[0].start), k, v) for _, b in runner.run([(0, block)])
-                for t, vs in out_codec.decode(b) for k, v in vs]
+    partials = [
+        (int(t.windows[0].start), k, v)
+        for _, b in runner.run([(0, block)])
+        for t, vs in out_codec.decode(b)
+        for k, v in vs
+    ]
     runner.close()
     totals = collections.Counter()
-    for start, k, v in partials:     # sum's accumulators are compacted lists
+    for start, k, v in partials:  # sum's accumulators are compacted lists
         totals[(start, k)] += v if counting else sum(v)
     expected = collections.Counter()
     for x in values:
         expected[(x % 30 // 10 * 10, x % 17)] += 1 if counting else x
     assert totals == expected
-    assert len(partials) > len(expected)        # it did evict
+    assert len(partials) > len(expected)  # it did evict

@@ -6,6 +6,7 @@ input is there before the watermark moves, so each session fires one EARLY
 pane (everything it holds) and then its ON_TIME pane, which under RETRACTING
 is preceded by a retraction of the EARLY pane.
 """
+
 from typing import Any, Tuple
 
 import apache_beam as beam
@@ -43,20 +44,24 @@ def _windowing(mode, trigger_fn=EARLY):
 
 def _sessions(p, mode, data=PAPER, key="user", trigger_fn=EARLY):
     """(key, value) in 10 s sessions with early firings, in `mode`."""
-    return (p
-            | "Create" >> beam.Create([(key, v, t) for v, t in data])
-            | "Stamp" >> beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
-            | "Sessions" >> beam.WindowInto(window.Sessions(10), **_windowing(mode, trigger_fn)))
+    return (
+        p
+        | "Create" >> beam.Create([(key, v, t) for v, t in data])
+        | "Stamp" >> beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
+        | "Sessions" >> beam.WindowInto(window.Sessions(10), **_windowing(mode, trigger_fn))
+    )
 
 
 def _two_stage_total(p, mode):
     """Per-session sums, then the total of all sessions (global window)."""
-    return (_sessions(p, mode)
-            | "PerSession" >> beam.GroupByKey()
-            | "SessionSum" >> beam.Map(lambda kv: ("total", map_pane(sum, kv[1])))
-            | "Global" >> beam.WindowInto(window.GlobalWindows())
-            | "Total" >> beam.CombinePerKey(triggers.retractable(sum))
-            | "Values" >> beam.Values())
+    return (
+        _sessions(p, mode)
+        | "PerSession" >> beam.GroupByKey()
+        | "SessionSum" >> beam.Map(lambda kv: ("total", map_pane(sum, kv[1])))
+        | "Global" >> beam.WindowInto(window.GlobalWindows())
+        | "Total" >> beam.CombinePerKey(triggers.retractable(sum))
+        | "Values" >> beam.Values()
+    )
 
 
 class _DescribePane(beam.DoFn):
@@ -65,8 +70,13 @@ class _DescribePane(beam.DoFn):
     def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         values, retracted = triggers.retractions.unwrap(kv[1])
         assert retracted == is_retraction(kv[1])
-        yield (kv[0], is_retraction(kv[1]), sorted(values), pane.timing,
-               (w.start.micros // 10**6, w.end.micros // 10**6))
+        yield (
+            kv[0],
+            is_retraction(kv[1]),
+            sorted(values),
+            pane.timing,
+            (w.start.micros // 10**6, w.end.micros // 10**6),
+        )
 
 
 def _driver_panes(mode, key="user"):
@@ -79,8 +89,7 @@ def _driver_panes(mode, key="user"):
         k, values = wv.value
         inner, retracted = triggers.retractions.unwrap(values)
         w = wv.windows[0]
-        out.append((k, retracted, sorted(inner), wv.pane_info.timing,
-                    (w.start.micros // 10**6, w.end.micros // 10**6)))
+        out.append((k, retracted, sorted(inner), wv.pane_info.timing, (w.start.micros // 10**6, w.end.micros // 10**6)))
     return out
 
 
@@ -88,18 +97,23 @@ def test_user_code_sees_the_retraction_panes_the_driver_computes():
     expected = _driver_panes(triggers.RETRACTING)
     early, on_time = PaneInfoTiming.EARLY, PaneInfoTiming.ON_TIME
     # The driver's answer, spelled out: retract each EARLY pane, then re-add.
-    assert sorted(expected, key=repr) == sorted([
-        ("user", False, [5], early, (1, 11)),
-        ("user", False, [3, 3, 4, 7, 8], early, (30, 60)),
-        ("user", True, [5], early, (1, 11)),
-        ("user", False, [5], on_time, (1, 11)),
-        ("user", True, [3, 3, 4, 7, 8], early, (30, 60)),
-        ("user", False, [3, 3, 4, 7, 8], on_time, (30, 60)),
-    ], key=repr)
+    assert sorted(expected, key=repr) == sorted(
+        [
+            ("user", False, [5], early, (1, 11)),
+            ("user", False, [3, 3, 4, 7, 8], early, (30, 60)),
+            ("user", True, [5], early, (1, 11)),
+            ("user", False, [5], on_time, (1, 11)),
+            ("user", True, [3, 3, 4, 7, 8], early, (30, 60)),
+            ("user", False, [3, 3, 4, 7, 8], on_time, (30, 60)),
+        ],
+        key=repr,
+    )
     with _pipeline() as p:
-        panes = (_sessions(p, triggers.RETRACTING)
-                 | "PerSession" >> beam.GroupByKey()
-                 | "Describe" >> beam.ParDo(_DescribePane()))
+        panes = (
+            _sessions(p, triggers.RETRACTING)
+            | "PerSession" >> beam.GroupByKey()
+            | "Describe" >> beam.ParDo(_DescribePane())
+        )
         assert_that(panes, equal_to(expected))
 
 
@@ -144,19 +158,41 @@ def test_combine_on_retracting_input_is_not_lifted_and_retracts_combined_panes()
         # output is typed int: re-type it to Any before anything that re-derives
         # a coder from the type (Reshuffle would pick VarIntCoder).
         counts = counts | "Untyped" >> beam.Map(lambda kv: kv).with_output_types(Tuple[str, Any])
-        assert_that(sums | "ReshuffleSums" >> beam.Reshuffle(),
-                    equal_to([("user", 5), ("user", 25), ("user", Retraction(5)), ("user", 5),
-                              ("user", Retraction(25)), ("user", 25)]), label="Sums")
-        assert_that(counts | "ReshuffleCounts" >> beam.Reshuffle(),
-                    equal_to([("user", 1), ("user", 5), ("user", Retraction(1)), ("user", 1),
-                              ("user", Retraction(5)), ("user", 5)]), label="Counts")
-        assert_that(maxima, equal_to([("user", 5), ("user", 8), ("user", Retraction(5)), ("user", 5),
-                                      ("user", Retraction(8)), ("user", 8)]), label="Maxima")
-        total = (sums
-                 | "ToTotal" >> beam.Map(lambda kv: ("total", kv[1]))
-                 | "Global" >> beam.WindowInto(window.GlobalWindows())
-                 | "Total" >> beam.CombinePerKey(triggers.retractable(sum))
-                 | beam.Values())
+        assert_that(
+            sums | "ReshuffleSums" >> beam.Reshuffle(),
+            equal_to(
+                [
+                    ("user", 5),
+                    ("user", 25),
+                    ("user", Retraction(5)),
+                    ("user", 5),
+                    ("user", Retraction(25)),
+                    ("user", 25),
+                ]
+            ),
+            label="Sums",
+        )
+        assert_that(
+            counts | "ReshuffleCounts" >> beam.Reshuffle(),
+            equal_to(
+                [("user", 1), ("user", 5), ("user", Retraction(1)), ("user", 1), ("user", Retraction(5)), ("user", 5)]
+            ),
+            label="Counts",
+        )
+        assert_that(
+            maxima,
+            equal_to(
+                [("user", 5), ("user", 8), ("user", Retraction(5)), ("user", 5), ("user", Retraction(8)), ("user", 8)]
+            ),
+            label="Maxima",
+        )
+        total = (
+            sums
+            | "ToTotal" >> beam.Map(lambda kv: ("total", kv[1]))
+            | "Global" >> beam.WindowInto(window.GlobalWindows())
+            | "Total" >> beam.CombinePerKey(triggers.retractable(sum))
+            | beam.Values()
+        )
         assert_that(total, equal_to([TRUE_TOTAL]), label="Total")
 
 
@@ -165,11 +201,17 @@ def test_typed_coder_downstream_of_retractions_carries_them():
     # VarIntCoder; the runner gives its PCollections RetractionAwareCoder
     # (translation/retracting.py), so the retractions arrive intact.
     with _pipeline() as p:
-        counts = (_sessions(p, triggers.RETRACTING)
-                  | "Count" >> beam.combiners.Count.PerKey()
-                  | "Reshuffle" >> beam.Reshuffle())
-        assert_that(counts, equal_to([("user", 1), ("user", 5), ("user", Retraction(1)), ("user", 1),
-                                      ("user", Retraction(5)), ("user", 5)]))
+        counts = (
+            _sessions(p, triggers.RETRACTING)
+            | "Count" >> beam.combiners.Count.PerKey()
+            | "Reshuffle" >> beam.Reshuffle()
+        )
+        assert_that(
+            counts,
+            equal_to(
+                [("user", 1), ("user", 5), ("user", Retraction(1)), ("user", 1), ("user", Retraction(5)), ("user", 5)]
+            ),
+        )
 
 
 # The second aggregation of the Dataflow paper with plain combiners: the
@@ -186,12 +228,14 @@ SECOND_STAGE = {
 def second_stage(sessions, combine):
     """Per-session sums (a RETRACTING CombinePerKey: per-pane, not lifted),
     then `combine` over them in a one-day window (lifted, plain CombineFn)."""
-    return (sessions
-            | "SessionSum" >> beam.CombinePerKey(sum)
-            | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
-            | "Day" >> beam.WindowInto(window.FixedWindows(24 * 3600))
-            | "Second" >> combine
-            | "Result" >> beam.Values())
+    return (
+        sessions
+        | "SessionSum" >> beam.CombinePerKey(sum)
+        | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
+        | "Day" >> beam.WindowInto(window.FixedWindows(24 * 3600))
+        | "Second" >> combine
+        | "Result" >> beam.Values()
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SECOND_STAGE))

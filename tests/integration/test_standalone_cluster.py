@@ -8,6 +8,7 @@ test checks the exact output, that the master ran the application, and
 that the Beam metrics reached the Spark UI through the cluster's executors,
 and that what a DoFn logged in the executors reached the driver's logging.
 """
+
 import contextlib
 import glob
 import json
@@ -38,8 +39,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 PIPELINE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standalone_pipeline.py")
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                       reason="a Spark standalone cluster needs Java"),
+    pytest.mark.skipif(
+        shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="a Spark standalone cluster needs Java"
+    ),
     pytest.mark.timeout(300),
 ]
 
@@ -63,6 +65,7 @@ class StandaloneCluster:
 
     def __init__(self, base_dir, num_workers):
         import pyspark
+
         self.spark_home = os.path.dirname(os.path.abspath(pyspark.__file__))
         self.spark_class = os.path.join(self.spark_home, "bin", "spark-class")
         self.base_dir = base_dir
@@ -75,23 +78,24 @@ class StandaloneCluster:
         self.log_dir = os.path.join(base_dir, "logs")
         os.makedirs(self.work_dir)
         os.makedirs(self.log_dir)
-        self.procs = []   # (name, Popen, log path)
+        self.procs = []  # (name, Popen, log path)
 
     def env(self):
         env = dict(os.environ)
-        env.update({
-            "SPARK_HOME": self.spark_home,
-            "SPARK_LOCAL_IP": HOST,
-            "SPARK_WORKER_DIR": self.work_dir,
-            "SPARK_LOG_DIR": self.log_dir,
-            "SPARK_PID_DIR": self.base_dir,
-            "SPARK_NO_DAEMONIZE": "1",
-            # Executors' Python workers run this interpreter and find this repo.
-            "PYSPARK_PYTHON": sys.executable,
-            "PYTHONHASHSEED": "0",
-            "PYTHONPATH": os.pathsep.join(
-                p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
-        })
+        env.update(
+            {
+                "SPARK_HOME": self.spark_home,
+                "SPARK_LOCAL_IP": HOST,
+                "SPARK_WORKER_DIR": self.work_dir,
+                "SPARK_LOG_DIR": self.log_dir,
+                "SPARK_PID_DIR": self.base_dir,
+                "SPARK_NO_DAEMONIZE": "1",
+                # Executors' Python workers run this interpreter and find this repo.
+                "PYSPARK_PYTHON": sys.executable,
+                "PYTHONHASHSEED": "0",
+                "PYTHONPATH": os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p),
+            }
+        )
         for key in ("SPARK_CONF_DIR", "MASTER", "SPARK_MASTER_HOST", "SPARK_MASTER_PORT"):
             env.pop(key, None)
         return env
@@ -101,29 +105,57 @@ class StandaloneCluster:
         log = open(log_path, "wb")
         try:
             proc = subprocess.Popen(
-                [self.spark_class] + args, cwd=self.base_dir, env=self.env(),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)  # own process group: killpg stops its executors too
+                [self.spark_class] + args,
+                cwd=self.base_dir,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # own process group: killpg stops its executors too
         finally:
             log.close()
         self.procs.append((name, proc, log_path))
         return proc
 
     def start(self):
-        self._spawn("master", [
-            "org.apache.spark.deploy.master.Master",
-            "--host", HOST, "--port", str(self.port), "--webui-port", str(self.webui_port)])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.webui_port),
+            ],
+        )
         for i in range(self.num_workers):
-            self._spawn("worker%d" % i, [
-                "org.apache.spark.deploy.worker.Worker",
-                "--host", HOST, "--cores", "1", "--memory", "1g",
-                "--webui-port", str(_free_port()), "--work-dir", self.work_dir,
-                self.url])
+            self._spawn(
+                "worker%d" % i,
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    HOST,
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    self.work_dir,
+                    self.url,
+                ],
+            )
         self.wait_until(
-            lambda state: state if sum(w.get("state") == "ALIVE" for w in state.get("workers", []))
-            >= self.num_workers else None,
+            lambda state: (
+                state if sum(w.get("state") == "ALIVE" for w in state.get("workers", [])) >= self.num_workers else None
+            ),
             CLUSTER_START_TIMEOUT_S,
-            "%d ALIVE workers at %s" % (self.num_workers, self.url))
+            "%d ALIVE workers at %s" % (self.num_workers, self.url),
+        )
 
     def state(self):
         """The master's JSON status, or None while it does not answer."""
@@ -140,21 +172,22 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             for name, proc, _ in self.procs:
                 if proc.poll() is not None:
-                    pytest.fail("Spark %s exited with %s while waiting for %s\n%s" % (
-                        name, proc.returncode, what, self.logs()))
+                    pytest.fail(
+                        "Spark %s exited with %s while waiting for %s\n%s" % (name, proc.returncode, what, self.logs())
+                    )
             state = self.state()
             if state is not None:
                 result = condition(state)
                 if result:
                     return result
             time.sleep(0.5)
-        pytest.fail("Timed out after %ds waiting for %s; last master state: %s\n%s" % (
-            timeout_s, what, json.dumps(state)[:2000] if state else "no answer from %s" % self.json_url,
-            self.logs()))
+        pytest.fail(
+            "Timed out after %ds waiting for %s; last master state: %s\n%s"
+            % (timeout_s, what, json.dumps(state)[:2000] if state else "no answer from %s" % self.json_url, self.logs())
+        )
 
     def logs(self):
-        return "\n".join("--- %s (%s) ---\n%s" % (name, path, _tail(path))
-                         for name, _, path in self.procs)
+        return "\n".join("--- %s (%s) ---\n%s" % (name, path, _tail(path)) for name, _, path in self.procs)
 
     def stop(self):
         """SIGTERM each process group, then SIGKILL what is left; bounded."""
@@ -193,8 +226,11 @@ def cluster(tmp_path):
 
 def _input_lines(n=3000, seed=20240611):
     rng = random.Random(seed)
-    vocabulary = ["%s%s" % (initial, rng.choice(["ark", "ee", "olt", "un", "ix", "ame"]))
-                  for initial in "abcdefghij" for _ in range(4)]
+    vocabulary = [
+        "%s%s" % (initial, rng.choice(["ark", "ee", "olt", "un", "ix", "ame"]))
+        for initial in "abcdefghij"
+        for _ in range(4)
+    ]
     return [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 12))) for _ in range(n)]
 
 
@@ -214,13 +250,17 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
     input_path.write_text("\n".join(lines) + "\n")
     output_dir = tmp_path / "output"
     output_dir.mkdir()
-    driver_dir = tmp_path / "driver"   # the driver's cwd: nothing lands in the repo
+    driver_dir = tmp_path / "driver"  # the driver's cwd: nothing lands in the repo
     driver_dir.mkdir()
     app_name = "beam-standalone-test-%s" % uuid.uuid4().hex[:12]
 
     cmd = [
-        sys.executable, PIPELINE_SCRIPT,
-        "--input", str(input_path), "--output", str(output_dir),
+        sys.executable,
+        PIPELINE_SCRIPT,
+        "--input",
+        str(input_path),
+        "--output",
+        str(output_dir),
         "--runner=beam_spark_runner.SparkRunner",
         "--spark_master=%s" % cluster.url,
         "--spark_app_name=%s" % app_name,
@@ -230,24 +270,33 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
         "--spark_conf=spark.driver.host=%s" % HOST,
         "--spark_conf=spark.driver.bindAddress=%s" % HOST,
         "--spark_conf=spark.ui.port=0",
-        "--ui_metrics_out", str(tmp_path / "ui_metrics.json"),
-        "--log_out", str(tmp_path / "worker_logs.json"),
+        "--ui_metrics_out",
+        str(tmp_path / "ui_metrics.json"),
+        "--log_out",
+        str(tmp_path / "worker_logs.json"),
         "--spark_conf=spark.executorEnv.PYTHONPATH=%s" % REPO_ROOT,
     ]
     log_path = tmp_path / "pipeline.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=str(driver_dir), env=cluster.env(),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=str(driver_dir),
+            env=cluster.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             returncode = proc.wait(timeout=PIPELINE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             proc.wait(timeout=10)
-            pytest.fail("pipeline did not finish within %ds\n%s\n%s" % (
-                PIPELINE_TIMEOUT_S, _tail(str(log_path), 80), cluster.logs()))
-    assert returncode == 0, "pipeline exited with %s\n%s\n%s" % (
-        returncode, _tail(str(log_path), 80), cluster.logs())
+            pytest.fail(
+                "pipeline did not finish within %ds\n%s\n%s"
+                % (PIPELINE_TIMEOUT_S, _tail(str(log_path), 80), cluster.logs())
+            )
+    assert returncode == 0, "pipeline exited with %s\n%s\n%s" % (returncode, _tail(str(log_path), 80), cluster.logs())
 
     assert _read_shards(str(output_dir / "counts")) == standalone_pipeline.expected_counts(lines)
     assert _read_shards(str(output_dir / "groups")) == standalone_pipeline.expected_groups(lines)
@@ -261,15 +310,16 @@ def test_pipeline_runs_on_standalone_cluster(cluster, tmp_path):
     with open(tmp_path / "worker_logs.json") as f:
         logs = json.load(f)
     assert sorted(msg for msg, _ in logs["records"]) == sorted(
-        "group %s" % group.split(":")[0] for group in standalone_pipeline.expected_groups(lines))
+        "group %s" % group.split(":")[0] for group in standalone_pipeline.expected_groups(lines)
+    )
     assert all(pid != logs["driver_pid"] for _, pid in logs["records"])
 
     # The master ran it: the application is listed (completed once the driver stopped).
     def app_listed(state):
         apps = state.get("completedapps", []) + state.get("activeapps", [])
         return [a for a in apps if a.get("name") == app_name]
-    apps = cluster.wait_until(app_listed, APP_LISTED_TIMEOUT_S,
-                              "application %r in the master's JSON" % app_name)
+
+    apps = cluster.wait_until(app_listed, APP_LISTED_TIMEOUT_S, "application %r in the master's JSON" % app_name)
     assert len(apps) == 1, apps
     # ...and executors ran on the workers: each writes its logs under the work dir.
     executor_dirs = glob.glob(os.path.join(cluster.work_dir, apps[0]["id"], "*"))

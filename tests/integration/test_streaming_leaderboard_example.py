@@ -1,6 +1,7 @@
 """examples/streaming_leaderboard.py on SparkRunner: early, on-time and late
 panes per team and window, and each window's last pane holds the exact
 total of the events generated for it (ACCUMULATING, nothing dropped)."""
+
 import collections
 import os
 import re
@@ -21,9 +22,24 @@ _LINE = re.compile(r"(\w+) window \[(\d+), (\d+)\) score (\d+) \((early|on-time|
 
 def test_leaderboard_panes_and_final_scores(tmp_path):
     start = int(time.time()) + 1
-    args = ["--output", str(tmp_path), "--start", str(start), "--duration_seconds", "10",
-            "--tick_seconds", "0.5", "--window_seconds", "5", "--early_seconds", "2",
-            "--allowed_lateness_seconds", "60", "--late_seconds", "12"]
+    args = [
+        "--output",
+        str(tmp_path),
+        "--start",
+        str(start),
+        "--duration_seconds",
+        "10",
+        "--tick_seconds",
+        "0.5",
+        "--window_seconds",
+        "5",
+        "--early_seconds",
+        "2",
+        "--allowed_lateness_seconds",
+        "60",
+        "--late_seconds",
+        "12",
+    ]
     streaming_leaderboard.run(args)
 
     expected = collections.Counter()
@@ -45,5 +61,5 @@ def test_leaderboard_panes_and_final_scores(tmp_path):
     assert "on-time" in timings and len(timings) >= 2, timings
     for key, pane_list in panes.items():
         pane_list.sort()
-        assert [i for i, _, _ in pane_list] == list(range(len(pane_list)))   # no gap, no duplicate
+        assert [i for i, _, _ in pane_list] == list(range(len(pane_list)))  # no gap, no duplicate
         assert pane_list[-1][2] == expected[key], (key, pane_list)

@@ -1,4 +1,5 @@
 """examples/wordcount.py gives identical output on DirectRunner and SparkRunner."""
+
 import glob
 import os
 import sys

@@ -1,6 +1,7 @@
 """User code's log records reach the driver's logging (worker/log_forwarding.py):
 from Spark's Python workers, in batch and streaming, also from a failing
 task, at the levels Beam's SDK-harness options ask for."""
+
 import logging
 import os
 
@@ -39,24 +40,27 @@ def test_batch_dofn_logs_reach_the_driver_from_the_workers(caplog):
         assert_that(out, equal_to(list(range(20))))
     records = _forwarded(caplog)
     assert sorted(r.getMessage() for r in records if r.levelno == logging.INFO) == sorted(
-        "saw %d" % i for i in range(20))
+        "saw %d" % i for i in range(20)
+    )
     assert sorted(r.getMessage() for r in records if r.levelno == logging.WARNING) == sorted(
-        "multiple of five: %d" % i for i in (0, 5, 10, 15))
+        "multiple of five: %d" % i for i in (0, 5, 10, 15)
+    )
     assert all(r.process != os.getpid() for r in records), "logged in Spark's Python workers"
     # The fused Spark stage that ran Log, named by its first and last transforms.
     assert {r.beam_stage.split(" ... ")[0] for r in records} == {
-        "Create/MaybeReshuffle/Reshuffle/ReshufflePerKey/FlatMap(restore_metadata_default_window)"}
+        "Create/MaybeReshuffle/Reshuffle/ReshufflePerKey/FlatMap(restore_metadata_default_window)"
+    }
 
 
 def test_the_sdk_harness_log_level_options_choose_what_is_sent(caplog):
     caplog.set_level(logging.DEBUG)
     with _pipeline("--default_sdk_harness_log_level=WARNING") as p:
         p | beam.Create(list(range(10))) | beam.Map(_log_each)
-    assert sorted(r.getMessage() for r in _forwarded(caplog)) == [
-        "multiple of five: 0", "multiple of five: 5"]
+    assert sorted(r.getMessage() for r in _forwarded(caplog)) == ["multiple of five: 0", "multiple of five: 5"]
     caplog.clear()
-    with _pipeline("--default_sdk_harness_log_level=ERROR",
-                   '--sdk_harness_log_level_overrides={"%s": "INFO"}' % LOGGER) as p:
+    with _pipeline(
+        "--default_sdk_harness_log_level=ERROR", '--sdk_harness_log_level_overrides={"%s": "INFO"}' % LOGGER
+    ) as p:
         p | beam.Create([1]) | beam.Map(_log_each)
     assert [r.getMessage() for r in _forwarded(caplog)] == ["saw 1"]
 
@@ -88,16 +92,20 @@ class _CountAndLog(beam.DoFn):
 def test_streaming_dofn_logs_reach_the_driver(caplog):
     caplog.set_level(logging.INFO)
     with _pipeline("--streaming") as p:
-        stream = (TestStream()
-                  .add_elements([("a", 1), ("b", 1)])
-                  .add_elements([("a", 2)])
-                  .advance_watermark_to_infinity())
-        out = p | stream | "Stateful" >> beam.ParDo(_CountAndLog()) | "Log" >> beam.Map(
-            lambda kc: logging.getLogger(LOGGER).info("out %s", kc) or kc)
+        stream = (
+            TestStream().add_elements([("a", 1), ("b", 1)]).add_elements([("a", 2)]).advance_watermark_to_infinity()
+        )
+        out = (
+            p
+            | stream
+            | "Stateful" >> beam.ParDo(_CountAndLog())
+            | "Log" >> beam.Map(lambda kc: logging.getLogger(LOGGER).info("out %s", kc) or kc)
+        )
         assert_that(out, equal_to([("a", 1), ("b", 1), ("a", 2)]))
     messages = sorted(r.getMessage() for r in _forwarded(caplog))
-    assert messages == sorted(["key a count 1", "key b count 1", "key a count 2",
-                               "out ('a', 1)", "out ('b', 1)", "out ('a', 2)"])
+    assert messages == sorted(
+        ["key a count 1", "key b count 1", "key a count 2", "out ('a', 1)", "out ('b', 1)", "out ('a', 2)"]
+    )
     assert all(r.process != os.getpid() for r in _forwarded(caplog))
 
 

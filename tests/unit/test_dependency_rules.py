@@ -9,6 +9,7 @@
   but for the Spark glue among them, no pyspark: checked by importing them
   in a fresh interpreter.
 """
+
 import ast
 import pathlib
 import subprocess
@@ -47,7 +48,7 @@ HELPER_PROCESS_MODULES = {
     "beam_spark_runner.streaming.rows": False,
     "beam_spark_runner.streaming.watermarks": False,
     "beam_spark_runner.streaming.key_groups": False,
-    "beam_spark_runner.execution.streaming_udfs": True,   # may import pyspark
+    "beam_spark_runner.execution.streaming_udfs": True,  # may import pyspark
 }
 
 
@@ -109,8 +110,9 @@ def test_no_import_runs_up_the_layers():
         for module, line in imported_modules(f):
             target = _group_of(module)
             if target is not None and target[0] > own_index:
-                violations.append("%s:%d (%s) imports %s (%s)" % (
-                    f.relative_to(ROOT), line, own_name, module, target[1]))
+                violations.append(
+                    "%s:%d (%s) imports %s (%s)" % (f.relative_to(ROOT), line, own_name, module, target[1])
+                )
     assert not violations, "\n".join(violations)
 
 
@@ -127,16 +129,19 @@ def test_groups_do_not_import_forbidden_libraries(group):
 
 
 def test_modules_spark_loads_in_helper_processes_import_no_beam():
-    code = ("import importlib, json, sys\n"
-            "out = {}\n"
-            "for m in %r:\n"
-            "    before = set(sys.modules)\n"
-            "    importlib.import_module(m)\n"
-            "out = sorted({k.split('.')[0] for k in sys.modules if k.split('.')[0] in ('apache_beam', 'pyspark')})\n"
-            "print(json.dumps(out))\n")
+    code = (
+        "import importlib, json, sys\n"
+        "out = {}\n"
+        "for m in %r:\n"
+        "    before = set(sys.modules)\n"
+        "    importlib.import_module(m)\n"
+        "out = sorted({k.split('.')[0] for k in sys.modules if k.split('.')[0] in ('apache_beam', 'pyspark')})\n"
+        "print(json.dumps(out))\n"
+    )
     for module, may_use_spark in HELPER_PROCESS_MODULES.items():
-        result = subprocess.run([sys.executable, "-c", code % ([module],)], cwd=ROOT, capture_output=True,
-                                text=True, check=True)
+        result = subprocess.run(
+            [sys.executable, "-c", code % ([module],)], cwd=ROOT, capture_output=True, text=True, check=True
+        )
         loaded = set(eval(result.stdout.strip().splitlines()[-1]))
         allowed = {"pyspark"} if may_use_spark else set()
         assert loaded <= allowed, "%s loads %s" % (module, sorted(loaded - allowed))

@@ -1,5 +1,6 @@
 """worker/gc_tuning.py: thresholds raised inside blocks and restored when the
 last one closes, also when blocks close out of order (chained generators)."""
+
 import gc
 
 from beam_spark_runner.worker import gc_tuning
@@ -11,7 +12,7 @@ def test_thresholds_restored_after_overlapping_blocks():
     first.__enter__()
     second.__enter__()
     assert gc.get_threshold()[0] >= gc_tuning.YOUNG_THRESHOLD
-    first.__exit__(None, None, None)       # the upstream generator ends first
+    first.__exit__(None, None, None)  # the upstream generator ends first
     assert gc.get_threshold()[0] >= gc_tuning.YOUNG_THRESHOLD
     second.__exit__(None, None, None)
     assert gc.get_threshold() == before

@@ -1,4 +1,5 @@
 """The GroupByKey byte paths agree with Beam's coders."""
+
 import apache_beam as beam
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
@@ -60,8 +61,10 @@ def test_global_window_fast_path_matches_coder_encoding():
 def test_fixed_windows_group_per_window():
     codec = _codec(window.FixedWindows(10))
     assert not codec.trivial_windowing
-    elements = [WindowedValue(("k", v), ts, [window.IntervalWindow(ts // 10 * 10, ts // 10 * 10 + 10)])
-                for v, ts in [(1, 1), (2, 5), (3, 12)]]
+    elements = [
+        WindowedValue(("k", v), ts, [window.IntervalWindow(ts // 10 * 10, ts // 10 * 10 + 10)])
+        for v, ts in [(1, 1), (2, 5), (3, 12)]
+    ]
     out = _roundtrip(codec, elements)
     got = sorted((wv.windows[0].start, sorted(wv.value[1])) for wv in out)
     assert got == [(0, [1, 2]), (10, [3])]

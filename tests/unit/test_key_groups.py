@@ -1,5 +1,6 @@
 """Key-group labels: each key-group of a streaming query lands in its own
 Spark shuffle partition (streaming/key_groups.py)."""
+
 import pytest
 
 from beam_spark_runner.streaming import rows as R

@@ -1,6 +1,7 @@
 """An unbounded side input in the global window with a trigger is seen at its
 latest firing (side_input_wait.LatestFiring inside WaitingForSides), without
 Spark and without a harness."""
+
 import pickle
 
 from apache_beam.coders import coders
@@ -13,7 +14,7 @@ from triggers.driver import ReduceSpec
 from windowing.timestamps import MIN_US
 
 SIDE = "side"
-S = 1_000_000   # micros
+S = 1_000_000  # micros
 _IMPL = coders.WindowedValueCoder(coders.StrUtf8Coder(), coders.GlobalWindowCoder()).get_impl()
 
 
@@ -23,6 +24,7 @@ def _block(*values):
 
 def _values(block):
     from beam_spark_runner.worker.grouping import decode_elements
+
     return [wv.value for wv, _ in decode_elements(block, _IMPL)]
 
 
@@ -34,10 +36,10 @@ def test_each_firing_replaces_the_view_discarding_shows_what_came_since_the_last
     firing = LatestFiring(_spec(T.AccumulationMode.DISCARDING), _IMPL, now_us=0)
     assert not firing.take(_block("m1"), MIN_US)
     assert not firing.advance(MIN_US, S // 2) and firing.pane is None
-    assert firing.advance(MIN_US, S)                  # 1 s after m1 arrived
+    assert firing.advance(MIN_US, S)  # 1 s after m1 arrived
     assert _values(firing.pane) == ["m1"]
     assert not firing.take(_block("m2", "m3"), MIN_US)
-    assert _values(firing.pane) == ["m1"]             # until the next firing
+    assert _values(firing.pane) == ["m1"]  # until the next firing
     assert firing.advance(MIN_US, 2 * S + 1)
     assert _values(firing.pane) == ["m2", "m3"]
 
@@ -53,6 +55,7 @@ def test_accumulating_shows_everything_so_far_and_state_survives_a_pickle():
 class _Sides:
     """SideInputs' interface: one triggered side input; main rows' payload is
     their name."""
+
     dests = frozenset([SIDE])
     expiry = {}
     triggered = {SIDE: (_spec(T.AccumulationMode.DISCARDING), _IMPL)}
@@ -89,8 +92,8 @@ def test_main_input_waits_for_the_first_firing_then_runs_with_the_latest_one():
     waiting = WaitingForSides(_Sides(), {}, harness)
     waiting.take([_row(SIDE, _block("m1"))], seq=0)
     waiting.take([_row("main", "a")], seq=1)
-    assert waiting.ready_bundles({"main": 0}) == []       # the side input has not fired
-    assert waiting.hold() == 0                            # the waiting element holds the watermark
+    assert waiting.ready_bundles({"main": 0}) == []  # the side input has not fired
+    assert waiting.hold() == 0  # the waiting element holds the watermark
     # m1 came before any time step: it counts as arriving at the first
     # step's processing time, so the trigger fires 1 s after that.
     waiting.advance(_step(5 * S))

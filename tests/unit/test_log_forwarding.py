@@ -3,6 +3,7 @@ without Spark: the worker half runs in this process against a real
 receiver, whose re-emission into logging is replaced by a list (in one
 process both halves share the logger tree, so re-emitted records would be
 forwarded again)."""
+
 import logging
 import socket
 import time
@@ -29,13 +30,14 @@ def _settings(receiver, **kw):
 
 
 def test_records_reach_the_driver_in_order_before_the_task_ends(receiver, monkeypatch):
-    def slow_reemit(fields):        # a driver slower than the worker
+    def slow_reemit(fields):  # a driver slower than the worker
         time.sleep(0.002)
         receiver.received.append(fields)
+
     monkeypatch.setattr(log_receiver, "reemit", slow_reemit)
     log = logging.getLogger("lf_test.user")
     with forwarding(_settings(receiver), "Map(f)"):
-        for i in range(450):            # more than two sends of SEND_EVERY
+        for i in range(450):  # more than two sends of SEND_EVERY
             log.info("element %d of %s", i, "x")
     # finish() waited for the receiver's acknowledgement: nothing in flight.
     assert [r["msg"] for r in receiver.received] == ["element %d of x" % i for i in range(450)]
@@ -67,7 +69,7 @@ def test_levels_and_overrides_apply_during_the_task_and_are_restored_after(recei
     try:
         settings = _settings(receiver, level=logging.DEBUG, overrides=(("lf_test.noisy", logging.ERROR),))
         with forwarding(settings, "s"):
-            assert outside not in root.handlers     # the worker's own handlers step aside
+            assert outside not in root.handlers  # the worker's own handlers step aside
             logging.getLogger("lf_test.user").debug("debug kept")
             noisy.warning("warning dropped by the override")
             noisy.error("error kept")
@@ -105,7 +107,7 @@ def test_a_wrong_token_is_refused_and_the_records_go_to_stderr(receiver, capfd):
 
 
 def test_an_unreachable_driver_does_not_fail_the_task(capfd):
-    with socket.socket() as s:      # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         address = s.getsockname()
     with forwarding(LogSettings().to(address, "t"), "s"):
@@ -121,8 +123,14 @@ def test_without_a_receiver_nothing_changes():
 
 
 def test_reemit_obeys_the_drivers_logger_levels(caplog):
-    fields = {"name": "lf_test.driver", "levelno": logging.INFO, "levelname": "INFO", "msg": "m",
-              "args": None, "beam_stage": "s"}
+    fields = {
+        "name": "lf_test.driver",
+        "levelno": logging.INFO,
+        "levelname": "INFO",
+        "msg": "m",
+        "args": None,
+        "beam_stage": "s",
+    }
     caplog.set_level(logging.WARNING, logger="lf_test.driver")
     log_receiver.reemit(fields)
     assert caplog.records == []
@@ -130,11 +138,17 @@ def test_reemit_obeys_the_drivers_logger_levels(caplog):
     log_receiver.reemit(fields)
     (record,) = caplog.records
     assert (record.name, record.levelno, record.getMessage(), record.beam_stage) == (
-        "lf_test.driver", logging.INFO, "m", "s")
+        "lf_test.driver",
+        logging.INFO,
+        "m",
+        "s",
+    )
 
 
-@pytest.mark.parametrize("level,expected", [
-    (None, logging.INFO), ("DEBUG", logging.DEBUG), ("warning", logging.WARNING), ("15", 15), (30, 30)])
+@pytest.mark.parametrize(
+    "level,expected",
+    [(None, logging.INFO), ("DEBUG", logging.DEBUG), ("warning", logging.WARNING), ("15", 15), (30, 30)],
+)
 def test_levels_from_beams_options(level, expected):
     assert LogSettings.from_option_values(level, None).level == expected
 
@@ -147,4 +161,6 @@ def test_bad_levels_name_the_option():
     with pytest.raises(ValueError, match="--sdk_harness_log_level_overrides: expected a JSON object"):
         LogSettings.from_option_values(None, ["a"])
     assert LogSettings.from_option_values("ERROR", {"b": "DEBUG", "a": 20}).overrides == (
-        ("a", 20), ("b", logging.DEBUG))
+        ("a", 20),
+        ("b", logging.DEBUG),
+    )

@@ -1,4 +1,5 @@
 """Metrics reported by several partitions merge by each type's rule."""
+
 from apache_beam.metrics import monitoring_infos as mi
 from apache_beam.metrics.cells import BoundedTrieData, GaugeData
 from apache_beam.runners.portability.portable_metrics import from_monitoring_infos

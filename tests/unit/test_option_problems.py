@@ -1,4 +1,5 @@
 """options.option_problems without a pipeline: what is refused, what warns."""
+
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_spark_runner.options import EMBEDDED_PYTHON_ENVIRONMENT, keeps_every_stage_on_the_sdk_harness
@@ -7,9 +8,16 @@ from beam_spark_runner.options import option_problems
 
 def test_defaults_and_honoured_options_raise_nothing():
     assert option_problems(PipelineOptions([])) == ([], [])
-    assert option_problems(PipelineOptions([
-        "--environment_type=" + EMBEDDED_PYTHON_ENVIRONMENT, "--pickle_library=cloudpickle",
-        "--spark_master=local[1]", "--streaming"])) == ([], [])
+    assert option_problems(
+        PipelineOptions(
+            [
+                "--environment_type=" + EMBEDDED_PYTHON_ENVIRONMENT,
+                "--pickle_library=cloudpickle",
+                "--spark_master=local[1]",
+                "--streaming",
+            ]
+        )
+    ) == ([], [])
 
 
 def test_a_pickle_library_the_workers_do_not_use_is_refused():
@@ -20,12 +28,24 @@ def test_a_pickle_library_the_workers_do_not_use_is_refused():
 
 
 def test_every_refusal_names_its_option_once():
-    errors, warnings = option_problems(PipelineOptions([
-        "--environment_type=PROCESS", "--environment_option=process_command=/bin/x",
-        "--beam_plugins=my.plugin", "--files_to_stage=a.txt", "--prebuild_sdk_container_engine=cloud_build"]))
+    errors, warnings = option_problems(
+        PipelineOptions(
+            [
+                "--environment_type=PROCESS",
+                "--environment_option=process_command=/bin/x",
+                "--beam_plugins=my.plugin",
+                "--files_to_stage=a.txt",
+                "--prebuild_sdk_container_engine=cloud_build",
+            ]
+        )
+    )
     assert [e.split("=")[0] for e in errors] == [
-        "--environment_type", "--environment_options", "--prebuild_sdk_container_engine",
-        "--files_to_stage", "--beam_plugins"]
+        "--environment_type",
+        "--environment_options",
+        "--prebuild_sdk_container_engine",
+        "--files_to_stage",
+        "--beam_plugins",
+    ]
     assert warnings == []
 
 

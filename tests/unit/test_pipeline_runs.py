@@ -1,4 +1,5 @@
 """tests/pipeline_runs.py: how a Beam test's outcome is counted."""
+
 import apache_beam as beam
 
 from tests import pipeline_runs
@@ -30,14 +31,16 @@ def test_pipeline_run_is_recorded_with_its_runner(monkeypatch):
     # The plugin is active in this session (pytest.ini): Pipeline.run records.
     from apache_beam.runners.direct.direct_runner import DirectRunner
     from beam_spark_runner import SparkRunner
+
     assert getattr(beam.Pipeline.run, "_records_runner", False)
     seen = []
     monkeypatch.setattr(pipeline_runs, "_current", seen)
     with beam.Pipeline(runner=DirectRunner()) as p:
         p | beam.Create([1])
-    assert seen == ["SwitchingDirectRunner"]   # what DirectRunner() builds
+    assert seen == ["SwitchingDirectRunner"]  # what DirectRunner() builds
     assert pipeline_runs.runner_label(SparkRunner()) == "SparkRunner"
 
     class MySpark(SparkRunner):
         pass
+
     assert pipeline_runs.runner_label(MySpark()) == "SparkRunner"

@@ -1,4 +1,5 @@
 """Planning without a SparkSession: the plan's shape and submission checks."""
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing import test_stream
@@ -19,10 +20,16 @@ def test_group_by_key_becomes_a_shuffle_between_two_stages():
     plan = _plan(lambda p: p | beam.Create([(1, 2)]) | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
     groups = [g for g in plan.groups.values() if g.display_name == "MyGroup"]
     assert len(groups) == 1
-    writers = [s for s in plan.stages if any(o.buffer.kind == plan_lib.GROUP and o.buffer.name == groups[0].name
-                                             for o in s.outputs)]
-    readers = [s for s in plan.stages if any(i.buffer.kind == plan_lib.GROUP and i.buffer.name == groups[0].name
-                                             for i in s.inputs)]
+    writers = [
+        s
+        for s in plan.stages
+        if any(o.buffer.kind == plan_lib.GROUP and o.buffer.name == groups[0].name for o in s.outputs)
+    ]
+    readers = [
+        s
+        for s in plan.stages
+        if any(i.buffer.kind == plan_lib.GROUP and i.buffer.name == groups[0].name for i in s.inputs)
+    ]
     assert len(writers) == 1 and len(readers) == 1
     assert plan.stages.index(writers[0]) < plan.stages.index(readers[0])
 
@@ -37,6 +44,7 @@ def test_side_input_is_planned_as_broadcast_of_a_materialized_pcollection():
     def build(p):
         side = p | "Side" >> beam.Create([1])
         p | beam.Create([1]) | "UseSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side))
+
     plan = _plan(build)
     consumers = [s for s in plan.stages if s.side_inputs]
     assert len(consumers) == 1
@@ -61,6 +69,7 @@ def test_time_sorted_input_rejected_at_submission_naming_transform_and_issue():
     p | beam.Create([(1, 1)]) | "Sorted" >> beam.ParDo(_TimeSortedDoFn())
     proto = pipeline_proto_of(p)
     from apache_beam.portability.api import beam_runner_api_pb2
+
     for t in proto.components.transforms.values():
         if t.unique_name == "Sorted":
             payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
@@ -102,10 +111,15 @@ def test_non_python_environment_rejected():
 
 def test_retracting_mode_is_planned_with_retraction_aware_group_output():
     from apache_beam.transforms import trigger
+
     p = beam.Pipeline()
-    (p | beam.Create([("k", 1)]) | "Win" >> beam.WindowInto(
-        window.FixedWindows(10), trigger=trigger.AfterWatermark(), accumulation_mode=3)
-     | "G" >> beam.GroupByKey() | beam.Map(print))
+    (
+        p
+        | beam.Create([("k", 1)])
+        | "Win" >> beam.WindowInto(window.FixedWindows(10), trigger=trigger.AfterWatermark(), accumulation_mode=3)
+        | "G" >> beam.GroupByKey()
+        | beam.Map(print)
+    )
     proto = pipeline_proto_of(p)
     plan = plan_pipeline(proto)  # accepted in batch
     group = next(g for g in plan.groups.values() if g.display_name == "G")
@@ -113,6 +127,7 @@ def test_retracting_mode_is_planned_with_retraction_aware_group_output():
     # The streaming planner applies the same rewrite.
     from beam_spark_runner.translation.planner import plan_streaming_pipeline
     from beam_spark_runner.plans import GROUP
+
     streaming = plan_streaming_pipeline(proto)
     op = next(o for o in streaming.operators if o.kind == GROUP and o.display_name == "G")
     assert "retraction_aware" in op.group.output_coder_id
@@ -123,15 +138,23 @@ def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp(
 
     def build(combiner):
         p = beam.Pipeline()
-        (p | beam.Create([("k", 1)])
-         | beam.WindowInto(window.FixedWindows(10), timestamp_combiner=combiner)
-         | "Sum" >> beam.CombinePerKey(sum) | beam.Map(print))
+        (
+            p
+            | beam.Create([("k", 1)])
+            | beam.WindowInto(window.FixedWindows(10), timestamp_combiner=combiner)
+            | "Sum" >> beam.CombinePerKey(sum)
+            | beam.Map(print)
+        )
         return pipeline_proto_of(p)
 
     def lifted(proto):
-        names = [t.unique_name for s in plan_pipeline(proto).stages for t in
-                 __import__("apache_beam").portability.api.beam_fn_api_pb2.ProcessBundleDescriptor
-                 .FromString(s.descriptor).transforms.values()]
+        names = [
+            t.unique_name
+            for s in plan_pipeline(proto).stages
+            for t in __import__("apache_beam")
+            .portability.api.beam_fn_api_pb2.ProcessBundleDescriptor.FromString(s.descriptor)
+            .transforms.values()
+        ]
         return any("Precombine" in n for n in names)
 
     assert lifted(build(window.TimestampCombiner.OUTPUT_AT_EOW))
@@ -142,8 +165,13 @@ def test_combine_per_key_is_not_lifted_when_it_would_lose_an_earliest_timestamp(
 
 def _fixed_windows_group_proto():
     p = beam.Pipeline()
-    (p | beam.Create([("k", 1)]) | beam.WindowInto(window.FixedWindows(10))
-     | "MyGroup" >> beam.GroupByKey() | beam.Map(print))
+    (
+        p
+        | beam.Create([("k", 1)])
+        | beam.WindowInto(window.FixedWindows(10))
+        | "MyGroup" >> beam.GroupByKey()
+        | beam.Map(print)
+    )
     return pipeline_proto_of(p)
 
 
@@ -170,4 +198,5 @@ def test_group_plan_carries_the_windowing_strategy_closing_rules():
     plan = plan_pipeline(proto)
     group = next(g for g in plan.groups.values() if g.display_name == "MyGroup")
     assert GroupCodec(plan.components, group).closing == ClosingRules(
-        pb.ClosingBehavior.EMIT_IF_NONEMPTY, pb.OnTimeBehavior.FIRE_IF_NONEMPTY)
+        pb.ClosingBehavior.EMIT_IF_NONEMPTY, pb.OnTimeBehavior.FIRE_IF_NONEMPTY
+    )

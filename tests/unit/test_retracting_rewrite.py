@@ -1,5 +1,6 @@
 """translation/retracting.py: the proto rewrite, and the GroupByKey wire
 contract between the runner-side grouping and the SDK harness (no Spark)."""
+
 import apache_beam as beam
 import pytest
 from apache_beam.coders import coders
@@ -31,8 +32,11 @@ LIFTABLE = dict(trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late
 
 def _proto(mode, build, values=(1,), windowing=EARLY):
     p = beam.Pipeline()
-    pcoll = (p | beam.Create([("k", v) for v in values])
-             | beam.WindowInto(window.Sessions(10), accumulation_mode=mode, **windowing))
+    pcoll = (
+        p
+        | beam.Create([("k", v) for v in values])
+        | beam.WindowInto(window.Sessions(10), accumulation_mode=mode, **windowing)
+    )
     build(pcoll)
     return pipeline_proto_of(p)
 
@@ -59,25 +63,30 @@ def test_rewrite_is_pure_and_keeps_original_coders():
 
 def test_non_retracting_pipeline_comes_back_equal():
     for mode in (triggers.DISCARDING, triggers.ACCUMULATING):
-        proto = _proto(mode, lambda pc: (pc | "G" >> beam.GroupByKey(),
-                                         pc | "S" >> beam.CombinePerKey(sum)))
+        proto = _proto(mode, lambda pc: (pc | "G" >> beam.GroupByKey(), pc | "S" >> beam.CombinePerKey(sum)))
         assert rewrite_retracting(proto) == proto
 
 
 def test_group_by_key_output_coder_carries_retractions():
     proto = _proto(triggers.RETRACTING, lambda pc: pc | "G" >> beam.GroupByKey())
     assert _output_coder(proto, "G") == coders.TupleCoder(
-        [coders.StrUtf8Coder(), coders.IterableCoder(coders.VarIntCoder())])
+        [coders.StrUtf8Coder(), coders.IterableCoder(coders.VarIntCoder())]
+    )
     new = rewrite_retracting(proto)
     assert _output_coder(new, "G") == coders.TupleCoder(
-        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.IterableCoder(coders.VarIntCoder()))])
+        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.IterableCoder(coders.VarIntCoder()))]
+    )
 
 
 def test_unknown_value_coder_is_length_prefixed_like_the_data_channel():
     proto = _proto(triggers.RETRACTING, lambda pc: pc | "G" >> beam.GroupByKey(), values=[Point(1)])
     new = rewrite_retracting(proto)
-    assert _output_coder(new, "G") == coders.TupleCoder([coders.StrUtf8Coder(), RetractionAwareCoder(
-        coders.IterableCoder(coders.LengthPrefixCoder(coders.FastPrimitivesCoder())))])
+    assert _output_coder(new, "G") == coders.TupleCoder(
+        [
+            coders.StrUtf8Coder(),
+            RetractionAwareCoder(coders.IterableCoder(coders.LengthPrefixCoder(coders.FastPrimitivesCoder()))),
+        ]
+    )
 
 
 def _sdk_transforms(proto):
@@ -87,6 +96,7 @@ def _sdk_transforms(proto):
 def test_combine_per_key_is_expanded_wrapped_and_never_lifted():
     def build(pc):
         pc | "S" >> beam.CombinePerKey(sum)
+
     # Beam would lift this combine; on RETRACTING input it must not.
     assert "S/Precombine" in _sdk_transforms(_proto(triggers.ACCUMULATING, build, windowing=LIFTABLE))
     proto = _proto(triggers.RETRACTING, build, windowing=LIFTABLE)
@@ -96,19 +106,20 @@ def test_combine_per_key_is_expanded_wrapped_and_never_lifted():
     payload = beam_runner_api_pb2.ParDoPayload.FromString(pardo.spec.payload)
     assert isinstance(pickler.loads(payload.do_fn.payload)[0], RetractionAwareCombineValuesDoFn)
     assert _output_coder(new, "S") == coders.TupleCoder(
-        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.FastPrimitivesCoder())])
+        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.FastPrimitivesCoder())]
+    )
     names = _sdk_transforms(proto)
     assert "S/Combine/ParDo(CombineValuesDoFn)" in names
     assert not any("Precombine" in n or "Merge" in n for n in names), names
 
 
 def test_combine_values_after_group_by_key_is_wrapped():
-    proto = _proto(triggers.RETRACTING,
-                   lambda pc: pc | "G" >> beam.GroupByKey() | "C" >> beam.CombineValues(sum))
+    proto = _proto(triggers.RETRACTING, lambda pc: pc | "G" >> beam.GroupByKey() | "C" >> beam.CombineValues(sum))
     new = rewrite_retracting(proto)
     assert _by_name(new, "C").spec.urn == ""
     assert _output_coder(new, "C") == coders.TupleCoder(
-        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.FastPrimitivesCoder())])
+        [coders.StrUtf8Coder(), RetractionAwareCoder(coders.FastPrimitivesCoder())]
+    )
     assert "C/ParDo(CombineValuesDoFn)" in _sdk_transforms(proto)
 
 
@@ -126,7 +137,8 @@ def test_unexpected_combine_expansion_is_rejected_naming_it():
 
 def test_combine_values_dofn_keeps_polarity():
     fn = RetractionAwareCombineValuesDoFn(
-        beam.transforms.core.CombineValuesDoFn(None, beam.transforms.core.CombineFn.maybe_from_callable(sum), False))
+        beam.transforms.core.CombineValuesDoFn(None, beam.transforms.core.CombineFn.maybe_from_callable(sum), False)
+    )
     fn.setup()
     assert list(fn.process(("k", [1, 2, 3]))) == [("k", 6)]
     assert list(fn.process(("k", Retraction([1, 2, 3])))) == [("k", Retraction(6))]
@@ -138,9 +150,13 @@ def _group_wire(values):
     values encoded by the producing stage's coder; decodes the result with the
     consuming stage's coder, as the SDK harness does."""
     p = beam.Pipeline()
-    (p | beam.Create([("k", v) for v, _ in values])
-     | beam.WindowInto(window.Sessions(10), accumulation_mode=triggers.RETRACTING, **EARLY)
-     | "G" >> beam.GroupByKey() | "After" >> beam.Map(lambda kv: kv))
+    (
+        p
+        | beam.Create([("k", v) for v, _ in values])
+        | beam.WindowInto(window.Sessions(10), accumulation_mode=triggers.RETRACTING, **EARLY)
+        | "G" >> beam.GroupByKey()
+        | "After" >> beam.Map(lambda kv: kv)
+    )
     plan = plan_pipeline(pipeline_proto_of(p))
     group = next(g for g in plan.groups.values() if g.display_name == "G")
     ref = plan_lib.BufferRef(plan_lib.GROUP, group.name)
@@ -164,16 +180,29 @@ def _group_wire(values):
     return result
 
 
-@pytest.mark.parametrize("values", [
-    [(1, 1), (2, 5), (3, 30)],                          # VarIntCoder: known to the runner
-    [(Point(1), 1), (Point(2), 5), (Point(3), 30)],  # FastPrimitivesCoder: opaque to the runner
-], ids=["known", "opaque"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [(1, 1), (2, 5), (3, 30)],  # VarIntCoder: known to the runner
+        [(Point(1), 1), (Point(2), 5), (Point(3), 30)],  # FastPrimitivesCoder: opaque to the runner
+    ],
+    ids=["known", "opaque"],
+)
 def test_runner_grouping_writes_retractions_the_sdk_decodes(values):
     # Sessions [1, 15) and [30, 40); in batch each fires EARLY, then its
     # EARLY pane is retracted and the ON_TIME pane emitted.
     out = _group_wire(values)
-    panes = sorted(((wv.windows[0].start.micros // 10**6, triggers.is_retraction(wv.value[1]),
-                     sorted(triggers.retractions.unwrap(wv.value[1])[0], key=repr)) for wv in out), key=repr)
+    panes = sorted(
+        (
+            (
+                wv.windows[0].start.micros // 10**6,
+                triggers.is_retraction(wv.value[1]),
+                sorted(triggers.retractions.unwrap(wv.value[1])[0], key=repr),
+            )
+            for wv in out
+        ),
+        key=repr,
+    )
     sessions = {1: sorted([v for v, _ in values[:2]], key=repr), 30: [values[2][0]]}
     expected = [(start, retracted, vs) for start, vs in sessions.items() for retracted in (False, True, False)]
     assert panes == sorted(expected, key=repr)
@@ -193,9 +222,12 @@ def test_combine_per_key_with_side_inputs_is_rejected_naming_it():
     # accumulators, merge), whose merge cannot consume retractions.
     p = beam.Pipeline()
     side = p | "Side" >> beam.Create([1])
-    (p | beam.Create([("k", 1)])
-     | beam.WindowInto(window.Sessions(10), accumulation_mode=triggers.RETRACTING, **EARLY)
-     | "SideSum" >> beam.CombinePerKey(lambda vs, s: sum(vs) + s, beam.pvalue.AsSingleton(side)))
+    (
+        p
+        | beam.Create([("k", 1)])
+        | beam.WindowInto(window.Sessions(10), accumulation_mode=triggers.RETRACTING, **EARLY)
+        | "SideSum" >> beam.CombinePerKey(lambda vs, s: sum(vs) + s, beam.pvalue.AsSingleton(side))
+    )
     with pytest.raises(UnsupportedPipelineError) as e:
         plan_pipeline(pipeline_proto_of(p))
     assert "SideSum" in str(e.value) and "accumulators" in str(e.value) and "map_pane" in str(e.value)
@@ -203,17 +235,24 @@ def test_combine_per_key_with_side_inputs_is_rejected_naming_it():
 
 # --- downstream of RETRACTING output: combines consume, coders carry -----
 
+
 def _second_stage(combine):
     def build(pcoll):
-        (pcoll | "SessionSum" >> beam.CombinePerKey(sum)
-         | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
-         | "Day" >> beam.WindowInto(window.FixedWindows(86400))
-         | "Second" >> combine | "Out" >> beam.Map(print))
+        (
+            pcoll
+            | "SessionSum" >> beam.CombinePerKey(sum)
+            | "ToDay" >> beam.Map(lambda kv: ("day", kv[1]))
+            | "Day" >> beam.WindowInto(window.FixedWindows(86400))
+            | "Second" >> combine
+            | "Out" >> beam.Map(print)
+        )
+
     return build
 
 
 def _combine_fn(proto, name):
     from apache_beam.transforms import core
+
     t = _by_name(proto, name)
     payload = beam_runner_api_pb2.CombinePayload.FromString(t.spec.payload)
     return core.CombineFn.from_runner_api(payload.combine_fn, pipeline_context.PipelineContext(proto.components))
@@ -221,31 +260,44 @@ def _combine_fn(proto, name):
 
 def test_may_hold_retractions_stops_at_the_combine_that_consumes_them():
     from beam_spark_runner.translation.retracting import may_hold_retractions
+
     proto = _proto(3, _second_stage(beam.CombinePerKey(sum)))
-    producers = {t.unique_name for t in proto.components.transforms.values()
-                 if set(t.outputs.values()) & may_hold_retractions(proto.components)}
+    producers = {
+        t.unique_name
+        for t in proto.components.transforms.values()
+        if set(t.outputs.values()) & may_hold_retractions(proto.components)
+    }
     assert {"SessionSum", "ToDay", "Day"} <= producers, producers
     assert not any(n.startswith(("Second", "Out")) for n in producers), producers
     # Nothing downstream of ACCUMULATING output.
     assert not may_hold_retractions(_proto(2, _second_stage(beam.CombinePerKey(sum))).components)
 
 
-@pytest.mark.parametrize("combine,kind", [
-    (beam.CombinePerKey(sum), "_InvertibleSum"),
-    (beam.combiners.Count.PerKey(), "_InvertibleCount"),
-    (beam.combiners.Mean.PerKey(), "_InvertibleMean"),
-    (beam.CombinePerKey(max), "_Retaining"),
-])
+@pytest.mark.parametrize(
+    "combine,kind",
+    [
+        (beam.CombinePerKey(sum), "_InvertibleSum"),
+        (beam.combiners.Count.PerKey(), "_InvertibleCount"),
+        (beam.combiners.Mean.PerKey(), "_InvertibleMean"),
+        (beam.CombinePerKey(max), "_Retaining"),
+    ],
+)
 def test_combines_downstream_of_retracting_output_become_retractable(combine, kind):
     proto = _proto(3, _second_stage(combine))
     rewritten = rewrite_retracting(proto)
-    second = next(t.unique_name for t in proto.components.transforms.values()
-                  if t.unique_name.startswith("Second") and t.spec.urn == "beam:transform:combine_per_key:v1")
+    second = next(
+        t.unique_name
+        for t in proto.components.transforms.values()
+        if t.unique_name.startswith("Second") and t.spec.urn == "beam:transform:combine_per_key:v1"
+    )
     assert type(_combine_fn(rewritten, second)).__name__ == kind
     # ... in the CombineValues its expansion would run too, and with the new
     # fn's accumulator coder.
-    cgv = next(t.unique_name for t in rewritten.components.transforms.values()
-               if t.unique_name.startswith(second + "/") and t.spec.urn == "beam:transform:combine_grouped_values:v1")
+    cgv = next(
+        t.unique_name
+        for t in rewritten.components.transforms.values()
+        if t.unique_name.startswith(second + "/") and t.spec.urn == "beam:transform:combine_grouped_values:v1"
+    )
     assert type(_combine_fn(rewritten, cgv)).__name__ == kind
     before = beam_runner_api_pb2.CombinePayload.FromString(_by_name(proto, second).spec.payload)
     after = beam_runner_api_pb2.CombinePayload.FromString(_by_name(rewritten, second).spec.payload)
@@ -256,13 +308,14 @@ def test_combines_downstream_of_retracting_output_become_retractable(combine, ki
     dofn = pickler.loads(beam_runner_api_pb2.ParDoPayload.FromString(pardo.spec.payload).do_fn.payload)[0]
     assert isinstance(dofn, RetractionAwareCombineValuesDoFn)
     from apache_beam.transforms import core
+
     assert isinstance(dofn.combine_values_dofn.combinefn, core.CallableWrapperCombineFn)
 
 
 def test_typed_coders_downstream_of_retracting_output_carry_them():
     def build(pcoll):
-        (pcoll | "Count" >> beam.combiners.Count.PerKey()
-         | "Reshuffle" >> beam.Reshuffle() | "Out" >> beam.Map(print))
+        (pcoll | "Count" >> beam.combiners.Count.PerKey() | "Reshuffle" >> beam.Reshuffle() | "Out" >> beam.Map(print))
+
     proto = _proto(3, build)
     rewritten = rewrite_retracting(proto)
     python_coders = pipeline_context.PipelineContext(rewritten.components).coders
@@ -270,8 +323,7 @@ def test_typed_coders_downstream_of_retracting_output_carry_them():
     coder = python_coders[rewritten.components.pcollections[out_id].coder_id]
     # KV<str, RetractionAware(int)>: a Retraction(1) round-trips.
     assert coder.decode(coder.encode(("k", Retraction(1)))) == ("k", Retraction(1))
-    before = pipeline_context.PipelineContext(proto.components).coders[
-        proto.components.pcollections[out_id].coder_id]
+    before = pipeline_context.PipelineContext(proto.components).coders[proto.components.pcollections[out_id].coder_id]
     with pytest.raises(TypeError):
         before.encode(("k", Retraction(1)))
 
@@ -279,8 +331,12 @@ def test_typed_coders_downstream_of_retracting_output_carry_them():
 def test_combine_with_side_inputs_over_retractions_is_rejected_naming_it():
     def build(pcoll):
         side = pcoll.pipeline | "Side" >> beam.Create([1])
-        (pcoll | "SessionSum" >> beam.CombinePerKey(sum)
-         | "Day" >> beam.WindowInto(window.FixedWindows(86400))
-         | "WithSide" >> beam.CombinePerKey(lambda vs, s: sum(vs), beam.pvalue.AsSingleton(side)))
+        (
+            pcoll
+            | "SessionSum" >> beam.CombinePerKey(sum)
+            | "Day" >> beam.WindowInto(window.FixedWindows(86400))
+            | "WithSide" >> beam.CombinePerKey(lambda vs, s: sum(vs), beam.pvalue.AsSingleton(side))
+        )
+
     with pytest.raises(UnsupportedPipelineError, match="WithSide"):
         rewrite_retracting(_proto(3, build))

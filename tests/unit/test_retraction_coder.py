@@ -1,4 +1,5 @@
 """RetractionAwareCoder: round trips, byte layout, determinism, proto form."""
+
 import pickle
 
 import pytest

@@ -1,5 +1,6 @@
 """worker/runs.py: runs encode to the very bytes Beam's WindowedValueCoder
 writes, decode back to equal WindowedValues, and chunk without loss."""
+
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.transforms import window
@@ -77,15 +78,16 @@ def test_chunks_read_a_callable_size_before_each_chunk():
 
 def test_chunk_sizer_starts_at_one_value_grows_while_output_is_small_and_shrinks_for_fan_out():
     from beam_spark_runner.worker.plain_stage import CHUNK_ELEMENTS, CHUNK_OUTPUT_TARGET, ChunkSizer
+
     sizer = ChunkSizer()
     assert sizer.size() == 1
-    while sizer.size() < CHUNK_ELEMENTS:       # one output per value: doubles up to the cap
+    while sizer.size() < CHUNK_ELEMENTS:  # one output per value: doubles up to the cap
         before = sizer.size()
         sizer.observe(before, before)
         assert sizer.size() == min(CHUNK_ELEMENTS, before * 2)
-    sizer.observe(CHUNK_ELEMENTS, CHUNK_ELEMENTS * 100)    # 100 outputs per value
+    sizer.observe(CHUNK_ELEMENTS, CHUNK_ELEMENTS * 100)  # 100 outputs per value
     assert sizer.size() == CHUNK_OUTPUT_TARGET // 100
-    sizer.observe(sizer.size(), sizer.size() * 100)         # at the target: stays
+    sizer.observe(sizer.size(), sizer.size() * 100)  # at the target: stays
     assert sizer.size() == CHUNK_OUTPUT_TARGET // 100
-    sizer.observe(1, 100_000)                               # one value is the floor
+    sizer.observe(1, 100_000)  # one value is the floor
     assert sizer.size() == 1

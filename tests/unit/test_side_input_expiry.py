@@ -3,6 +3,7 @@
 without a harness: the side input's rows, windows and main elements are
 stand-ins whose window ends are given. Then stateful and splittable stages,
 through the plan's own operators and Beam's SDK harness, without Spark."""
+
 import apache_beam as beam
 
 from beam_spark_runner.streaming import side_input_wait
@@ -15,8 +16,9 @@ SIDE = "side"
 class _Sides:
     """SideInputs' interface over stand-in rows: a side row's payload is its
     window end; a main row's payload is (earliest, latest) side window end."""
+
     dests = frozenset([SIDE])
-    expiry = {SIDE: 5}                       # the main input's allowed lateness
+    expiry = {SIDE: 5}  # the main input's allowed lateness
     advance = staticmethod(SideInputs.advance)
     split_ready = staticmethod(SideInputs.split_ready)
 
@@ -58,14 +60,14 @@ def test_side_windows_go_once_the_watermark_passes_them_plus_lateness_unless_an_
     harness = _Harness()
     waiting = WaitingForSides(_Sides(), {}, harness, collect=True)
     waiting.take([_side_row(10), _side_row(20), _side_row(40)], seq=0)
-    waiting.take([_main_row(10, 20)], seq=0)       # sliding windows: needs sides ending at 10 and 20
-    waiting.advance(_step(40, side_wm=15))         # 40 - 5 lateness = 35, but the element needs 10
+    waiting.take([_main_row(10, 20)], seq=0)  # sliding windows: needs sides ending at 10 and 20
+    waiting.advance(_step(40, side_wm=15))  # 40 - 5 lateness = 35, but the element needs 10
     assert [end for end, _ in waiting.side[SIDE]] == [10, 20, 40]
-    assert waiting.ready_bundles({"main": 0}) == []     # still waits: side watermark 15 < 20
+    assert waiting.ready_bundles({"main": 0}) == []  # still waits: side watermark 15 < 20
     waiting.advance(_step(40, side_wm=25))
     assert waiting.ready_bundles({"main": 0}) == [(0, [(0, (10, 20))])]
-    assert harness.installed[-1] == [10, 20, 40]   # the element ran with every window it needs
-    waiting.advance(_step(40, side_wm=25))         # nothing waits now: windows ending before 35 go
+    assert harness.installed[-1] == [10, 20, 40]  # the element ran with every window it needs
+    waiting.advance(_step(40, side_wm=25))  # nothing waits now: windows ending before 35 go
     assert [end for end, _ in waiting.side[SIDE]] == [40]
     assert waiting.saved()["side_collected"] == {SIDE: 35}
 
@@ -73,7 +75,7 @@ def test_side_windows_go_once_the_watermark_passes_them_plus_lateness_unless_an_
 def test_an_element_needing_an_expired_side_window_is_dropped_and_counted():
     waiting = WaitingForSides(_Sides(), {}, _Harness(), collect=True)
     waiting.take([_side_row(10), _side_row(30)], seq=0)
-    waiting.advance(_step(20, side_wm=50))         # the side window ending at 10 goes (before 15)
+    waiting.advance(_step(20, side_wm=50))  # the side window ending at 10 goes (before 15)
     waiting.take([_main_row(10, 30), _main_row(30, 30)], seq=1)
     assert waiting.ready_bundles({"main": 0}) == [(1, [(0, (30, 30))])]
     assert waiting.dropped == 1
@@ -94,6 +96,7 @@ def test_without_collect_and_for_state_saved_before_expiry_side_rows_stay():
 
 def test_only_beams_default_window_mapping_lets_side_windows_expire():
     from apache_beam.transforms import sideinputs, window
+
     assert side_input_wait._maps_via_end(sideinputs.default_window_mapping_fn(window.FixedWindows(10)))
     assert not side_input_wait._maps_via_end(sideinputs.default_window_mapping_fn(window.GlobalWindows()))
     assert not side_input_wait._maps_via_end(lambda w: w)
@@ -101,6 +104,7 @@ def test_only_beams_default_window_mapping_lets_side_windows_expire():
 
 class _RunningSum(beam.DoFn):
     """A stateful DoFn reading a side input: per key, the running sum times it."""
+
     SUM = beam.transforms.userstate.CombiningValueStateSpec("sum", sum)
 
     def process(self, kv, factor, total=beam.DoFn.StateParam(SUM)):
@@ -124,11 +128,21 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    streams = p | (TestStream().add_elements([("a", 1)], tag="main").add_elements([5], tag="side")
-                   .advance_watermark_to_infinity(tag="main").advance_watermark_to_infinity(tag="side"))
+    streams = p | (
+        TestStream()
+        .add_elements([("a", 1)], tag="main")
+        .add_elements([5], tag="side")
+        .advance_watermark_to_infinity(tag="main")
+        .advance_watermark_to_infinity(tag="side")
+    )
     factor = streams["side"] | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
-    _ = (streams["main"] | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-         | beam.ParDo(_RunningSum(), beam.pvalue.AsSingleton(factor)) | beam.GroupByKey() | beam.Map(print))
+    _ = (
+        streams["main"]
+        | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+        | beam.ParDo(_RunningSum(), beam.pvalue.AsSingleton(factor))
+        | beam.GroupByKey()
+        | beam.Map(print)
+    )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (op,) = [o for o in plan.operators if o.kind == STATEFUL]
     operator = operators.build(op, plan, 2)
@@ -188,11 +202,20 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    streams = p | (TestStream().add_elements([("a", 1)], tag="main").add_elements([5], tag="side")
-                   .advance_watermark_to_infinity(tag="main").advance_watermark_to_infinity(tag="side"))
+    streams = p | (
+        TestStream()
+        .add_elements([("a", 1)], tag="main")
+        .add_elements([5], tag="side")
+        .advance_watermark_to_infinity(tag="main")
+        .advance_watermark_to_infinity(tag="side")
+    )
     factor = streams["side"] | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
-    _ = (streams["main"] | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-         | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(factor)) | beam.Map(print))
+    _ = (
+        streams["main"]
+        | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+        | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(factor))
+        | beam.Map(print)
+    )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (restrictions,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
     (sdf,) = [o for o in plan.operators if o.kind == SDF]
@@ -238,6 +261,7 @@ def _output_values(result, op, plan):
     from apache_beam.coders.coder_impl import create_InputStream
     from beam_spark_runner.streaming import rows as R
     from beam_spark_runner.worker import context
+
     (out_port,) = op.stage.outputs
     impl = context.coder_impl(plan.components, out_port.coder_id)
     values = []

@@ -1,5 +1,6 @@
 """Streaming planning without Spark: the operator chain, the watermark graph,
 the source planner's offsets and steps, and one key-group of a GroupByKey."""
+
 import json
 import pickle
 import typing
@@ -15,8 +16,7 @@ from beam_spark_runner.translation.planner import is_streaming, pipeline_proto_o
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import GroupOperator
 from beam_spark_runner.streaming.script import compile_script
-from beam_spark_runner.streaming.source_planner import (
-    AFTER_ALL, SourcePlanner, write_holds)
+from beam_spark_runner.streaming.source_planner import AFTER_ALL, SourcePlanner, write_holds
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import GROUP, STATELESS
@@ -28,13 +28,22 @@ def test_micros_constants_match_beam():
 
 def _two_gbk_pipeline():
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    stream = (TestStream()
-              .add_elements([window.TimestampedValue(("a", 1), 1)])
-              .advance_watermark_to(10)
-              .add_elements([window.TimestampedValue(("a", 2), 12)])
-              .advance_watermark_to_infinity())
-    (p | stream | beam.WindowInto(window.FixedWindows(5)) | "G1" >> beam.GroupByKey()
-     | beam.MapTuple(lambda k, vs: (k, sum(vs))) | "G2" >> beam.GroupByKey() | beam.Map(print))
+    stream = (
+        TestStream()
+        .add_elements([window.TimestampedValue(("a", 1), 1)])
+        .advance_watermark_to(10)
+        .add_elements([window.TimestampedValue(("a", 2), 12)])
+        .advance_watermark_to_infinity()
+    )
+    (
+        p
+        | stream
+        | beam.WindowInto(window.FixedWindows(5))
+        | "G1" >> beam.GroupByKey()
+        | beam.MapTuple(lambda k, vs: (k, sum(vs)))
+        | "G2" >> beam.GroupByKey()
+        | beam.Map(print)
+    )
     return p
 
 
@@ -62,18 +71,27 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
     from beam_spark_runner.streaming.operators import RowWriter
     from beam_spark_runner.plans import SDF
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    (p | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=5, fire_interval=1)
-     | "Expand" >> beam.ParDo(_Expand()) | beam.WindowInto(window.FixedWindows(2))
-     | beam.CombinePerKey(sum) | beam.Map(print))
+    (
+        p
+        | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=5, fire_interval=1)
+        | "Expand" >> beam.ParDo(_Expand())
+        | beam.WindowInto(window.FixedWindows(2))
+        | beam.CombinePerKey(sum)
+        | beam.Map(print)
+    )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     sdf = next(op for op in plan.operators if op.kind == SDF)
     # The SDF operator runs only the splittable DoFn ...
     assert sdf.stage.sdk_transforms == ("Ticks/GenSequence/Process",)
     # ... and what reads its output is a plain-Python stateless operator
     # whose input is re-partitioned by key-group.
-    after = next(op for op in plan.operators if any(d in op.inputs for d in
-                                                    ["materialize:" + p.buffer.name for p in sdf.stage.outputs]))
+    after = next(
+        op
+        for op in plan.operators
+        if any(d in op.inputs for d in ["materialize:" + p.buffer.name for p in sdf.stage.outputs])
+    )
     assert after.kind == STATELESS and after.rebalance_input
     assert "Expand" in after.stage.sdk_transforms and after.stage.plain_spec is not None
     assert "after repartition by key-group, plain Python" in plan.describe()
@@ -82,9 +100,11 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
     assert plan.keyed_dests[dest] is None
     writer = RowWriter(plan.keyed_dests, plan.components, 4, plan.element_coders)
     from beam_spark_runner.worker import context
+
     impl = context.coder_impl(plan.components, plan.element_coders[dest])
     from apache_beam.coders.coder_impl import create_OutputStream
     from apache_beam.utils.windowed_value import WindowedValue
+
     out = create_OutputStream()
     for t in range(40):
         impl.encode_to_stream(WindowedValue(float(t), t, [window.GlobalWindow()]), out, True)
@@ -96,6 +116,7 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
 
 def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group():
     from beam_spark_runner.plans import SIDE_INPUTS
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([1])
     (p | TestStream().add_elements([1]) | "UsesSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side)))
@@ -120,14 +141,17 @@ def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_waterm
     # Key-value typed side input too: Beam's construction-time check that a
     # stateful DoFn's input is key-value sometimes looks at the side input.
     side = p | "Side" >> beam.Create([("s", 1)])
-    (p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
-     | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side)))
+    (
+        p
+        | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
+        | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side))
+    )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (op,) = [o for o in plan.operators if o.kind == STATEFUL]
     (side_dest,) = [d for d, _ in op.side_inputs]
     main = [d for d in op.inputs if d != side_dest]
     assert side_dest in plan.broadcast_dests
-    assert all(plan.keyed_dests[d] is not None for d in main)     # keyed by the user key
+    assert all(plan.keyed_dests[d] is not None for d in main)  # keyed by the user key
     assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
 
 
@@ -136,6 +160,7 @@ def test_a_side_input_read_by_several_operators_reaches_each_of_them():
     and the SDF operator both read it; the first passes its rows on."""
     from beam_spark_runner.plans import SDF, SIDE_INPUTS
     from tests.splittable_dofns import ScaledPositions
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([2])
     (p | TestStream().add_elements([("a", 3)]) | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(side)))
@@ -151,6 +176,7 @@ def test_a_side_input_read_by_several_operators_reaches_each_of_them():
 def test_a_main_input_read_by_two_keyed_operators_reaches_both():
     from beam_spark_runner.plans import STATEFUL
     from tests.integration.test_streaming import _RunningSum
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
     keyed | "First" >> beam.ParDo(_RunningSum())
@@ -162,6 +188,7 @@ def test_a_main_input_read_by_two_keyed_operators_reaches_both():
 
 def test_readers_needing_different_placements_of_one_pcollection_are_rejected_at_submission():
     from tests.integration.test_streaming import _RunningSum
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
     keyed | "KeyedReader" >> beam.ParDo(_RunningSum())
@@ -187,9 +214,9 @@ def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_
     assert first["steps"][g2] == [[AFTER_ALL, MIN_MICROS, 0]]
     rows = planner.batch_rows(start, first)
     data = [r for r in rows if r[0] == R.DATA]
-    assert sorted(r[5] for r in data) == [0, 2]            # one row per element event, by seq
+    assert sorted(r[5] for r in data) == [0, 2]  # one row per element event, by seq
     controls = [r for r in rows if r[0] == R.CONTROL]
-    assert len(controls) == 2 * 2                          # two keyed operators x two key-groups
+    assert len(controls) == 2 * 2  # two keyed operators x two key-groups
     # Batch 2 waits for batch 1's hold report; G1 holds nothing any more.
     write_holds(str(tmp_path), 1, {g1: {"0": None, "1": None}, g2: {"0": None, "1": None}})
     second = planner.next_offset(first)
@@ -243,6 +270,7 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
     operator = GroupOperator(group_op, plan, 2)
     codec = operator._codec
     from apache_beam.utils.windowed_value import WindowedValue
+
     w = window.IntervalWindow(0, 5)
     # The runner sees the GroupByKey's safe coders: user keys and values
     # the runner does not know are length-prefixed bytes.
@@ -276,8 +304,9 @@ def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, m
         return R.data("gbk:" + group_op.name, element, 0, 0, encoded_key)
 
     # 50 keys with a window ending at 5 s, one key with a window ending at 100 s.
-    state = operator.run(None, [row(b"k%d" % i, 1) for i in range(50)] + [row(b"late", 97)],
-                         [[AFTER_ALL, MIN_MICROS, 0]]).blob
+    state = operator.run(
+        None, [row(b"k%d" % i, 1) for i in range(50)] + [row(b"late", 97)], [[AFTER_ALL, MIN_MICROS, 0]]
+    ).blob
     restored = []
     original = operator._spec.restore
     monkeypatch.setattr(operator._spec, "restore", lambda snap, clock=None: restored.append(1) or original(snap, clock))
@@ -287,12 +316,13 @@ def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, m
     # The watermark passes 5 s: exactly the 50 keys whose window ends there.
     fired = operator.run(quiet.blob, [], [[AFTER_ALL, 10_000_000, 0]])
     assert len(restored) == 50
-    assert len([r for r in fired.rows if r[0] == R.DATA]) == 1     # one block, 50 panes
+    assert len([r for r in fired.rows if r[0] == R.DATA]) == 1  # one block, 50 panes
     assert fired.hold == 99_999_999
 
 
 def test_beam_spark_plan_prints_the_streaming_chain_for_a_test_stream_pipeline(tmp_path, capsys):
     from beam_spark_runner.cli import plan_main
+
     path = tmp_path / "pipeline.pb"
     path.write_bytes(pipeline_proto_of(_two_gbk_pipeline()).SerializeToString())
     assert plan_main([str(path)]) == 0
@@ -302,6 +332,7 @@ def test_beam_spark_plan_prints_the_streaming_chain_for_a_test_stream_pipeline(t
 
 def test_only_local_checkpoint_directories_get_the_file_system_checkpoint_manager():
     from beam_spark_runner.execution.streaming_execution import _is_local_path
+
     assert _is_local_path("/tmp/run") and _is_local_path("file:///tmp/run") and _is_local_path("relative/dir")
     assert not _is_local_path("hdfs://nn:8020/run") and not _is_local_path("s3a://bucket/run")
 
@@ -325,12 +356,15 @@ def test_source_partitions_keep_a_key_groups_rows_together_and_in_order():
 
 def _side_input_pipeline(side_windowing):
     from apache_beam.transforms import trigger
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    stream = (TestStream()
-              .add_elements(["m"], tag="main")
-              .add_elements([window.TimestampedValue("model-1", 1)], tag="side")
-              .advance_watermark_to_infinity(tag="main")
-              .advance_watermark_to_infinity(tag="side"))
+    stream = (
+        TestStream()
+        .add_elements(["m"], tag="main")
+        .add_elements([window.TimestampedValue("model-1", 1)], tag="side")
+        .advance_watermark_to_infinity(tag="main")
+        .advance_watermark_to_infinity(tag="side")
+    )
     streams = p | stream
     side = streams["side"] | "SideWindow" >> side_windowing(window, trigger)
     streams["main"] | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side))
@@ -342,23 +376,35 @@ def test_an_unbounded_triggered_side_input_in_the_global_window_is_viewed_at_its
     PCollections): planned, and the reading operator knows to show the side
     input's latest firing rather than wait for its end."""
     from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
-    p = _side_input_pipeline(lambda window, trigger: beam.WindowInto(
-        window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
-        accumulation_mode=trigger.AccumulationMode.DISCARDING))
+
+    p = _side_input_pipeline(
+        lambda window, trigger: beam.WindowInto(
+            window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+    )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (reader,) = [op for op in plan.operators if op.side_inputs]
     ((dest, _),) = reader.side_inputs
     assert set(triggered_side_inputs(reader.side_inputs, plan.components)) == {dest}
 
 
-@pytest.mark.parametrize("side_windowing", [
-    lambda window, trigger: beam.WindowInto(window.GlobalWindows()),
-    lambda window, trigger: beam.WindowInto(
-        window.FixedWindows(60), trigger=trigger.AfterWatermark(early=trigger.AfterCount(1)),
-        accumulation_mode=trigger.AccumulationMode.DISCARDING),
-], ids=["global-default-trigger", "fixed-early-firings"])
+@pytest.mark.parametrize(
+    "side_windowing",
+    [
+        lambda window, trigger: beam.WindowInto(window.GlobalWindows()),
+        lambda window, trigger: beam.WindowInto(
+            window.FixedWindows(60),
+            trigger=trigger.AfterWatermark(early=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        ),
+    ],
+    ids=["global-default-trigger", "fixed-early-firings"],
+)
 def test_side_inputs_that_complete_are_planned(side_windowing):
     from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
+
     plan = plan_streaming_pipeline(pipeline_proto_of(_side_input_pipeline(side_windowing)))
     (reader,) = [op for op in plan.operators if op.side_inputs]
     assert triggered_side_inputs(reader.side_inputs, plan.components) == {}
@@ -368,13 +414,24 @@ def test_a_bounded_triggered_side_input_in_the_global_window_is_planned():
     """It completes when its input ends (Beam's RunInference tests expect
     AsSingleton over such a Create of two elements to fail as a singleton)."""
     from apache_beam.transforms import trigger
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    side = (p | "Side" >> beam.Create(["model-1"]) | beam.WindowInto(
-        window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
-        accumulation_mode=trigger.AccumulationMode.DISCARDING))
-    (p | TestStream().add_elements(["m"]).advance_watermark_to_infinity()
-     | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side)))
+    side = (
+        p
+        | "Side" >> beam.Create(["model-1"])
+        | beam.WindowInto(
+            window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+    )
+    (
+        p
+        | TestStream().add_elements(["m"]).advance_watermark_to_infinity()
+        | "Use" >> beam.Map(lambda m, s: (m, s), beam.pvalue.AsSingleton(side))
+    )
     from beam_spark_runner.streaming.side_input_wait import triggered_side_inputs
+
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (reader,) = [op for op in plan.operators if op.side_inputs]
     assert triggered_side_inputs(reader.side_inputs, plan.components) == {}
@@ -385,12 +442,22 @@ def _two_streams_side_input_pipeline():
     watermark reached 100 s; the side-input Map follows a WindowInto."""
     tv = window.TimestampedValue
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    side = (p | "Side" >> TestStream().add_elements([tv(10, 5)]).advance_watermark_to_infinity()
-            | "SideWindows" >> beam.WindowInto(window.FixedWindows(10)))
-    (p | "Main" >> TestStream().add_elements([tv("a", 6)]).advance_watermark_to(100)
-     .add_elements([tv("late", 7)]).advance_watermark_to_infinity()
-     | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
-     | "UsesSide" >> beam.Map(lambda x, f: (x, f), beam.pvalue.AsSingleton(side)))
+    side = (
+        p
+        | "Side" >> TestStream().add_elements([tv(10, 5)]).advance_watermark_to_infinity()
+        | "SideWindows" >> beam.WindowInto(window.FixedWindows(10))
+    )
+    (
+        p
+        | "Main"
+        >> TestStream()
+        .add_elements([tv("a", 6)])
+        .advance_watermark_to(100)
+        .add_elements([tv("late", 7)])
+        .advance_watermark_to_infinity()
+        | "MainWindows" >> beam.WindowInto(window.FixedWindows(10))
+        | "UsesSide" >> beam.Map(lambda x, f: (x, f), beam.pvalue.AsSingleton(side))
+    )
     return p
 
 
@@ -401,6 +468,7 @@ def test_several_test_streams_move_in_lockstep(tmp_path, reverse):
     stream ending at seq 1 does not carry the main stream's last event (seq
     3, to +infinity) to before the main stream's element at seq 2."""
     from beam_spark_runner.plans import SIDE_INPUTS
+
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
     planner = SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
     if reverse:
@@ -419,11 +487,13 @@ def test_a_side_input_reader_starts_its_stage_after_a_window_into():
     the reader: fused after the WindowInto, an element would wait with its
     stage-input window (global: the side input's end)."""
     from beam_spark_runner.plans import SIDE_INPUTS
+
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
     (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
     assert op.stage.sdk_transforms == ("UsesSide",)
-    assert any("MainWindows" in o.stage.sdk_transforms for o in plan.operators
-               if o.kind == STATELESS and o.stage is not None)
+    assert any(
+        "MainWindows" in o.stage.sdk_transforms for o in plan.operators if o.kind == STATELESS and o.stage is not None
+    )
 
 
 class _IntSum(beam.CombineFn):
@@ -446,14 +516,18 @@ def _lifted_pipeline(mode=2):
     """Sum lifted (Beam lifts a trigger counting single elements) beside a
     plain GroupByKey; `mode`: the accumulation mode's proto value."""
     from apache_beam.transforms import trigger
+
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-    stream = (TestStream()
-              .add_elements([window.TimestampedValue(("a", 1), 1)])
-              .advance_watermark_to_infinity())
-    windowed = p | stream | beam.WindowInto(
-        window.FixedWindows(10),
-        trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1)),
-        accumulation_mode=mode)
+    stream = TestStream().add_elements([window.TimestampedValue(("a", 1), 1)]).advance_watermark_to_infinity()
+    windowed = (
+        p
+        | stream
+        | beam.WindowInto(
+            window.FixedWindows(10),
+            trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1)),
+            accumulation_mode=mode,
+        )
+    )
     windowed | "Sum" >> beam.CombinePerKey(_IntSum()) | "PrintSums" >> beam.Map(print)
     windowed | "Group" >> beam.GroupByKey() | "PrintGroups" >> beam.Map(print)
     return p
@@ -471,14 +545,17 @@ def test_a_group_by_key_between_a_lifted_combiners_phases_knows_its_combine_fn()
     from apache_beam.portability.api import beam_runner_api_pb2
     from apache_beam.transforms import core
     from beam_spark_runner.worker import context
+
     fn = core.CombineFn.from_runner_api(
         beam_runner_api_pb2.FunctionSpec.FromString(lifted.combine.combine_fn),
-        context.components_context(plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline())).components))
+        context.components_context(plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline())).components),
+    )
     assert fn.merge_accumulators([2, 3]) == 5
 
 
 def test_a_retracting_combine_is_not_lifted_so_its_group_by_key_merges_nothing():
     import triggers
+
     plan = plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline(triggers.RETRACTING)))
     assert all(g.combine is None for g in _groups_by_name(plan).values())
 
@@ -493,13 +570,14 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     codec = operator._codec
     from apache_beam.utils.windowed_value import WindowedValue
     from beam_spark_runner.worker import context
+
     ctx = context.components_context(plan.components)
     sdk_value = ctx.coders[group_op.group.combine.data_input_coder_id].wrapped_value_coder.value_coder().get_impl()
     runner_value = codec.value_impl
     w = window.IntervalWindow(0, 10)
     key = codec.key_impl.encode_nested(
-        codec.pre_impl.decode_nested(codec.pre_impl.encode_nested(
-            WindowedValue((b"\x01a", b""), 1, (w,)))).value[0])
+        codec.pre_impl.decode_nested(codec.pre_impl.encode_nested(WindowedValue((b"\x01a", b""), 1, (w,)))).value[0]
+    )
 
     def partial_sum(acc):
         value = runner_value.decode_nested(sdk_value.encode_nested(acc))
@@ -524,6 +602,6 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     assert totals == [[[11 * sum(range(1, b + 1))]] for b in range(1, 6)]
     (snapshot,) = pickle.loads(blob)["keys"].values()
     (window_state,) = pickle.loads(snapshot)[0]
-    assert len(window_state[1]) == 1                      # one buffered accumulator
+    assert len(window_state[1]) == 1  # one buffered accumulator
     on_time = operator.run(blob, [], [[AFTER_ALL, 20_000_000, 6]])
     assert panes(on_time) == [[165]]

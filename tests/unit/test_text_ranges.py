@@ -1,5 +1,6 @@
 """worker/files.py reads text records exactly as Beam's _TextSource does, for
 every way a file can be cut into byte ranges."""
+
 import gzip
 import os
 
@@ -31,20 +32,24 @@ def test_whole_file(tmp_path):
     assert _read(_config(path), [(str(path), 0, path.stat().st_size, "uncompressed")]) == EXPECTED
 
 
-@pytest.mark.parametrize("content,expected", [
-    (CONTENT, EXPECTED),
-    (CONTENT + "\n", EXPECTED),            # trailing newline: no empty last record
-    ("x\ny\r\n", ["x", "y"]),
-    ("\n\n", ["", ""]),
-])
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        (CONTENT, EXPECTED),
+        (CONTENT + "\n", EXPECTED),  # trailing newline: no empty last record
+        ("x\ny\r\n", ["x", "y"]),
+        ("\n\n", ["", ""]),
+    ],
+)
 def test_every_cut_point_yields_each_record_once(tmp_path, content, expected):
     path = tmp_path / "f.txt"
     data = content.encode("utf-8")
     path.write_bytes(data)
     config = _config(path)
     for cut in range(len(data) + 1):
-        records = _read(config, [(str(path), 0, cut, "uncompressed")]) + \
-            _read(config, [(str(path), cut, len(data), "uncompressed")])
+        records = _read(config, [(str(path), 0, cut, "uncompressed")]) + _read(
+            config, [(str(path), cut, len(data), "uncompressed")]
+        )
         assert records == expected, "cut at byte %d" % cut
 
 
@@ -68,8 +73,7 @@ def test_small_read_chunks_do_not_change_records(tmp_path, monkeypatch):
     size = path.stat().st_size
     for cut in range(size + 1):
         config = _config(path)
-        assert _read(config, [(str(path), 0, cut, "uncompressed"), (str(path), cut, size, "uncompressed")]) \
-            == EXPECTED
+        assert _read(config, [(str(path), 0, cut, "uncompressed"), (str(path), cut, size, "uncompressed")]) == EXPECTED
 
 
 def test_other_coders_decode_each_record(tmp_path):
@@ -88,7 +92,7 @@ def test_invalid_utf8_fails_like_beams_coder(tmp_path):
 def test_plan_balances_ranges_and_reads_compressed_files_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "MIN_RANGE_BYTES", 10)
     big = tmp_path / "a.txt"
-    big.write_bytes(b"0123456789\n" * 10)       # 110 bytes
+    big.write_bytes(b"0123456789\n" * 10)  # 110 bytes
     small = tmp_path / "b.txt"
     small.write_bytes(b"x\n")
     (tmp_path / "empty.txt").write_bytes(b"")

@@ -1,9 +1,9 @@
 """Beam metrics as the Spark UI shows them (execution/ui_metrics.py): the
 names and texts of the accumulators, and when a streaming run publishes."""
+
 import logging
 
-from apache_beam.metrics.cells import (
-    DistributionData, DistributionResult, GaugeData, GaugeResult)
+from apache_beam.metrics.cells import DistributionData, DistributionResult, GaugeData, GaugeResult
 from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.utils.timestamp import Timestamp
@@ -29,10 +29,17 @@ def _infos(step, updates):
 
 
 def test_every_user_metric_kind_becomes_a_named_entry_with_its_committed_value():
-    infos = {"stage1": _infos("ParDo(A)", [("counter", "ns", "seen", [2, 3]),
-                                           ("distribution", "ns", "size", [1, 5, 3]),
-                                           ("string set", "ns", "tags", ["b", "a", "b"])]),
-             "stage2": _infos("ParDo(B)", [("counter", "ns", "seen", [7]), ("gauge", "g", "last", [4])])}
+    infos = {
+        "stage1": _infos(
+            "ParDo(A)",
+            [
+                ("counter", "ns", "seen", [2, 3]),
+                ("distribution", "ns", "size", [1, 5, 3]),
+                ("string set", "ns", "tags", ["b", "a", "b"]),
+            ],
+        ),
+        "stage2": _infos("ParDo(B)", [("counter", "ns", "seen", [7]), ("gauge", "g", "last", [4])]),
+    }
     entries = dict(ui_metrics.ui_entries(infos))
     assert entries.pop("Beam counter ParDo(A) ns:seen") == "5"
     assert entries.pop("Beam counter ParDo(B) ns:seen") == "7"
@@ -45,16 +52,17 @@ def test_every_user_metric_kind_becomes_a_named_entry_with_its_committed_value()
 def test_entries_are_sorted_and_system_metrics_left_out():
     infos = {"s": _infos("Step", [("counter", "z", "b", [1]), ("counter", "a", "c", [1])])}
     from apache_beam.metrics import monitoring_infos
-    infos["s"].append(monitoring_infos.int64_counter(monitoring_infos.ELEMENT_COUNT_URN, 9,
-                                                     pcollection="pc"))
-    assert [name for name, _ in ui_metrics.ui_entries(infos)] == [
-        "Beam counter Step a:c", "Beam counter Step z:b"]
+
+    infos["s"].append(monitoring_infos.int64_counter(monitoring_infos.ELEMENT_COUNT_URN, 9, pcollection="pc"))
+    assert [name for name, _ in ui_metrics.ui_entries(infos)] == ["Beam counter Step a:c", "Beam counter Step z:b"]
 
 
 def test_value_texts():
     assert ui_metrics.format_value(DistributionResult(DistributionData(0, 0, 0, 0))) == "count=0"
-    assert ui_metrics.format_value(GaugeResult(GaugeData(3, Timestamp(seconds=0)))) == \
-        "value=3 timestamp=1970-01-01T00:00:00Z"
+    assert (
+        ui_metrics.format_value(GaugeResult(GaugeData(3, Timestamp(seconds=0))))
+        == "value=3 timestamp=1970-01-01T00:00:00Z"
+    )
     # A timestamp no date can show stays a number rather than losing the metric.
     assert ui_metrics.format_value(GaugeResult(GaugeData(3, 1e15))) == "value=3 timestamp=%s" % 1e15
     assert ui_metrics.format_value(frozenset({2, 1})) == "{1, 2}"
@@ -90,8 +98,8 @@ def test_streaming_publishes_at_most_once_per_interval_and_only_changes():
 class _NoHelperJvm:
     """A JVM without the runner's jar: loading the publisher class fails."""
 
-    class java:          # noqa: N801 -- mirrors py4j's package path
-        class lang:      # noqa: N801
+    class java:  # noqa: N801 -- mirrors py4j's package path
+        class lang:  # noqa: N801
             class Class:  # noqa: N801
                 @staticmethod
                 def forName(name, initialize, loader):
@@ -123,6 +131,7 @@ def test_a_session_without_the_helper_jar_warns_once_and_publishes_nothing(caplo
 def test_sessions_the_runner_creates_carry_the_helper_jar_beside_the_users_jars():
     import os
     from beam_spark_runner import session
+
     assert os.path.isfile(session.UI_JAR)
     assert session.merged_spark_conf({})["spark.jars"] == session.UI_JAR
     conf = session.merged_spark_conf({"spark.jars": "/u/a.jar,/u/b.jar", "spark.ui.showConsoleProgress": "true"})

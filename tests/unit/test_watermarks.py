@@ -1,8 +1,15 @@
 """The driver-side watermark authority (MillWheel low watermarks with holds)."""
+
 import pytest
 
 from beam_spark_runner.streaming.watermarks import (
-    MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority, chain)
+    MAX_MICROS,
+    MIN_MICROS,
+    BatchTimes,
+    StageInputs,
+    WatermarkAuthority,
+    chain,
+)
 
 
 class FakeClock:
@@ -18,7 +25,7 @@ def test_watermarks_flow_down_a_chain_and_are_held_by_buffered_state():
     wm = WatermarkAuthority(chain(["gbk1", "gbk2", "gbk3"], "src"), clock)
     assert wm.plan(0).input_watermarks == {"gbk1": MIN_MICROS, "gbk2": MIN_MICROS, "gbk3": MIN_MICROS}
     wm.report_source("src", 100)
-    wm.report_holds("gbk1", {0: 40, 1: 70})   # EARLIEST combiner: pane may be stamped 40
+    wm.report_holds("gbk1", {0: 40, 1: 70})  # EARLIEST combiner: pane may be stamped 40
     times = wm.plan(1)
     assert times.input_watermarks["gbk1"] == 100
     # gbk1 may still emit what reaches it in batch 1, stamped at or after its
@@ -51,16 +58,19 @@ def test_watermarks_never_go_back():
     wm.report_source("src", 500)
     wm.plan(0)
     assert wm.plan(1).output_watermarks["a"] == 500
-    wm.report_source("src", 100)          # a late, smaller estimate
-    wm.report_holds("a", {0: 50})         # a hold below what was already emitted
+    wm.report_source("src", 100)  # a late, smaller estimate
+    wm.report_holds("a", {0: 50})  # a hold below what was already emitted
     times = wm.plan(2)
     assert times.input_watermarks["a"] == 500
     assert times.output_watermarks["a"] == 500
 
 
 def test_min_over_several_inputs():
-    graph = {"left": StageInputs(sources=("s1",)), "right": StageInputs(sources=("s2",)),
-             "join": StageInputs(stages=("left", "right"))}
+    graph = {
+        "left": StageInputs(sources=("s1",)),
+        "right": StageInputs(sources=("s2",)),
+        "join": StageInputs(stages=("left", "right")),
+    }
     wm = WatermarkAuthority(graph, FakeClock())
     wm.report_source("s1", 300)
     wm.report_source("s2", 100)
@@ -85,7 +95,7 @@ def test_processing_time_is_monotonic_and_from_the_injected_clock():
     clock = FakeClock(50)
     wm = WatermarkAuthority(chain(["a"], "src"), clock)
     assert wm.plan(0).processing_time == 50
-    clock.now = 20                          # a clock that jumps back
+    clock.now = 20  # a clock that jumps back
     assert wm.plan(1).processing_time == 50
     clock.now = 70
     assert wm.plan(2).processing_time == 70
@@ -100,7 +110,7 @@ def test_finishes_when_sources_reach_infinity_and_nothing_is_held():
     assert not wm.finished()
     wm.report_holds("a", {0: None})
     wm.plan(1)
-    assert not wm.finished()              # b learns of a's release one batch later
+    assert not wm.finished()  # b learns of a's release one batch later
     wm.plan(2)
     assert wm.finished()
 

@@ -1,5 +1,6 @@
 """A stateful DoFn's window expiry (streaming/window_expiry.py) without
 Spark: which user state entries and timers go at a watermark."""
+
 import collections
 
 from apache_beam.coders import coders
@@ -9,7 +10,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.streaming.window_expiry import WindowExpiry
 
-S = 1_000_000   # micros per second
+S = 1_000_000  # micros per second
 CODER = coders.IntervalWindowCoder()
 
 
@@ -21,8 +22,11 @@ def _expiry(lateness_s):
 
 
 def _bag_key(window):
-    return beam_fn_api_pb2.StateKey(bag_user_state=beam_fn_api_pb2.StateKey.BagUserState(
-        transform_id="t", user_state_id="bag", window=CODER.encode(window), key=b"k"))
+    return beam_fn_api_pb2.StateKey(
+        bag_user_state=beam_fn_api_pb2.StateKey.BagUserState(
+            transform_id="t", user_state_id="bag", window=CODER.encode(window), key=b"k"
+        )
+    )
 
 
 class _Harness:
@@ -46,15 +50,18 @@ Timer = collections.namedtuple("Timer", "windows")
 
 def test_state_and_timers_of_windows_past_end_plus_lateness_go():
     first, second = IntervalWindow(0, 10), IntervalWindow(10, 20)
-    side = beam_fn_api_pb2.StateKey(iterable_side_input=beam_fn_api_pb2.StateKey.IterableSideInput(
-        transform_id="t", side_input_id="s", window=CODER.encode(first)))
+    side = beam_fn_api_pb2.StateKey(
+        iterable_side_input=beam_fn_api_pb2.StateKey.IterableSideInput(
+            transform_id="t", side_input_id="s", window=CODER.encode(first)
+        )
+    )
     harness = _Harness([_bag_key(first), _bag_key(second), side])
     timers = _Timers([Timer([first]), Timer([second]), Timer([first, second])])
     expiry = _expiry(lateness_s=5)
-    expiry.collect(harness, timers, wm=15 * S - 1)      # = [0, 10)'s max timestamp + 5 s
+    expiry.collect(harness, timers, wm=15 * S - 1)  # = [0, 10)'s max timestamp + 5 s
     assert harness.keys == [_bag_key(first), _bag_key(second), side]
     expiry.collect(harness, timers, wm=15 * S)
-    assert harness.keys == [_bag_key(second), side]       # side inputs are not user state
+    assert harness.keys == [_bag_key(second), side]  # side inputs are not user state
     assert timers.timers == [Timer([second]), Timer([first, second])]
 
 
