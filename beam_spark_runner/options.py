@@ -5,6 +5,12 @@ message naming it (`option_problems`); none is silently ignored."""
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
+# Every core; a failed task is tried up to 4 times (Spark's default
+# spark.task.maxFailures on a cluster). Spark's local[N] master tries a task
+# once, so one crashed Python worker would fail a whole run or query.
+DEFAULT_MASTER = "local[*,4]"
+
+
 class SparkRunnerOptions(PipelineOptions):
     """Options for `--runner=beam_spark_runner.SparkRunner`.
 
@@ -17,9 +23,12 @@ class SparkRunnerOptions(PipelineOptions):
     def _add_argparse_args(cls, parser):
         parser.add_argument(
             "--spark_master",
-            default="local[*]",
-            help="Spark master URL (local[N], spark://host:port, ...). Ignored when a "
-            "SparkSession is already active in this process: that session is reused.",
+            default=DEFAULT_MASTER,
+            help="Spark master URL (local[N,F], spark://host:port, ...). The default, "
+            "%s, uses every core and tries a failed task up to 4 times, as a cluster "
+            "does (spark.task.maxFailures); local[N] fails the run on the first failed "
+            "task. Ignored when a SparkSession is already active in this process: that "
+            "session is reused." % DEFAULT_MASTER,
         )
         parser.add_argument(
             "--spark_conf",
@@ -42,9 +51,11 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--checkpoint_dir",
             default=None,
-            help="Streaming: directory for Spark's checkpoint and the runner's hold reports. "
-            "Starting a pipeline again with the same directory resumes where it stopped. "
-            "Default: a temporary directory removed when the run ends.",
+            help="Streaming: where Spark's checkpoint and the runner's records live (a path "
+            "or any Hadoop file system URI: hdfs://, s3a://, ...). Starting the same pipeline "
+            "again with it resumes where the last durable batch ended; a pipeline whose keyed "
+            "operators differ is refused. Default: a temporary directory removed when the run "
+            "ends (docs/reliability.md).",
         )
         parser.add_argument(
             "--trigger_interval",

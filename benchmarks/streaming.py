@@ -13,7 +13,7 @@ its generation time by 15 s; allowed lateness 30 s). Early firings have the
 native query's cadence: Spark's update output mode emits every key and
 window a micro-batch changed, Beam's `AfterCount(1)` early trigger, which
 this runner evaluates once per key and window per micro-batch (bundle),
-does the same. The 1 s processing-time early firings of earlier sessions
+does the same. The 1 s processing-time early firings it used before commit b69cd32
 run as `beam_latency_early_1s`: with them an event waits for its pane's
 1 s deadline and then for the next micro-batch, by design.
 
@@ -36,7 +36,7 @@ native_throughput  Spark Structured Streaming, no Python: `rate-micro-batch`
     events) over the batches that start after the warm-up (min(10 s,
     --seconds / 4)), for --seconds. The source never lets it idle, so this
     is its saturated rate. Also run at 1M rows per batch
-    (native_throughput_1m, the batch size of sessions 4-6), no target.
+    (native_throughput_1m, the default batch size before commit 9aff84b), no target.
     Every native_throughput run checks its counts once it has stopped
     (benchmarks/streaming_native_check.py): its state store must hold, per
     window, exactly the rows the source generated into it, and no row may

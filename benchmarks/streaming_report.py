@@ -175,7 +175,7 @@ def _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf):
         else None
     )
     print(
-        "| the same, native at 1M rows per batch (sessions 4-6) | %s | %s | %s | | |"
+        "| the same, native at 1M rows per batch (the default before commit 9aff84b) | %s | %s | %s | | |"
         % (
             _fmt(n1 and n1["rows_per_s"], "%.0f"),
             _fmt(bt and bt["events_per_s_busy"], "%.0f"),

@@ -11,7 +11,9 @@ import os
 
 import pytest
 
-SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2]")
+# Retries failed tasks, like the runner's default master (local[*,4]): the
+# fault-injection tests (tests/faults/) need it.
+SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2,4]")
 
 
 def _start_session():

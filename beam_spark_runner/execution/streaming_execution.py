@@ -27,7 +27,9 @@ import time
 import urllib.parse
 import uuid
 
-from beam_spark_runner.execution import metrics_accumulator as spark_metrics
+from beam_spark_runner.errors import CheckpointMismatchError
+from beam_spark_runner.execution import checkpoint_files, metrics_accumulator as spark_metrics, streaming_commits
+from beam_spark_runner.execution.checkpoint_files import CheckpointFiles
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
@@ -36,7 +38,9 @@ from beam_spark_runner.execution.streaming_udfs import (
     KeyGroupProcessor,
     stateless_batches,
 )
-from beam_spark_runner.streaming import progress, rows as R
+from beam_spark_runner.streaming import plan_fingerprint, progress, rows as R
+from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator
+from beam_spark_runner.streaming.checkpoint_records import SideEffects
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import write_holds
 from beam_spark_runner.streaming.watermarks import BatchTimes
@@ -61,6 +65,20 @@ _QUERY_CONF = {
 _LOCAL_CHECKPOINT_CONF = {
     "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }
+
+
+_PLAN_FILE = checkpoint_files.join(checkpoint_files.BEAM_DIR, plan_fingerprint.FILE_NAME)
+_HOLDS_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "holds")
+_OLD_HOLDS_DIR = "holds"  # where runners before the plan record kept them
+# Hold reports kept in the checkpoint: the planner needs the last committed
+# batch's; a couple more cost nothing and help when reading a checkpoint.
+_HOLDS_KEPT = 3
+
+
+def _recent(names, count):
+    """The `count` hold report names ("<batch>.json") of the latest batches."""
+    reports = [n for n in names if n.endswith(".json") and n.split(".")[0].isdigit()]
+    return sorted(reports, key=lambda n: int(n.split(".")[0]))[-count:]
 
 
 # How often a running pipeline refreshes its metrics in the Spark UI, seconds.
@@ -96,7 +114,23 @@ class StreamingExecution:
         # replay faithfully is rejected before any Spark work starts.
         self._script = compile_script(plan, self.key_groups)
         self._own_dir = checkpoint_dir is None
+        # The checkpoint URI (any Hadoop file system): Spark's checkpoint and
+        # the runner's records (execution/checkpoint_files.py).
         self.run_dir = checkpoint_dir or tempfile.mkdtemp(prefix="beam-spark-stream-")
+        # Local to the driver: what Spark's source-planning process reads (the
+        # source script, the latest hold reports), rebuilt on every start.
+        self.scratch_dir = None
+        self._fingerprint = plan_fingerprint.fingerprint(plan, self.key_groups)
+        # At submission: a checkpoint this pipeline cannot resume is refused
+        # before any Spark work starts.
+        self._files = CheckpointFiles(spark, self.run_dir)
+        self._check_plan()
+        # Batches become durable checkpoints; their side effects (bundle
+        # finalizers) run only then (streaming/checkpoint_coordinator.py).
+        self._coordinator = CheckpointCoordinator(self._files, streaming_commits.release, streaming_commits.abort)
+        self._commit_lock = threading.Lock()
+        self._commit_error = None
+        self._listener = None
         self.trigger_interval = trigger_interval
         self._token = uuid.uuid4().hex
         self._done = threading.Event()
@@ -118,6 +152,14 @@ class StreamingExecution:
             return spark_metrics.by_stage({k: list(v) for k, v in self._metrics.items()})
 
     def run(self):
+        recovery = self._coordinator.recover(streaming_commits.last_spark_commit(self._files))
+        if recovery.finished:
+            _LOG.info(
+                "The pipeline finished in an earlier run with this checkpoint (batch %d); nothing left to do",
+                recovery.latest.epoch,
+            )
+            self._cleanup()
+            return self.metrics_so_far()
         query = self._start()
         ui = ui_metrics.UiMetricsPublisher(self.spark.sparkContext)
         ui_policy = ui_metrics.PublishPolicy(self.ui_metrics_interval_s)
@@ -130,6 +172,8 @@ class StreamingExecution:
             exception = query.exception()
             if exception is not None:
                 raise exception
+            if self._commit_error is not None:
+                raise self._commit_error
             if self._cancelled.is_set():
                 raise RunCancelled("the pipeline was cancelled")
             # Always, even if unchanged since the last refresh: the UI says the run ended.
@@ -137,18 +181,43 @@ class StreamingExecution:
         finally:
             if query.isActive:
                 query.stop()
-            self._restore_session_conf()
-            if self._own_dir:
-                shutil.rmtree(self.run_dir, ignore_errors=True)
+            with self._commit_lock:
+                self._coordinator.flush()
+            if self._listener is not None:
+                self.spark.streams.removeListener(self._listener)
+            self._cleanup()
         return self.metrics_so_far()
+
+    def _cleanup(self):
+        self._restore_session_conf()
+        if self.scratch_dir:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        if self._own_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _on_commit(self, batch_id):
+        """Spark committed `batch_id` (a listener thread): the checkpoint
+        completes, side effects are released; the run ends once the batch
+        that finished the pipeline is durable."""
+        try:
+            with self._commit_lock:
+                self._coordinator.committed(batch_id)
+                latest = self._coordinator.latest
+            if latest is not None and latest.epoch == batch_id and latest.done:
+                self._done.set()
+        except Exception as e:  # noqa: BLE001 -- surfaced by run()
+            _LOG.error("Completing the checkpoint of batch %d failed: %s", batch_id, e)
+            self._commit_error = e
+            self._done.set()
 
     def _start(self):
         spark = self.spark
         spark.dataSource.register(BeamStreamSource)
-        os.makedirs(self.run_dir, exist_ok=True)
-        script_path = os.path.join(self.run_dir, "source_script.pickle")
+        self.scratch_dir = tempfile.mkdtemp(prefix="beam-spark-stream-local-")
+        self._restore_holds()
+        script_path = os.path.join(self.scratch_dir, "source_script.pickle")
         with open(script_path, "wb") as f:
-            pickle.dump((self._script, self.run_dir), f)
+            pickle.dump((self._script, self.scratch_dir), f)
         # The query needs these; Spark copies the session for a query when its
         # first batch runs (and keeps them in its offset log), so the user's
         # session gets its own values back after that batch (see _sink).
@@ -192,13 +261,59 @@ class StreamingExecution:
                 )
         writer = (
             df.writeStream.foreachBatch(self._sink)
-            .option("checkpointLocation", os.path.join(self.run_dir, "spark"))
+            .option("checkpointLocation", checkpoint_files.join(self.run_dir, checkpoint_files.SPARK_DIR))
             .queryName("beam-%s" % self._token[:8])
             .trigger(processingTime=self.trigger_interval)
         )
         self._started = time.monotonic()
+        self._listener = streaming_commits.CommitListener(self._on_commit)
+        spark.streams.addListener(self._listener)
         self._query = writer.start()
+        self._listener.query_id = str(self._query.id)
         return self._query
+
+    def _check_plan(self):
+        """Records the plan's fingerprint in a new checkpoint; refuses a
+        checkpoint recorded for a plan its state cannot follow."""
+        where = self._files.uri(_PLAN_FILE)
+        recorded = self._files.read(_PLAN_FILE)
+        if recorded is None:
+            if self._files.list(checkpoint_files.SPARK_DIR):
+                _LOG.warning(
+                    "The checkpoint at %s has no plan record (written by an older runner); "
+                    "resuming it without checking that its operators match this pipeline's",
+                    self.run_dir,
+                )
+            self._files.write(_PLAN_FILE, self._fingerprint.to_json())
+            return
+        problems = self._fingerprint.differences(plan_fingerprint.PlanFingerprint.from_json(recorded, where))
+        if problems:
+            raise CheckpointMismatchError(
+                "The checkpoint at %s was written by a pipeline whose keyed operators differ from this one's, "
+                "so its state cannot be resumed (start with a new --checkpoint_dir, or run the pipeline that "
+                "wrote it):\n  %s\n(recorded in %s)" % (self.run_dir, "\n  ".join(problems), where)
+            )
+
+    def _restore_holds(self):
+        """Copies the latest hold reports from the checkpoint to the scratch
+        directory, where the source planner reads them."""
+        holds_dir = _HOLDS_DIR if self._files.list(_HOLDS_DIR) else _OLD_HOLDS_DIR
+        for name in _recent(self._files.list(holds_dir), _HOLDS_KEPT):
+            data = self._files.read(checkpoint_files.join(holds_dir, name))
+            batch = int(name.split(".")[0])
+            write_holds(self.scratch_dir, batch, json.loads(data))
+
+    def _record_holds(self, batch, holds):
+        """Hold reports of a batch: for the source planner (scratch) and in
+        the checkpoint (a restarted driver plans the next batch with them);
+        older reports are pruned."""
+        write_holds(self.scratch_dir, batch, holds)
+        self._files.write(checkpoint_files.join(_HOLDS_DIR, "%d.json" % batch), json.dumps(holds).encode())
+        names = self._files.list(_HOLDS_DIR)
+        keep = set(_recent(names, _HOLDS_KEPT))
+        for name in names:
+            if name not in keep:
+                self._files.delete(checkpoint_files.join(_HOLDS_DIR, name))
 
     def _restore_session_conf(self):
         saved, self._saved_conf = self._saved_conf, None
@@ -211,12 +326,14 @@ class StreamingExecution:
     def _sink(self, batch_df, batch_id):
         self._restore_session_conf()
         rows = batch_df.collect()
-        holds, status = {}, None
+        holds, status, finalizers = {}, None, []
         for row in rows:
             if row.kind == R.REPORT:
                 op = row.dest[len("report:") :]
                 report = json.loads(row.payload)
                 holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"]]
+            elif row.kind == R.FINALIZE:
+                finalizers.append(bytes(row.payload))
             elif row.kind == R.METRICS:
                 with self._lock:
                     self._metrics.setdefault(row.dest, []).extend(pickle.loads(row.payload))
@@ -226,7 +343,18 @@ class StreamingExecution:
                 _LOG.warning("Data for %s reached the end of the streaming query; nothing reads it", row.dest)
         if status is None:
             return
-        write_holds(self.run_dir, status["batch"], holds)
+        self._record_holds(status["batch"], holds)
+        # The batch's checkpoint: every keyed operator's key-groups reported
+        # (their state for the batch is written), then the side effects are
+        # recorded before Spark commits the batch.
+        labels = R.key_group_labels(self.key_groups)
+        with self._commit_lock:
+            pending = self._coordinator.begin(batch_id, {(op, kg) for op in status["steps"] for kg in labels})
+            for op, by_kg in holds.items():
+                for kg in by_kg:
+                    pending.acknowledge((op, kg))
+            pending.add_side_effects(SideEffects(tuple(finalizers)))
+            self._coordinator.pre_commit(batch_id, bool(status["done"]))
         now = time.monotonic()
         duration_ms = int((now - (self._last_batch_end or self._started)) * 1000)
         self._last_batch_end = now
@@ -238,5 +366,4 @@ class StreamingExecution:
         _LOG.info(
             "Beam streaming (Spark batch %d) %s", batch_id, progress.describe(status["batch"], times, duration_ms)
         )
-        if status["done"]:
-            self._done.set()
+        # The run ends when the batch that finished it is durable (_on_commit).

@@ -150,6 +150,10 @@ class _StageBase:
         self.op = op
         self.descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
         self.runner = self._make_runner(op, plan, self.descriptor)
+        if op.stage.finalizes and isinstance(self.runner, HarnessStageRunner):
+            # Callbacks run on the driver once the batch is durable, not
+            # when the bundle ends (Beam: finalize after the runner commits).
+            self.runner.finalize_after_commit = True
         self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
         from beam_spark_runner.plans import write_dest
 
@@ -169,9 +173,17 @@ class _StageBase:
         for index, block in outputs:
             out.extend(self._writer.rows(self._output_dests[index], block, seq))
 
-    def _take_metrics(self, records_in, out, counters=None):
+    def _take_reports(self, records_in, out, counters=None):
+        """The METRICS row of this invocation, and a FINALIZE row per
+        bundle whose finalization callbacks wait for the batch to be
+        durable."""
         infos = self.runner.take_monitoring_infos()
-        return _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA), counters)
+        rows = _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA), counters)
+        finalizations = getattr(self.runner, "finalizations", None)
+        if finalizations:
+            rows.extend(R.finalize(self.op.name, pickle.dumps((self.op.display_name, b))) for b in finalizations)
+            self.runner.finalizations = []
+        return rows
 
 
 class StatelessOperator(_StageBase):
@@ -188,7 +200,7 @@ class StatelessOperator(_StageBase):
         out = []
         for seq, group in _by_seq(data_rows):
             self._emit(self.runner.run(self._bundle(group)), seq, out)
-        return out + self._take_metrics(len(data_rows), out)
+        return out + self._take_reports(len(data_rows), out)
 
 
 class StatefulStageOperator(_StageBase):
@@ -286,7 +298,7 @@ class StatefulStageOperator(_StageBase):
             empty = empty and waiting.is_empty()
             _warn_dropped_for_side_input(self.op, waiting.dropped)
         new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
-        metrics = self._take_metrics(
+        metrics = self._take_reports(
             len(data_rows),
             out,
             {
@@ -370,7 +382,7 @@ class SdfOperator(_StageBase):
             _warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
         return KeyGroupResult(
-            new_blob, out + self._take_metrics(len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold
+            new_blob, out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold
         )
 
     def _run(self, tagged, seq, pt, out):
@@ -406,7 +418,7 @@ class SideInputOperator(_StageBase):
                 self._emit(self.runner.process(bundle), ready_seq, out)
         new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
         _warn_dropped_for_side_input(self.op, waiting.dropped)
-        metrics = self._take_metrics(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
+        metrics = self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
         return KeyGroupResult(new_blob, out + metrics, waiting.hold())
 
 

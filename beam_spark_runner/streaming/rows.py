@@ -13,7 +13,10 @@ A row is a tuple in `FIELDS` order (Spark schema `SCHEMA`):
 * REPORT: a keyed operator's end-of-batch hold for one key-group (JSON
   payload `{"hold": micros or null}`), sent to the driver;
 * METRICS: serialized MonitoringInfos of one operator invocation (`payload`);
-* STATUS: the batch's planned offset (JSON in `payload`), for the driver.
+* STATUS: the batch's planned offset (JSON in `payload`), for the driver;
+* FINALIZE: a bundle's finalization callbacks (pickled (stage name,
+  pickled callbacks) in `payload`), which the driver runs once the batch
+  is durable (streaming/checkpoint_coordinator.py).
 
 Operators consume the DATA and CONTROL rows addressed to them and pass every
 other row through unchanged, so the query is one chain and each stateful
@@ -28,7 +31,7 @@ from beam_spark_runner.streaming.key_groups import labels as key_group_labels
 FIELDS = ("kind", "dest", "kg", "key", "payload", "seq", "batch")
 SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
 
-DATA, CONTROL, REPORT, METRICS, STATUS = 0, 1, 2, 3, 4
+DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE = 0, 1, 2, 3, 4, 5
 
 STATUS_DEST = "status"
 
@@ -57,6 +60,10 @@ def report(operator_name, kg, batch, hold, event_hold):
 
 def metrics(operator_name, payload):
     return (METRICS, operator_name, 0, None, payload, None, None)
+
+
+def finalize(operator_name, payload):
+    return (FINALIZE, operator_name, 0, None, payload, None, None)
 
 
 def status(batch, payload):

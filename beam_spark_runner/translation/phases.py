@@ -18,7 +18,7 @@ import copy
 from apache_beam.portability import common_urns
 from apache_beam.runners.portability.fn_api_runner import translations
 
-from beam_spark_runner.translation import native_io_overrides, retracting, unliftable_combines
+from beam_spark_runner.translation import native_io_overrides, retracting, stable_order, unliftable_combines
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 
 
@@ -63,6 +63,9 @@ BATCH_PHASES = (
     translations.read_to_impulse,
     translations.impulse_to_input,
     translations.sort_stages,
+    # The same pipeline, the same stages, order and names, whatever the
+    # interpreter's hash seed: a checkpoint's state stays with its operator.
+    stable_order.stable_stage_order,
     translations.add_impulse_to_dangling_transforms,
     translations.setup_timer_mapping,
     translations.populate_data_channel_coders,

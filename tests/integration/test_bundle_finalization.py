@@ -1,4 +1,5 @@
-"""Bundle finalization in batch (execution/batch_finalization.py): callbacks run
+"""Bundle finalization in batch (execution/batch_finalization.py) and streaming
+(the checkpoint coordinator): callbacks run
 after the Spark job that ran their bundle succeeded, in the driver; a
 splittable DoFn is resumed only after its earlier bundles were finalized."""
 
@@ -153,3 +154,69 @@ def test_a_callback_that_cannot_be_pickled_still_runs_when_its_bundle_ends(tmp_p
     (event,) = _events(log)
     assert event["element"] == 1
     assert event["pid"] != os.getpid()  # in the worker, when the bundle ended
+
+
+def _commits(checkpoint):
+    """Batches in Spark's commit log under a streaming checkpoint."""
+    commits = os.path.join(checkpoint, "spark", "commits")
+    return sorted(int(n) for n in os.listdir(commits) if n.isdigit()) if os.path.isdir(commits) else []
+
+
+class _FinalizeAfterCommit(beam.DoFn):
+    """Records, per element, the batches Spark had committed when the
+    element was processed and when its bundle's callback ran."""
+
+    def __init__(self, log, checkpoint):
+        self._log, self._checkpoint = log, checkpoint
+
+    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
+        log, checkpoint = self._log, self._checkpoint
+        key = element[0]
+        _record(log, {"what": "processed", "key": key, "commits": _commits(checkpoint)})
+
+        def callback():
+            _record(log, {"what": "finalized", "key": key, "pid": os.getpid(), "commits": _commits(checkpoint)})
+
+        finalizer.register(callback)
+        yield element
+
+
+def test_streaming_callbacks_run_in_the_driver_after_their_batch_committed(tmp_path):
+    """Beam's contract: finalize a bundle only after the runner durably
+    committed its output. In streaming that is Spark's commit log entry of
+    the micro-batch that ran the bundle, so the callback must see one more
+    committed batch than the bundle saw."""
+    from apache_beam.testing.test_stream import TestStream
+
+    log, checkpoint = str(tmp_path / "log"), str(tmp_path / "checkpoint")
+
+    def at(*values):
+        return [beam.window.TimestampedValue(v, v) for v in values]
+
+    stream = (
+        TestStream()
+        .add_elements(at(1, 2))
+        .advance_watermark_to(10)
+        .add_elements(at(13))
+        .advance_watermark_to(20)
+        .add_elements(at(24))
+        .advance_watermark_to_infinity()
+    )
+    p = _pipeline("--streaming", "--sdk_harness_only", "--checkpoint_dir=%s" % checkpoint)
+    out = (
+        p
+        | stream
+        | beam.Map(lambda x: (x % 2, x))
+        | beam.WindowInto(beam.window.FixedWindows(100))
+        | beam.GroupByKey()
+        | beam.ParDo(_FinalizeAfterCommit(log, checkpoint))
+    )
+    assert_that(out | beam.Map(lambda kv: kv[0]), equal_to([0, 1]))
+    assert p.run().wait_until_finish() == PipelineState.DONE
+    events = _events(log)
+    processed = {e["key"]: e["commits"] for e in events if e["what"] == "processed"}
+    finalized = [e for e in events if e["what"] == "finalized"]
+    assert sorted(processed) == [0, 1] and sorted(e["key"] for e in finalized) == [0, 1]
+    for e in finalized:
+        assert e["pid"] == os.getpid(), "callbacks run in the driver"
+        assert len(e["commits"]) > len(processed[e["key"]]), "a callback ran before its batch committed: %s" % e

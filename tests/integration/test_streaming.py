@@ -597,7 +597,7 @@ def _batches(result):
     return sum(c.committed for c in counters)
 
 
-def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
+def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path, monkeypatch):
     import os
     import time
 
@@ -620,9 +620,15 @@ def test_checkpoint_dir_resumes_a_stopped_run_without_losing_output(tmp_path):
     assert first.wait_until_finish() == PipelineState.CANCELLED
     written_first = set(os.listdir(out))
     assert written_first and written_first < expected, "stopped too late to show a resume"
-    # Same pipeline, same directory: Spark's offsets, the SDF's residuals in
-    # the state store and the journaled times continue where they stopped.
-    second = _ticks(str(out), str(checkpoint), start, "second").run()
+    # Same pipeline, same checkpoint, given only as a URI, from a driver in
+    # another working directory: Spark's offsets, the SDF's residuals in the
+    # state store, the journaled times and the runner's records (hold
+    # reports, plan record: all through the checkpoint's Hadoop file
+    # system) continue where they stopped.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    second = _ticks(str(out), "file://%s" % checkpoint, start, "second").run()
     assert second.wait_until_finish() == PipelineState.DONE
     assert set(os.listdir(out)) == expected  # nothing lost
     by_run = {name: (out / name).read_text() for name in expected}

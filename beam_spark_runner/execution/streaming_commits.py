@@ -1,0 +1,65 @@
+"""Spark glue of the checkpoint coordinator (streaming/checkpoint_coordinator.py):
+when Spark has committed a batch of the query, where Spark's commit log
+stands on restart, and the side effects a durable batch releases.
+
+Spark writes a batch's commit log entry after the foreachBatch sink
+returned and before it posts the batch's progress event, so a
+`StreamingQueryListener` hearing `onQueryProgress` for batch N knows N is
+durable (checked: the entry exists when the event arrives).
+"""
+
+import logging
+import pickle
+
+from apache_beam.internal import pickler
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
+
+_LOG = logging.getLogger(__name__)
+_COMMITS_DIR = checkpoint_files.join(checkpoint_files.SPARK_DIR, "commits")
+
+
+class CommitListener(StreamingQueryListener):
+    """Calls `on_commit(batch_id)` for each batch of one query that Spark
+    committed (a batch may be reported more than once)."""
+
+    def __init__(self, on_commit):
+        self._on_commit = on_commit
+        self.query_id = None  # set once the query started
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryProgress(self, event):
+        progress = event.progress
+        if self.query_id is not None and str(progress.id) == self.query_id:
+            self._on_commit(progress.batchId)
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        pass
+
+
+def last_spark_commit(files):
+    """The newest batch in Spark's commit log under the checkpoint, or None."""
+    batches = [int(name) for name in files.list(_COMMITS_DIR) if name.isdigit()]
+    return max(batches) if batches else None
+
+
+def release(effects):
+    """Runs a durable batch's bundle finalization callbacks on the driver;
+    a failing callback is logged, as in Beam's SDK harness."""
+    for payload in effects.finalizers:
+        stage_name, blob = pickle.loads(payload)
+        run_finalization_callbacks(pickler.loads(blob), stage_name)
+
+
+def abort(effects):
+    """A batch Spark will replay: its finalization callbacks never run (the
+    replay hands over its own)."""
+    if effects.finalizers:
+        _LOG.info("Dropping %d finalization callbacks of a batch that will be replayed", len(effects.finalizers))

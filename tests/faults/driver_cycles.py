@@ -1,0 +1,112 @@
+"""Kill-and-restart cycles of the driver of tests/faults/killed_driver_pipeline.py,
+shared by the CI test (one kill) and `tools/fault_matrix.py` (seeded restart
+storms).
+
+Each cycle starts the pipeline in a fresh process, in its own process group
+and a new working directory, with the checkpoint given as a `file://` URI;
+waits until the output grew by at least one file (or the scheduled delay
+passed); SIGKILLs the group (the driver and its Spark JVM). The last run
+goes to the end. The check: every (key, seq) has its file, and each key's
+counts (taken from state) are 1..n exactly once.
+"""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Tuple
+
+from tests.faults import killed_driver_pipeline as pipeline
+from tests.faults.injection import sequence_problems
+
+SCRIPT = pipeline.__file__
+QUERY_START_S = 25  # ticks start once the first query surely runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    problems: Tuple[str, ...]
+    files_at_kills: Tuple[int, ...]  # output files when each kill came
+    final_files: int
+    seconds: float
+
+    @property
+    def exact(self):
+        return not self.problems
+
+
+def _start(out, checkpoint, start, ticks, cwd):
+    return subprocess.Popen(
+        [sys.executable, SCRIPT, str(out), checkpoint, str(start), str(start + ticks * pipeline.INTERVAL)],
+        cwd=cwd,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
+    )
+
+
+def outputs(out):
+    """(key, seq, count) of every output file."""
+    found = []
+    for name in os.listdir(out):
+        if name.endswith(".txt"):
+            key, seq = name[:-4].split("-")
+            with open(os.path.join(out, name)) as f:
+                found.append((key, int(seq), int(f.read())))
+    return found
+
+
+def problems_of(out, ticks):
+    found = outputs(out)
+    keys = ["k%d" % i for i in range(pipeline.KEYS)]
+    problems = sequence_problems([(k, s) for k, s, _ in found], keys, ticks // pipeline.KEYS)
+    per_key = {}
+    for key, _, n in found:
+        per_key.setdefault(key, []).append(n)
+    for key, counts in sorted(per_key.items()):
+        if sorted(counts) != list(range(1, len(counts) + 1)):
+            problems.append("key %s: counts kept in state were doubled or lost: %s" % (key, sorted(counts)))
+    return problems
+
+
+def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=900):
+    """Runs the pipeline, killing its driver once per entry of
+    `kill_delays` (seconds after the run's output last grew), then lets a
+    last run finish; a run that finishes before its kill ends the storm
+    early (`files_at_kills` then has fewer entries). Raises if a run fails
+    on its own."""
+    began = time.monotonic()
+    out = os.path.join(workdir, "out")
+    os.makedirs(out)
+    checkpoint = "file://%s" % os.path.join(workdir, "checkpoint")
+    start = int(time.time()) + QUERY_START_S
+    at_kills = []
+    for cycle, delay in enumerate(kill_delays):
+        cwd = os.path.join(workdir, "run%d" % cycle)
+        os.makedirs(cwd)
+        before = len(os.listdir(out))
+        proc = _start(out, checkpoint, start, ticks, cwd)
+        deadline = time.time() + 240
+        while len(os.listdir(out)) <= before and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        time.sleep(delay)
+        if proc.poll() is not None:
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    "run %d failed (rc %s): %s" % (cycle, proc.returncode, proc.stderr.read().decode()[-3000:])
+                )
+            break  # the pipeline finished before this kill: the storm ends here
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        at_kills.append(len(outputs(out)))
+    else:
+        cwd = os.path.join(workdir, "run-last")
+        os.makedirs(cwd)
+        proc = _start(out, checkpoint, start, ticks, cwd)
+        _, err = proc.communicate(timeout=timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError("the last run failed (rc %s): %s" % (proc.returncode, err.decode()[-3000:]))
+    return Outcome(tuple(problems_of(out, ticks)), tuple(at_kills), len(outputs(out)), time.monotonic() - began)

@@ -1,0 +1,63 @@
+"""The pipeline test_driver_faults kills and restarts: run as a script, in
+its own process group (the test SIGKILLs the group: this driver and its
+Spark JVM).
+
+    python killed_driver_pipeline.py OUT CHECKPOINT START STOP
+
+A PeriodicImpulse ticks every 0.5 s from START to STOP (epoch seconds);
+tick i is sequence number i // 4 of key "k<i % 4>". A stateful DoFn counts
+each key's elements; each element becomes one file OUT/<key>-<seq>.txt
+holding the count its key had reached, written by rename (an idempotent
+sink: a replayed batch rewrites its files). With state exactly once, a
+key's files hold 1..n, each once.
+"""
+
+import os
+import sys
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import userstate
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+INTERVAL = 0.5
+KEYS = 4
+
+
+class _CountAndWrite(beam.DoFn):
+    COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
+
+    def __init__(self, out):
+        self.out = out
+
+    def process(self, kv, count=beam.DoFn.StateParam(COUNT)):
+        key, seq = kv
+        n = (count.read() or 0) + 1
+        count.write(n)
+        path = os.path.join(self.out, "%s-%d.txt" % (key, seq))
+        with open(path + ".tmp", "w") as f:
+            f.write(str(n))
+        os.replace(path + ".tmp", path)
+
+
+def ticks_to_elements(start, tick):
+    i = int(round((float(tick) - start) / INTERVAL))
+    return "k%d" % (i % KEYS), i // KEYS
+
+
+def main(out, checkpoint, start, stop):
+    options = PipelineOptions(
+        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
+    )
+    p = beam.Pipeline(options=options)
+    (
+        p
+        | PeriodicImpulse(start_timestamp=start, stop_timestamp=stop, fire_interval=INTERVAL)
+        | beam.Map(lambda t, s=start: ticks_to_elements(s, t))
+        | beam.ParDo(_CountAndWrite(out))
+    )
+    p.run().wait_until_finish()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
