@@ -8,6 +8,7 @@ range in which it starts. Empty files have no records.
 """
 
 import heapq
+import os
 import uuid
 
 from apache_beam.coders import coders
@@ -20,13 +21,20 @@ MIN_RANGE_BYTES = 1 << 20
 UNBOUNDED = float("inf")
 
 
+def _absolute(path):
+    """A local path made absolute where it is matched (the driver): Spark's
+    Python workers run in another working directory, so a relative pattern
+    (`*.txt`) matched there found nothing."""
+    return os.path.abspath(path) if FileSystems.get_scheme(path) is None else path
+
+
 def plan_text_ranges(config, partitions):
     """[[(path, start, stop, compression)] per partition]: uncompressed files
     cut into ranges of about total/partitions bytes, compressed files whole,
     assigned largest first to the least loaded partition."""
     match = FileSystems.match([config.pattern])[0]
     ranges = []
-    files = [(m.path, m.size_in_bytes) for m in match.metadata_list if m.size_in_bytes > 0]
+    files = [(_absolute(m.path), m.size_in_bytes) for m in match.metadata_list if m.size_in_bytes > 0]
     total = sum(size for _, size in files)
     target = max(MIN_RANGE_BYTES, -(-total // max(1, partitions)))
     for path, size in sorted(files):
