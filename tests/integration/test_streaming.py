@@ -664,7 +664,12 @@ def test_match_continuously_reads_files_added_to_a_growing_directory(tmp_path):
     with _pipeline() as p:
         (
             p
-            | fileio.MatchContinuously(str(source / "*.txt"), interval=1, stop_timestamp=time.time() + 8)
+            # start_timestamp explicitly: Beam's default is evaluated when
+            # fileio is imported, and its poll budget counts from there (a
+            # suite importing it 20 minutes earlier polled for 20 minutes).
+            | fileio.MatchContinuously(
+                str(source / "*.txt"), interval=1, start_timestamp=time.time(), stop_timestamp=time.time() + 8
+            )
             | fileio.ReadMatches()
             | beam.FlatMap(lambda f: f.read_utf8().splitlines())
             | beam.Map(lambda line: ord(line))
