@@ -1,5 +1,5 @@
 """Test-process setup: one SparkSession for the whole process, started by the
-first test that needs it (integration and conformance tests: their
+first test that needs it (integration, conformance and fault tests: their
 conftest.py asks for it; unit and core tests never start Spark).
 
 SparkRunner reuses an active SparkSession, so every pipeline a test runs
