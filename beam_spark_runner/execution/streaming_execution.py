@@ -309,11 +309,9 @@ class StreamingExecution:
         older reports are pruned."""
         write_holds(self.scratch_dir, batch, holds)
         self._files.write(checkpoint_files.join(_HOLDS_DIR, "%d.json" % batch), json.dumps(holds).encode())
-        names = self._files.list(_HOLDS_DIR)
-        keep = set(_recent(names, _HOLDS_KEPT))
-        for name in names:
-            if name not in keep:
-                self._files.delete(checkpoint_files.join(_HOLDS_DIR, name))
+        # Batches are numbered consecutively: dropping the one _HOLDS_KEPT
+        # back keeps the newest ones without listing the directory.
+        self._files.delete(checkpoint_files.join(_HOLDS_DIR, "%d.json" % (batch - _HOLDS_KEPT)))
 
     def _restore_session_conf(self):
         saved, self._saved_conf = self._saved_conf, None

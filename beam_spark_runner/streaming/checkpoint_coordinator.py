@@ -59,6 +59,7 @@ class PendingCheckpoint:
         self.expected = frozenset(expected)
         self._acknowledged = set()
         self.side_effects = SideEffects()
+        self.record = None  # the PendingRecord once pre-committed
 
     def acknowledge(self, who: Tuple[str, str]):
         if who not in self.expected:
@@ -158,19 +159,24 @@ class CheckpointCoordinator:
             )
         record = PendingRecord(epoch, done, pending.side_effects)
         self._store.write(_path(PENDING_DIR, epoch), record.to_bytes())
+        pending.record = record
         return record
 
     def committed(self, epoch: int):
         """Spark wrote its commit log entry for `epoch`: the checkpoint is
         complete; side effects are released as the release policy says."""
         pending = self._pending.pop(epoch, None)
-        path = _path(PENDING_DIR, epoch)
-        data = self._store.read(path)
-        if data is None:
-            if pending is not None:
-                _LOG.warning("Batch %d committed without a pre-commit record; nothing to release", epoch)
-            return
-        record = PendingRecord.from_bytes(data, self._where(path))
+        record = pending.record if pending is not None else None
+        if record is None:
+            # Not pre-committed by this run (or reported twice): only a
+            # record in the store says there is something to complete.
+            path = _path(PENDING_DIR, epoch)
+            data = self._store.read(path)
+            if data is None:
+                if pending is not None:
+                    _LOG.warning("Batch %d committed without a pre-commit record; nothing to release", epoch)
+                return
+            record = PendingRecord.from_bytes(data, self._where(path))
         self._complete(record)
         self._unreleased.append(record)
         self._release_if_due(finished=record.done)
