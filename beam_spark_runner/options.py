@@ -64,6 +64,32 @@ class SparkRunnerOptions(PipelineOptions):
             "'0 seconds' starts the next batch as soon as one ends.",
         )
         parser.add_argument(
+            "--publish_every_batches",
+            type=int,
+            default=1,
+            help="Streaming: completed micro-batches release their side effects (the exactly-once "
+            "file sinks publish, bundle finalizers run) together, once this many completed; "
+            "default 1 (every batch, the lowest latency). Larger values trade latency for fewer "
+            "publications.",
+        )
+        parser.add_argument(
+            "--publish_interval_ms",
+            type=int,
+            default=0,
+            help="Streaming: also release completed micro-batches once this many milliseconds "
+            "passed since the last release (with --publish_every_batches above 1); 0: no time "
+            "condition.",
+        )
+        parser.add_argument(
+            "--tolerable_failed_batches",
+            type=int,
+            default=0,
+            help="Streaming: how many micro-batches may fail in a row (a task failed more often "
+            "than Spark retries it, a lost executor, ...) before the run fails; each failure "
+            "before that restarts the query from the last completed checkpoint. Default 0: the "
+            "first failure fails the run.",
+        )
+        parser.add_argument(
             "--print_plan", action="store_true", default=False, help="Print the Spark execution plan before running."
         )
         parser.add_argument(
@@ -79,7 +105,8 @@ class SparkRunnerOptions(PipelineOptions):
             action="store_true",
             default=False,
             help="Batch: keep Beam's own expansions of ReadFromText and of file writes "
-            "instead of the runner's Spark-native ones.",
+            "instead of the runner's Spark-native ones. Streaming file writes always use the "
+            "runner's exactly-once ones (Beam's rename files outside the checkpoint).",
         )
 
 
@@ -184,6 +211,39 @@ def option_problems(options):
             "--sdk_worker_parallelism=%s has no effect: Spark runs one Python worker per task "
             "slot (--spark_master local[N], or the executors' cores)" % given["sdk_worker_parallelism"]
         )
+    return errors, warnings
+
+
+# Options that only streaming runs read.
+STREAMING_ONLY = (
+    "checkpoint_dir",
+    "trigger_interval",
+    "publish_every_batches",
+    "publish_interval_ms",
+    "tolerable_failed_batches",
+)
+
+
+def mode_problems(options, streaming):
+    """(errors, warnings) of the runner's options once it is known whether
+    the pipeline runs in streaming: values out of range are errors, streaming
+    options given to a batch run are warnings, each naming the option."""
+    given = options.get_all_options(drop_default=True, retain_unknown_options=False)
+    spark = options.view_as(SparkRunnerOptions)
+    errors, warnings = [], []
+    if spark.publish_every_batches < 1:
+        errors.append("--publish_every_batches=%s must be at least 1" % spark.publish_every_batches)
+    if spark.publish_interval_ms < 0:
+        errors.append("--publish_interval_ms=%s must not be negative" % spark.publish_interval_ms)
+    if spark.tolerable_failed_batches < 0:
+        errors.append("--tolerable_failed_batches=%s must not be negative" % spark.tolerable_failed_batches)
+    if not streaming:
+        for name in STREAMING_ONLY:
+            if name in given:
+                warnings.append(
+                    "--%s=%s has no effect: the pipeline runs in batch (give --streaming, or read "
+                    "an unbounded source with --streaming, to run it on Structured Streaming)" % (name, given[name])
+                )
     return errors, warnings
 
 

@@ -11,6 +11,7 @@ from apache_beam.runners.pipeline_utils import group_by_key_input_visitor, merge
 from beam_spark_runner.options import (
     SparkRunnerOptions,
     keeps_every_stage_on_the_sdk_harness,
+    mode_problems,
     option_problems,
     parallelism,
     worker_log_settings,
@@ -18,7 +19,9 @@ from beam_spark_runner.options import (
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner import plans
 from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.native_io_overrides import has_test_stream
 from beam_spark_runner.translation.planner import (
     is_streaming,
     pipeline_proto_of,
@@ -54,21 +57,24 @@ class SparkRunner(beam_runner.PipelineRunner):
             )
         )
         spark_options = options.view_as(SparkRunnerOptions)
-        if not (options.view_as(pipeline_options.StandardOptions).streaming or spark_options.beam_io_only):
-            phases.apply_pipeline_overrides(pipeline)
+        streaming = options.view_as(pipeline_options.StandardOptions).streaming or has_test_stream(pipeline)
+        phases.apply_pipeline_overrides(pipeline, streaming, spark_options.beam_io_only)
         return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
+        streaming = is_streaming(pipeline_proto, options)
         errors, warnings = option_problems(options)
+        mode_errors, mode_warnings = mode_problems(options, streaming)
+        errors, warnings = errors + mode_errors, warnings + mode_warnings
         if errors:
             raise UnsupportedPipelineError("The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
         for warning in warnings:
             _LOG.warning("%s", warning)
         log_settings = worker_log_settings(options)  # a bad level fails here, before any work
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
-        if is_streaming(pipeline_proto, options):
+        if streaming:
             execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
@@ -97,6 +103,11 @@ class SparkRunner(beam_runner.PipelineRunner):
                     spark_options.checkpoint_dir,
                     spark_options.trigger_interval,
                     log_settings,
+                    CheckpointSettings(
+                        spark_options.publish_every_batches,
+                        spark_options.publish_interval_ms,
+                        spark_options.tolerable_failed_batches,
+                    ),
                 )
             else:
                 execution = BatchExecution(

@@ -16,6 +16,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from beam_spark_runner.execution import checkpoint_files
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
+from beam_spark_runner.worker.transactional_files import Publication
 
 _LOG = logging.getLogger(__name__)
 _COMMITS_DIR = checkpoint_files.join(checkpoint_files.SPARK_DIR, "commits")
@@ -51,11 +52,18 @@ def last_spark_commit(files):
 
 
 def release(effects):
-    """Runs a durable batch's bundle finalization callbacks on the driver;
-    a failing callback is logged, as in Beam's SDK harness."""
+    """Runs a durable batch's bundle finalization callbacks on the driver.
+    Publications of the exactly-once file sinks run first and must succeed:
+    one that fails fails the run, and the batch's pending record stays, so
+    the next run publishes again. Other callbacks that fail are logged, as
+    in Beam's SDK harness."""
     for payload in effects.finalizers:
         stage_name, blob = pickle.loads(payload)
-        run_finalization_callbacks(pickler.loads(blob), stage_name)
+        callbacks = pickler.loads(blob)
+        for publication in callbacks:
+            if isinstance(publication, Publication):
+                publication()
+        run_finalization_callbacks([c for c in callbacks if not isinstance(c, Publication)], stage_name)
 
 
 def abort(effects):

@@ -40,6 +40,7 @@ from beam_spark_runner.execution.streaming_udfs import (
 )
 from beam_spark_runner.streaming import plan_fingerprint, progress, rows as R
 from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator
+from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.streaming.checkpoint_records import SideEffects
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import write_holds
@@ -103,7 +104,14 @@ class StreamingExecution:
     """
 
     def __init__(
-        self, spark, plan, parallelism=0, checkpoint_dir=None, trigger_interval="0 seconds", log_settings=None
+        self,
+        spark,
+        plan,
+        parallelism=0,
+        checkpoint_dir=None,
+        trigger_interval="0 seconds",
+        log_settings=None,
+        checkpointing=None,
     ):
         self.spark = spark
         # Where executors send user code's log records (worker/log_forwarding.py).
@@ -127,7 +135,14 @@ class StreamingExecution:
         self._check_plan()
         # Batches become durable checkpoints; their side effects (bundle
         # finalizers) run only then (streaming/checkpoint_coordinator.py).
-        self._coordinator = CheckpointCoordinator(self._files, streaming_commits.release, streaming_commits.abort)
+        checkpointing = checkpointing or CheckpointSettings()
+        self._coordinator = CheckpointCoordinator(
+            self._files,
+            streaming_commits.release,
+            streaming_commits.abort,
+            release_policy=checkpointing.release_policy(),
+        )
+        self._failures = checkpointing.failure_policy()
         self._commit_lock = threading.Lock()
         self._commit_error = None
         self._listener = None
@@ -164,12 +179,23 @@ class StreamingExecution:
         ui = ui_metrics.UiMetricsPublisher(self.spark.sparkContext)
         ui_policy = ui_metrics.PublishPolicy(self.ui_metrics_interval_s)
         try:
-            while not self._done.wait(0.2):
-                if not query.isActive:
+            while True:
+                while not self._done.wait(0.2):
+                    if not query.isActive:
+                        break
+                    if ui_policy.due():
+                        ui.publish_safely("Beam metrics: streaming run so far", self.metrics_so_far(), ui_policy)
+                exception = query.exception()
+                if exception is None or self._done.is_set() or not self._failures.failed():
                     break
-                if ui_policy.due():
-                    ui.publish_safely("Beam metrics: streaming run so far", self.metrics_so_far(), ui_policy)
-            exception = query.exception()
+                _LOG.warning(
+                    "A micro-batch failed (%d in a row, %d tolerated by --tolerable_failed_batches); "
+                    "restarting the query from the last completed checkpoint: %s",
+                    self._failures.consecutive_failures,
+                    self._failures.tolerable_consecutive,
+                    exception,
+                )
+                query = self._restart(query)
             if exception is not None:
                 raise exception
             if self._commit_error is not None:
@@ -188,6 +214,19 @@ class StreamingExecution:
             self._cleanup()
         return self.metrics_so_far()
 
+    def _restart(self, failed_query):
+        """A new query from the checkpoint after `failed_query` failed: the
+        coordinator recovers as on a driver restart (interrupted commits
+        finished, pre-commits of batches to be replayed aborted)."""
+        if failed_query.isActive:
+            failed_query.stop()
+        self.spark.streams.removeListener(self._listener)
+        self._restore_session_conf()
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        with self._commit_lock:
+            self._coordinator.recover(streaming_commits.last_spark_commit(self._files))
+        return self._start()
+
     def _cleanup(self):
         self._restore_session_conf()
         if self.scratch_dir:
@@ -203,6 +242,7 @@ class StreamingExecution:
             with self._commit_lock:
                 self._coordinator.committed(batch_id)
                 latest = self._coordinator.latest
+            self._failures.completed()
             if latest is not None and latest.epoch == batch_id and latest.done:
                 self._done.set()
         except Exception as e:  # noqa: BLE001 -- surfaced by run()

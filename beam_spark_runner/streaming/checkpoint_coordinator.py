@@ -122,7 +122,10 @@ class CheckpointCoordinator:
     # -- restart ---------------------------------------------------------------
     def recover(self, last_committed: Optional[int]) -> Recovery:
         """Brings the records in line with Spark's commit log, whose newest
-        entry is `last_committed` (None: no batch ever committed)."""
+        entry is `last_committed` (None: no batch ever committed). Called at
+        start and when the query restarts after a failure: what this run held
+        in memory is dropped, the records in the store decide."""
+        self._pending, self._unreleased = {}, []
         completed, aborted = [], []
         for epoch in epochs_in(self._store.list(PENDING_DIR)):
             path = _path(PENDING_DIR, epoch)

@@ -54,3 +54,49 @@ class RetentionPolicy:
     def expired(self, epochs):
         """The epochs (ascending) whose records may go."""
         return list(epochs)[: max(0, len(epochs) - self.keep)]
+
+
+@dataclasses.dataclass
+class FailurePolicy:
+    """How many micro-batches may fail in a row before the run fails (Flink's
+    tolerable checkpoint failures). A batch that completes resets the count;
+    each tolerated failure restarts the query from the last completed
+    checkpoint."""
+
+    tolerable_consecutive: int = 0
+    _failures: int = 0
+
+    def __post_init__(self):
+        if self.tolerable_consecutive < 0:
+            raise ValueError(
+                "FailurePolicy.tolerable_consecutive must not be negative, got %r" % self.tolerable_consecutive
+            )
+
+    def failed(self) -> bool:
+        """A batch failed: True if the run may go on (restart), False if it fails."""
+        self._failures += 1
+        return self._failures <= self.tolerable_consecutive
+
+    def completed(self):
+        self._failures = 0
+
+    @property
+    def consecutive_failures(self):
+        return self._failures
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings:
+    """The user's choices for a streaming run's checkpoints (SparkRunner's
+    --publish_every_batches, --publish_interval_ms and
+    --tolerable_failed_batches); builds the policies."""
+
+    publish_every_batches: int = 1
+    publish_interval_ms: int = 0
+    tolerable_failed_batches: int = 0
+
+    def release_policy(self, clock=wall_clock_ms) -> ReleasePolicy:
+        return ReleasePolicy(self.publish_every_batches, self.publish_interval_ms, clock)
+
+    def failure_policy(self) -> FailurePolicy:
+        return FailurePolicy(self.tolerable_failed_batches)

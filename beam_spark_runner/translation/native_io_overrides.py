@@ -164,12 +164,14 @@ def apply_native_io(pipeline):
     """Replaces eligible reads and writes of a batch `beam.Pipeline` in place.
 
     Not for pipelines with a TestStream (they run on Structured Streaming)."""
-    if _has_test_stream(pipeline):
+    if has_test_stream(pipeline):
         return
     pipeline.replace_all([_ReadTextOverride(), _WriteFilesOverride()])
 
 
-def _has_test_stream(pipeline):
+def has_test_stream(pipeline):
+    """Whether a `beam.Pipeline` has a TestStream (it then runs on Structured
+    Streaming)."""
     found = []
 
     class _Visitor(beam.pipeline.PipelineVisitor):

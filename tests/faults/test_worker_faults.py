@@ -177,3 +177,46 @@ def _live_values_are(expected):
 class _WithWindowStart(beam.DoFn):
     def process(self, kv, w=beam.DoFn.WindowParam):
         yield kv[0], int(w.start), kv[1]
+
+
+class _FailAttempts(beam.DoFn):
+    """Raises at element `at` on its first `attempts` tries (counted in a
+    file, across Python workers): with 4, every attempt Spark makes of the
+    task (local[2,4]) fails, so the micro-batch fails."""
+
+    def __init__(self, counter, attempts, at):
+        self.counter, self.attempts, self.at = counter, attempts, at
+
+    def process(self, kv):
+        if tuple(kv) == self.at:
+            with open(self.counter, "a+") as f:
+                f.seek(0)
+                tries = len(f.read())
+                if tries < self.attempts:
+                    f.write("x")
+                    raise RuntimeError("injected failure, try %d of %d" % (tries + 1, self.attempts))
+        yield kv
+
+
+def _failing_batch_pipeline(tmp_path, *flags):
+    counter = str(tmp_path / "tries")
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--sdk_harness_only", *flags]))
+    out = p | _source() | beam.ParDo(_FailAttempts(counter, 4, ("a", 6)))
+    assert_that(out, exactly_once(KEYS, COUNT))
+    return p, counter
+
+
+def test_a_micro_batch_failing_every_task_attempt_fails_the_run_by_default(tmp_path):
+    p, counter = _failing_batch_pipeline(tmp_path)
+    with pytest.raises(Exception, match="injected failure"):
+        p.run().wait_until_finish()
+    assert open(counter).read() == "xxxx"
+
+
+def test_tolerable_failed_batches_restarts_the_query_from_the_checkpoint(tmp_path):
+    """--tolerable_failed_batches=1: the failed micro-batch is replayed by a
+    new query from the last completed checkpoint, and the output is still
+    exactly once."""
+    p, counter = _failing_batch_pipeline(tmp_path, "--tolerable_failed_batches=1")
+    assert p.run().wait_until_finish() == PipelineState.DONE
+    assert open(counter).read() == "xxxx"

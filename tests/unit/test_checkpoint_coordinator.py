@@ -4,7 +4,12 @@ fake clock, scripted acknowledgements, crashes and restarts."""
 import pytest
 
 from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator, IncompleteCheckpoint
-from beam_spark_runner.streaming.checkpoint_policies import ReleasePolicy, RetentionPolicy
+from beam_spark_runner.streaming.checkpoint_policies import (
+    CheckpointSettings,
+    FailurePolicy,
+    ReleasePolicy,
+    RetentionPolicy,
+)
 from beam_spark_runner.streaming.checkpoint_records import (
     COMPLETED_DIR,
     PENDING_DIR,
@@ -197,3 +202,39 @@ def test_policies_refuse_nonsense():
         ReleasePolicy(every_batches=0)
     with pytest.raises(ValueError, match="keep"):
         RetentionPolicy(keep=0)
+
+
+def test_a_query_restart_releases_held_batches_once():
+    """--tolerable_failed_batches: the same coordinator recovers when its
+    query restarts; batches the release policy held are released by the
+    recovery, and not again when the run ends."""
+    store, actions, clock = MemoryStore(), Actions(), Clock()
+    coord = _coordinator(store, actions, clock, publish=ReleasePolicy(every_batches=10, clock=clock))
+    coord.recover(None)
+    for epoch in range(2):
+        _batch(coord, epoch)
+        coord.committed(epoch)
+    _batch(coord, 2)  # pre-committed, then the query failed before Spark's commit
+    recovery = coord.recover(last_committed=1)
+    assert recovery.completed == (0, 1) and recovery.aborted == (2,)
+    coord.flush()
+    assert actions.released == [b"fin-0", b"fin-1"] and actions.aborted == [b"fin-2"]
+
+
+def test_failure_policy_counts_failures_in_a_row():
+    policy = FailurePolicy(tolerable_consecutive=2)
+    assert policy.failed() and policy.failed()
+    policy.completed()  # a batch completed: the count starts again
+    assert policy.failed() and policy.failed()
+    assert not policy.failed()
+    assert not FailurePolicy().failed()  # default: the first failure fails the run
+    with pytest.raises(ValueError, match="tolerable_consecutive"):
+        FailurePolicy(tolerable_consecutive=-1)
+
+
+def test_checkpoint_settings_build_the_policies():
+    clock = Clock()
+    settings = CheckpointSettings(publish_every_batches=3, publish_interval_ms=500, tolerable_failed_batches=2)
+    release = settings.release_policy(clock)
+    assert (release.every_batches, release.every_ms) == (3, 500)
+    assert settings.failure_policy().tolerable_consecutive == 2

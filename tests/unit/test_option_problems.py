@@ -3,7 +3,7 @@
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_spark_runner.options import EMBEDDED_PYTHON_ENVIRONMENT, keeps_every_stage_on_the_sdk_harness
-from beam_spark_runner.options import option_problems
+from beam_spark_runner.options import mode_problems, option_problems
 
 
 def test_defaults_and_honoured_options_raise_nothing():
@@ -53,3 +53,28 @@ def test_performance_runtime_type_check_keeps_stages_on_the_sdk_harness():
     assert not keeps_every_stage_on_the_sdk_harness(PipelineOptions([]))
     assert keeps_every_stage_on_the_sdk_harness(PipelineOptions(["--performance_runtime_type_check"]))
     assert keeps_every_stage_on_the_sdk_harness(PipelineOptions(["--sdk_harness_only"]))
+
+
+def test_streaming_options_out_of_range_are_refused_naming_them():
+    errors, _ = mode_problems(
+        PipelineOptions(["--publish_every_batches=0", "--publish_interval_ms=-1", "--tolerable_failed_batches=-2"]),
+        streaming=True,
+    )
+    assert [e.split("=")[0] for e in errors] == [
+        "--publish_every_batches",
+        "--publish_interval_ms",
+        "--tolerable_failed_batches",
+    ]
+
+
+def test_streaming_options_given_to_a_batch_run_warn_naming_each():
+    flags = ["--checkpoint_dir=/tmp/x", "--publish_every_batches=3", "--tolerable_failed_batches=1"]
+    assert mode_problems(PipelineOptions(flags), streaming=True) == ([], [])
+    errors, warnings = mode_problems(PipelineOptions(flags), streaming=False)
+    assert errors == []
+    assert [w.split("=")[0] for w in warnings] == [
+        "--checkpoint_dir",
+        "--publish_every_batches",
+        "--tolerable_failed_batches",
+    ]
+    assert all("runs in batch" in w for w in warnings)

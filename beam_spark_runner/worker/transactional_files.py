@@ -1,0 +1,299 @@
+"""Exactly-once file writes for streaming pipelines: each pane is written to
+staged files in a worker, and published (renamed to its final names) on the
+driver only after the micro-batch that fired it is a completed checkpoint.
+
+How it is exactly once (translation/streaming_sink_overrides.py builds the
+transforms; docs/reliability.md states the guarantee):
+
+- a pane is fired by a GroupByKey whose state lives in Spark's state store,
+  so each pane is fired by exactly one committed micro-batch;
+- the DoFns here write the pane's files to *staged* paths that depend only
+  on the pane (its window, index and shard), never on the attempt: a task
+  retry or a replayed micro-batch overwrites what a failed attempt staged;
+- the rename is a `Publication`, registered as a bundle finalization
+  callback. The runner runs those on the driver after the batch's
+  checkpoint completed (streaming/checkpoint_coordinator.py), keeps them in
+  the pending record until they ran, and runs them again after a restart
+  that interrupted them. A Publication is idempotent: a staged file already
+  renamed is skipped. Unlike other finalization callbacks, a failing
+  Publication fails the run (its record stays, so the next run publishes).
+
+Staged files of attempts that were aborted are overwritten by the replay or
+deleted when a later pane of the same window is published (and the window's
+whole staging directory when its last pane is).
+"""
+
+import dataclasses
+import hashlib
+import logging
+import os
+from typing import Optional, Tuple
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms import window as beam_window
+
+_LOG = logging.getLogger(__name__)
+_STAGED_PREFIX = "pane-"
+
+
+class PublicationError(RuntimeError):
+    """A pane's staged file and its final file are both missing: published
+    output would be incomplete. The message names both."""
+
+
+def window_key(w) -> str:
+    """A stable text of a window (the same in every process and run)."""
+    if isinstance(w, beam_window.GlobalWindow):
+        return "global"
+    if isinstance(w, beam_window.IntervalWindow):
+        return "%d_%d" % (w.start.micros, w.end.micros)
+    return repr(w)
+
+
+def digest(*parts) -> str:
+    return hashlib.sha1("\x00".join(str(p) for p in parts).encode()).hexdigest()[:16]
+
+
+def staged_name(pane_index, shard) -> str:
+    """The staged file of one shard of one pane: named by the pane, never by
+    the attempt, so a retry overwrites a failed attempt's file."""
+    return "%s%d-shard-%d" % (_STAGED_PREFIX, pane_index, shard)
+
+
+def _pane_of_staged(basename) -> Optional[int]:
+    if not basename.startswith(_STAGED_PREFIX):
+        return None
+    index = basename[len(_STAGED_PREFIX) :].split("-", 1)[0]
+    return int(index) if index.isdigit() else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    staged: str
+    final: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Publication:
+    """Publishes one pane: renames its staged files to their final names.
+
+    Idempotent: a staged file that is gone while its final file exists was
+    published by an earlier call. `stale_glob` (Beam's WriteImpl): final
+    files of the same window left by an earlier run are deleted first, as
+    Beam's `pre_finalize_windowed` does; files this pane publishes are
+    never among them. Then the window's staging directory is tidied: files
+    of aborted attempts at this or earlier panes go, and after the window's
+    last pane the whole directory."""
+
+    transform: str  # the user's transform, for messages
+    staging_dir: str
+    pane_index: int
+    last_pane: bool
+    moves: Tuple[Move, ...]
+    stale_glob: Optional[str] = None
+
+    def __call__(self):
+        pending = [m for m in self.moves if FileSystems.exists(m.staged)]
+        lost = [m for m in self.moves if m not in pending and not FileSystems.exists(m.final)]
+        if lost:
+            raise PublicationError(
+                "%s: cannot publish pane %d: neither the staged nor the final file exists for %s"
+                % (self.transform, self.pane_index, ", ".join("%s -> %s" % (m.staged, m.final) for m in lost))
+            )
+        if pending:
+            if self.stale_glob:
+                ours = {m.final for m in self.moves}
+                stale = [f.path for r in FileSystems.match([self.stale_glob]) for f in r.metadata_list]
+                stale = [path for path in stale if path not in ours]
+                if stale:
+                    _LOG.warning(
+                        "%s: deleting %d earlier files matching %s", self.transform, len(stale), self.stale_glob
+                    )
+                    FileSystems.delete(stale)
+            for directory in sorted({os.path.dirname(m.final) for m in pending}):
+                _mkdirs(directory)
+            # A final file that exists while its staged file does too is from
+            # an earlier run of the pipeline: replaced, as Beam's rename does.
+            existing = [m.final for m in pending if FileSystems.exists(m.final)]
+            if existing:
+                FileSystems.delete(existing)
+            FileSystems.rename([m.staged for m in pending], [m.final for m in pending])
+        self._tidy()
+
+    def _tidy(self):
+        try:
+            if self.last_pane:
+                if FileSystems.exists(self.staging_dir):
+                    FileSystems.delete([self.staging_dir])
+                return
+            ours = {m.staged for m in self.moves}
+            pattern = FileSystems.join(self.staging_dir, _STAGED_PREFIX + "*")
+            leftovers = [
+                f.path
+                for r in FileSystems.match([pattern])
+                for f in r.metadata_list
+                if f.path not in ours and (_pane_of_staged(os.path.basename(f.path)) or 0) <= self.pane_index
+            ]
+            if leftovers:
+                FileSystems.delete(leftovers)
+        except (BeamIOError, OSError) as e:
+            # Published output is complete; only tidying failed.
+            _LOG.warning("%s: could not delete staged files in %s: %s", self.transform, self.staging_dir, e)
+
+
+def _mkdirs(directory):
+    if directory and not FileSystems.exists(directory):
+        try:
+            FileSystems.mkdirs(directory)
+        except (BeamIOError, OSError):
+            if not FileSystems.exists(directory):
+                raise
+
+
+def _balanced_chunks(values, n):
+    """`values` cut into `n` contiguous chunks whose sizes differ by at most one."""
+    size, extra = divmod(len(values), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(values[start:end])
+        start = end
+    return chunks
+
+
+class FileBasedSinkNaming:
+    """Beam's final names of a FileBasedSink's windowed shards. Beam has no
+    public call for them; `_get_final_name` and `_get_final_name_glob` are
+    what WriteImpl uses, wrapped here, in one place, so the names (shard
+    template, window and suffix) stay exactly Beam's."""
+
+    @staticmethod
+    def final_name(sink, shard, total, w):
+        return sink._get_final_name(shard, total, w)  # pylint: disable=protected-access
+
+    @staticmethod
+    def glob(sink, total, w):
+        return sink._get_final_name_glob(total, w)  # pylint: disable=protected-access
+
+
+class WritePaneShardsFn(beam.DoFn):
+    """Beam's unbounded `WriteImpl` over a FileBasedSink, one pane at a time.
+
+    Input: (None, values) panes of a GroupByKey by window. Writes the
+    pane's values through the sink's writers into staged files:
+    `num_shards` contiguous chunks (empty ones too unless the sink skips
+    empty output), or with `num_shards=0` one; each chunk to one file, or
+    more when a writer is at capacity (`max_records_per_shard`,
+    `max_bytes_per_shard`), as Beam's writers roll over. Outputs the final file
+    names, which hold the data once the batch's checkpoint completed."""
+
+    def __init__(self, sink, label):
+        self.sink = sink
+        self.label = label
+
+    def _staging_dir(self, w):
+        base, last = FileSystems.split(self.sink.file_path_prefix.get())
+        return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(self.label, window_key(w))))
+
+    def process(
+        self,
+        element,
+        w=beam.DoFn.WindowParam,
+        pane=beam.DoFn.PaneInfoParam,
+        finalizer=beam.DoFn.BundleFinalizerParam,
+    ):
+        values = list(element[1])
+        staging = self._staging_dir(w)
+        _mkdirs(staging)
+        if not values and self.sink.skip_if_empty:
+            chunks = []
+        elif self.sink.num_shards > 0:
+            chunks = _balanced_chunks(values, self.sink.num_shards)
+        else:
+            chunks = [values]
+        staged = []
+        for chunk in chunks:
+            staged.extend(self._write_chunk(staging, pane.index, chunk, len(staged)))
+        moves = tuple(
+            Move(path, FileBasedSinkNaming.final_name(self.sink, shard, len(staged), w))
+            for shard, path in enumerate(staged)
+        )
+        finalizer.register(
+            Publication(
+                self.label,
+                staging,
+                pane.index,
+                pane.is_last,
+                moves,
+                FileBasedSinkNaming.glob(self.sink, len(staged), w) if staged else None,
+            )
+        )
+        for move in moves:
+            yield move.final
+
+    def _write_chunk(self, staging, pane_index, chunk, first_shard):
+        """Writes `chunk` to one staged file, or several when a writer is at
+        capacity (`max_records_per_shard`, `max_bytes_per_shard`), as Beam's
+        writers roll over; returns their paths."""
+        paths, writer = [], None
+        for value in chunk:
+            if writer is None:
+                writer = self.sink.open_writer(staging, staged_name(pane_index, first_shard + len(paths)))
+            writer.write(value)
+            if writer.at_capacity():
+                paths.append(writer.close())
+                writer = None
+        if writer is None and not paths:  # an empty shard
+            writer = self.sink.open_writer(staging, staged_name(pane_index, first_shard))
+        if writer is not None:
+            paths.append(writer.close())
+        return paths
+
+
+class WriteDestinationPanesFn(beam.DoFn):
+    """`fileio.WriteToFiles` on unbounded input, one pane of one destination
+    at a time. Input: (destination, records) panes of a GroupByKey by
+    destination. Writes at most `shards` files per pane (contiguous chunks;
+    no empty files), named by the transform's `file_naming` under `path`,
+    and outputs a `fileio.FileResult` per file, as WriteToFiles does."""
+
+    def __init__(self, path, file_naming, sink_fn, shards, temp_dir, label):
+        self.path = path
+        self.file_naming = file_naming
+        self.sink_fn = sink_fn
+        self.shards = shards
+        self.temp_dir = temp_dir
+        self.label = label
+
+    def process(
+        self,
+        element,
+        w=beam.DoFn.WindowParam,
+        pane=beam.DoFn.PaneInfoParam,
+        finalizer=beam.DoFn.BundleFinalizerParam,
+    ):
+        destination, records = element
+        records = list(records)
+        if not records:
+            return
+        staging = FileSystems.join(self.temp_dir, digest(self.label, destination, window_key(w)))
+        _mkdirs(staging)
+        chunks = _balanced_chunks(records, min(self.shards, len(records)))
+        moves, results = [], []
+        for shard, chunk in enumerate(chunks):
+            path = FileSystems.join(staging, staged_name(pane.index, shard))
+            sink = self.sink_fn(destination)
+            handle = FileSystems.create(path, **sink.create_metadata(destination, path)._asdict())
+            sink.open(handle)
+            for record in chunk:
+                sink.write(record)
+            sink.flush()
+            handle.close()
+            name = self.file_naming(w, pane, shard, len(chunks), "", destination)
+            moves.append(Move(path, FileSystems.join(self.path, name)))
+            results.append(fileio.FileResult(name, shard, len(chunks), w, pane, destination))
+        finalizer.register(Publication(self.label, staging, pane.index, pane.is_last, tuple(moves)))
+        yield from results
