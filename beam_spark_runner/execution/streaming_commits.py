@@ -8,6 +8,7 @@ returned and before it posts the batch's progress event, so a
 durable (checked: the entry exists when the event arrives).
 """
 
+import json
 import logging
 import pickle
 
@@ -49,6 +50,53 @@ def last_spark_commit(files):
     """The newest batch in Spark's commit log under the checkpoint, or None."""
     batches = [int(name) for name in files.list(_COMMITS_DIR) if name.isdigit()]
     return max(batches) if batches else None
+
+
+def damaged_spark_logs(files, entries=2):
+    """Spark's checkpoint files a restart reads (the query metadata, the
+    newest `entries` offset and commit log entries) that are damaged, each
+    as "<uri>: <what is wrong>". Spark itself fails on them with a bare
+    parse error that names no file (or, on a local file system, with a
+    checksum error)."""
+    problems = []
+    metadata = checkpoint_files.join(checkpoint_files.SPARK_DIR, "metadata")
+    data = files.read(metadata)
+    if data is not None and _json_problem(data.decode("utf-8", "replace").strip()):
+        problems.append("%s: not the JSON Spark writes" % files.uri(metadata))
+    for log in ("offsets", "commits"):
+        directory = checkpoint_files.join(checkpoint_files.SPARK_DIR, log)
+        batches = sorted(int(name) for name in files.list(directory) if name.isdigit())
+        for batch in batches[-entries:]:
+            path = checkpoint_files.join(directory, str(batch))
+            problem = _log_entry_problem(files.read(path))
+            if problem:
+                problems.append("%s: %s" % (files.uri(path), problem))
+    return problems
+
+
+def _log_entry_problem(data):
+    """What is wrong with one entry of Spark's offset or commit log (a
+    version line "v<n>", then JSON lines, "-" for a source without offset),
+    or None."""
+    if data is None:
+        return "missing"
+    lines = data.decode("utf-8", "replace").split("\n")
+    if not lines or not lines[0].startswith("v") or not lines[0][1:].isdigit():
+        return "no version line (truncated or overwritten)"
+    if len(lines) < 2 or not lines[1].strip():
+        return "truncated after the version line"
+    for number, line in enumerate(lines[1:], start=2):
+        if line and line != "-" and _json_problem(line):
+            return "line %d is not complete JSON (truncated?)" % number
+    return None
+
+
+def _json_problem(text):
+    try:
+        json.loads(text)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def release(effects):

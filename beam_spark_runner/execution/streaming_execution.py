@@ -133,6 +133,7 @@ class StreamingExecution:
         # before any Spark work starts.
         self._files = CheckpointFiles(spark, self.run_dir)
         self._check_plan()
+        self._check_spark_logs()
         # Batches become durable checkpoints; their side effects (bundle
         # finalizers) run only then (streaming/checkpoint_coordinator.py).
         checkpointing = checkpointing or CheckpointSettings()
@@ -334,14 +335,31 @@ class StreamingExecution:
                 "wrote it):\n  %s\n(recorded in %s)" % (self.run_dir, "\n  ".join(problems), where)
             )
 
+    def _check_spark_logs(self):
+        damaged = streaming_commits.damaged_spark_logs(self._files)
+        if damaged:
+            raise CheckpointMismatchError(
+                "The checkpoint at %s is damaged, so the run cannot resume from it:\n  %s\n"
+                "Spark cannot go back to an earlier batch by itself: with checkpoint format v2 the "
+                "commit log names the state files of each batch, so deleting a damaged entry makes "
+                "the state unreadable. Restore the file from a copy, or start with a new "
+                "--checkpoint_dir (docs/reliability.md, 'A damaged checkpoint')." % (self.run_dir, "\n  ".join(damaged))
+            )
+
     def _restore_holds(self):
         """Copies the latest hold reports from the checkpoint to the scratch
         directory, where the source planner reads them."""
         holds_dir = _HOLDS_DIR if self._files.list(_HOLDS_DIR) else _OLD_HOLDS_DIR
         for name in _recent(self._files.list(holds_dir), _HOLDS_KEPT):
-            data = self._files.read(checkpoint_files.join(holds_dir, name))
-            batch = int(name.split(".")[0])
-            write_holds(self.scratch_dir, batch, json.loads(data))
+            path = checkpoint_files.join(holds_dir, name)
+            try:
+                holds = json.loads(self._files.read(path))
+            except (TypeError, ValueError) as e:
+                raise CheckpointMismatchError(
+                    "%s is damaged (%s); delete it to resume from the hold reports before it"
+                    % (self._files.uri(path), e)
+                ) from e
+            write_holds(self.scratch_dir, int(name.split(".")[0]), holds)
 
     def _record_holds(self, batch, holds):
         """Hold reports of a batch: for the source planner (scratch) and in

@@ -6,11 +6,14 @@ Each cycle starts the pipeline in a fresh process, in its own process group
 and a new working directory, with the checkpoint given as a `file://` URI;
 waits until the output grew by at least one file (or the scheduled delay
 passed); SIGKILLs the group (the driver and its Spark JVM). The last run
-goes to the end. The check: every (key, seq) has its file, and each key's
-counts (taken from state) are 1..n exactly once.
+goes to the end. The check: every (key, seq) has its file, each key's
+counts (taken from state) are 1..n exactly once, and the files Beam's
+`WriteToText` and `fileio.WriteToFiles` published hold every (key, seq)
+once, with no staged file left.
 """
 
 import dataclasses
+import glob
 import os
 import signal
 import subprocess
@@ -38,8 +41,9 @@ class Outcome:
 
 
 def _start(out, checkpoint, start, ticks, cwd):
+    sinks = os.path.join(os.path.dirname(out), "sinks")
     return subprocess.Popen(
-        [sys.executable, SCRIPT, str(out), checkpoint, str(start), str(start + ticks * pipeline.INTERVAL)],
+        [sys.executable, SCRIPT, str(out), checkpoint, str(start), str(start + ticks * pipeline.INTERVAL), sinks],
         cwd=cwd,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -69,7 +73,28 @@ def problems_of(out, ticks):
     for key, counts in sorted(per_key.items()):
         if sorted(counts) != list(range(1, len(counts) + 1)):
             problems.append("key %s: counts kept in state were doubled or lost: %s" % (key, sorted(counts)))
+    sinks = os.path.join(os.path.dirname(out), "sinks")
+    for sink in ("text", "files"):
+        published = _published_lines(os.path.join(sinks, sink))
+        problems.extend("%s sink: %s" % (sink, p) for p in sequence_problems(published, keys, ticks // pipeline.KEYS))
+    staged = glob.glob(os.path.join(sinks, "text", "beam-temp-*")) + glob.glob(
+        os.path.join(sinks, "files", ".temp-beam-spark-*", "*")
+    )
+    if staged:
+        problems.append("staged files left: %s" % staged)
     return problems
+
+
+def _published_lines(directory):
+    """(key, seq) of every line in the files a sink published in `directory`."""
+    found = []
+    for path in glob.glob(os.path.join(directory, "*")):
+        if os.path.isfile(path):
+            with open(path) as f:
+                for line in f.read().splitlines():
+                    key, seq = line.split(",")
+                    found.append((key, int(seq)))
+    return found
 
 
 def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=900):

@@ -2,20 +2,25 @@
 its own process group (the test SIGKILLs the group: this driver and its
 Spark JVM).
 
-    python killed_driver_pipeline.py OUT CHECKPOINT START STOP
+    python killed_driver_pipeline.py OUT CHECKPOINT START STOP [SINKS]
 
 A PeriodicImpulse ticks every 0.5 s from START to STOP (epoch seconds);
 tick i is sequence number i // 4 of key "k<i % 4>". A stateful DoFn counts
 each key's elements; each element becomes one file OUT/<key>-<seq>.txt
 holding the count its key had reached, written by rename (an idempotent
 sink: a replayed batch rewrites its files). With state exactly once, a
-key's files hold 1..n, each once.
+key's files hold 1..n, each once. With SINKS, the ticks' lines
+"k<key>,<seq>" in fixed 2-second windows are also written by Beam's
+`WriteToText` (SINKS/text) and `fileio.WriteToFiles` (SINKS/files), which
+the runner makes exactly once: each line in one published file.
 """
 
 import os
 import sys
 
 import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.transforms import window
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import userstate
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
@@ -45,19 +50,25 @@ def ticks_to_elements(start, tick):
     return "k%d" % (i % KEYS), i // KEYS
 
 
-def main(out, checkpoint, start, stop):
+def main(out, checkpoint, start, stop, sinks=None):
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
     )
     p = beam.Pipeline(options=options)
-    (
+    elements = (
         p
         | PeriodicImpulse(start_timestamp=start, stop_timestamp=stop, fire_interval=INTERVAL)
         | beam.Map(lambda t, s=start: ticks_to_elements(s, t))
-        | beam.ParDo(_CountAndWrite(out))
     )
+    elements | beam.ParDo(_CountAndWrite(out))
+    if sinks:
+        lines = (
+            elements | beam.MapTuple(lambda key, seq: "%s,%d" % (key, seq)) | beam.WindowInto(window.FixedWindows(2))
+        )
+        lines | beam.io.WriteToText(os.path.join(sinks, "text", "ticks"), num_shards=2)
+        lines | fileio.WriteToFiles(os.path.join(sinks, "files"), shards=2)
     p.run().wait_until_finish()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), *sys.argv[5:])

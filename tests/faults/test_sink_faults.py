@@ -78,3 +78,26 @@ def test_published_files_are_exact_after_a_driver_crash_during_commit(tmp_path, 
         problems = sequence_problems(_published_lines(os.path.join(out, sink)), keys, ticks // sink_pipeline.KEYS)
         assert not problems, "%s after %s: %s" % (sink, fault, "; ".join(problems))
     assert not _staged_leftovers(out)
+
+
+def test_a_damaged_commit_log_entry_is_refused_naming_the_file(tmp_path):
+    """The newest entry of Spark's commit log truncated after a crash, on a
+    file system without checksums (Spark would fail with a bare JSON parse
+    error): the restart is refused at submission, naming the file."""
+    out = str(tmp_path / "out")
+    checkpoint = "file://%s" % (tmp_path / "checkpoint")
+    start = int(time.time()) - LEAD_S
+    stop = start + LEAD_S + TICKING_S
+    fault = ("before_publish", str(tmp_path / "crashed"))
+    rc, err = _run(out, checkpoint, start, stop, str(tmp_path / "run1"), fault)
+    assert rc == 17, err[-3000:]
+    commits = tmp_path / "checkpoint" / "spark" / "commits"
+    newest = max(int(name) for name in os.listdir(commits) if name.isdigit())
+    (commits / str(newest)).write_text('v2\n{"nextBatchWaterm')
+    crc = commits / (".%d.crc" % newest)
+    if crc.exists():
+        crc.unlink()
+    rc, err = _run(out, checkpoint, start, stop, str(tmp_path / "run2"))
+    assert rc != 0 and "CheckpointMismatchError" in err, err[-3000:]
+    assert "spark/commits/%d: line 2 is not complete JSON" % newest in err
+    assert "Spark cannot go back to an earlier batch" in err
