@@ -21,7 +21,7 @@ from beam_spark_runner import plans
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
-from beam_spark_runner.translation.native_io_overrides import has_test_stream
+from beam_spark_runner.translation.streaming_sink_overrides import transactional_write_for
 from beam_spark_runner.translation.planner import (
     is_streaming,
     pipeline_proto_of,
@@ -44,6 +44,15 @@ class SparkRunner(beam_runner.PipelineRunner):
         super().__init__()
         self._is_drain = is_drain
 
+    def apply(self, transform, input, options):
+        """Beam calls this as each transform is applied: file writes on
+        unbounded input get the runner's exactly-once expansion
+        (translation/streaming_sink_overrides.py)."""
+        replacement = transactional_write_for(transform, input, options)
+        if replacement is not None:
+            return replacement.expand(input)
+        return super().apply(transform, input, options)
+
     def run_pipeline(self, pipeline, options):
         RuntimeValueProvider.set_runtime_options({})
         debug = options.view_as(pipeline_options.DebugOptions)
@@ -57,8 +66,8 @@ class SparkRunner(beam_runner.PipelineRunner):
             )
         )
         spark_options = options.view_as(SparkRunnerOptions)
-        streaming = options.view_as(pipeline_options.StandardOptions).streaming or has_test_stream(pipeline)
-        phases.apply_pipeline_overrides(pipeline, streaming, spark_options.beam_io_only)
+        if not (options.view_as(pipeline_options.StandardOptions).streaming or spark_options.beam_io_only):
+            phases.apply_pipeline_overrides(pipeline)
         return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):

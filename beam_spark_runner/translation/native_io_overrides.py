@@ -164,14 +164,12 @@ def apply_native_io(pipeline):
     """Replaces eligible reads and writes of a batch `beam.Pipeline` in place.
 
     Not for pipelines with a TestStream (they run on Structured Streaming)."""
-    if has_test_stream(pipeline):
+    if _has_test_stream(pipeline):
         return
     pipeline.replace_all([_ReadTextOverride(), _WriteFilesOverride()])
 
 
-def has_test_stream(pipeline):
-    """Whether a `beam.Pipeline` has a TestStream (it then runs on Structured
-    Streaming)."""
+def _has_test_stream(pipeline):
     found = []
 
     class _Visitor(beam.pipeline.PipelineVisitor):

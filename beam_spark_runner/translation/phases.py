@@ -2,8 +2,9 @@
 
 Three kinds, in the order they apply (translation/planner.py runs them):
  * pipeline overrides, on the `beam.Pipeline` object before it becomes a
-   proto (`apply_pipeline_overrides`: in batch the runner's own text reads
-   and file writes, in streaming its exactly-once file writes);
+   proto (`apply_pipeline_overrides`: the runner's own text reads and file
+   writes, batch only; unbounded file writes are replaced when applied,
+   translation/streaming_sink_overrides.py);
  * proto rewrites, `(pipeline proto) -> pipeline proto` (`PROTO_REWRITES`:
    retractions, combines that must not be lifted);
  * graph phases, `(stages, context) -> stages`: Beam's own (combiner
@@ -22,22 +23,17 @@ from beam_spark_runner.translation import (
     native_io_overrides,
     retracting,
     stable_order,
-    streaming_sink_overrides,
     unliftable_combines,
 )
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 
 
-def apply_pipeline_overrides(pipeline, streaming, beam_io_only=False):
-    """Streaming: exactly-once file writes in place of Beam's unbounded
-    ones (translation/streaming_sink_overrides.py). Batch, unless
-    `beam_io_only`: the runner's Spark-native text reads and file writes in
-    place of Beam's expansions, where they give the same result
-    (translation/native_io_overrides.py)."""
-    if streaming:
-        streaming_sink_overrides.apply_streaming_sinks(pipeline)
-    elif not beam_io_only:
-        native_io_overrides.apply_native_io(pipeline)
+def apply_pipeline_overrides(pipeline):
+    """Batch: the runner's Spark-native text reads and file writes in place
+    of Beam's expansions, where they give the same result
+    (translation/native_io_overrides.py). (Unbounded file writes are
+    replaced earlier, when applied: translation/streaming_sink_overrides.py.)"""
+    native_io_overrides.apply_native_io(pipeline)
 
 
 # Before Beam's phases, in this order; each a pure `proto -> proto`.

@@ -1,7 +1,8 @@
 """Streaming file writes made exactly once: Beam's `WriteImpl` over a
 `FileBasedSink` (what `WriteToText`, `WriteToAvro`, `WriteToParquet`, ...
 expand to) and `fileio.WriteToFiles`, on unbounded input, are replaced by
-transactional writes (worker/transactional_files.py).
+transactional writes (worker/transactional_files.py) when they are applied
+(`transactional_write_for`, called from `SparkRunner.apply`).
 
 Beam's own unbounded expansions cannot be made exactly once here: they
 rename files inside a DoFn, so a micro-batch replayed after a failure finds
@@ -31,7 +32,6 @@ import apache_beam as beam
 from apache_beam.io import fileio, filebasedsink, iobase
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
-from apache_beam.pipeline import PTransformOverride
 from apache_beam.transforms import trigger, window
 from apache_beam.utils.timestamp import Duration
 
@@ -99,48 +99,37 @@ class _TransactionalWriteToFiles(beam.PTransform):
         )
 
 
-def _unbounded_input(applied):
-    inputs = list(applied.main_inputs.values())
-    return len(inputs) == 1 and not inputs[0].is_bounded
+def transactional_write_for(transform, pcoll, options=None):
+    """The exactly-once replacement of `transform` applied to `pcoll`, or
+    None: Beam's `WriteImpl` over a `FileBasedSink`, or
+    `fileio.WriteToFiles`, on an unbounded PCollection.
 
-
-class _WriteImplOverride(PTransformOverride):
-    def matches(self, applied):
-        t = applied.transform
-        return (
-            type(t) is iobase.WriteImpl
-            and isinstance(t.sink, filebasedsink.FileBasedSink)
-            and _unbounded_input(applied)
+    Called by SparkRunner when the transform is applied (`PipelineRunner.apply`),
+    so the replacement is part of the pipeline's graph before anything
+    else sees it: Beam's TestPipeline turns the pipeline into a proto and
+    back before running it, after which the transforms' objects are gone."""
+    if not isinstance(pcoll, beam.pvalue.PCollection) or pcoll.is_bounded:
+        return None
+    if type(transform) is iobase.WriteImpl and isinstance(transform.sink, filebasedsink.FileBasedSink):
+        prefix = transform.sink.file_path_prefix
+        return _TransactionalWriteImpl(
+            transform.sink, "file write to %s" % (prefix.get() if prefix.is_accessible() else prefix)
         )
-
-    def get_replacement_transform_for_applied_ptransform(self, applied):
-        return _TransactionalWriteImpl(applied.transform.sink, applied.full_label)
-
-
-class _WriteToFilesOverride(PTransformOverride):
-    def __init__(self, temp_location):
-        self._temp_location = temp_location
-
-    def matches(self, applied):
-        return isinstance(applied.transform, fileio.WriteToFiles) and _unbounded_input(applied)
-
-    def get_replacement_transform_for_applied_ptransform(self, applied):
-        return _TransactionalWriteToFiles(applied.transform, self._temp_dir(applied), applied.full_label)
-
-    def _temp_dir(self, applied):
-        """The user's `temp_directory`, or one named after the transform (Beam
-        picks a random one, which a restarted driver would not find)."""
-        # WriteToFiles keeps the directory only in a private field, which its
-        # expand has filled by now (with a random name if the user gave none).
-        chosen = applied.transform._temp_directory  # pylint: disable=protected-access
-        chosen = chosen.get() if chosen is not None and hasattr(chosen, "get") else chosen
-        if chosen and not _FILEIO_RANDOM_TEMP.match(FileSystems.split(chosen)[1]):
-            return chosen
-        base = self._temp_location or applied.transform.path.get()
-        return FileSystems.join(base, ".temp-beam-spark-%s" % digest(applied.full_label))
+    if isinstance(transform, fileio.WriteToFiles):
+        label = "WriteToFiles to %s" % transform.path.get()
+        temp_location = options.view_as(GoogleCloudOptions).temp_location if options is not None else None
+        return _TransactionalWriteToFiles(transform, _write_to_files_temp_dir(transform, temp_location), label)
+    return None
 
 
-def apply_streaming_sinks(pipeline):
-    """Replaces unbounded file writes of a streaming `beam.Pipeline` in place."""
-    temp_location = pipeline.options.view_as(GoogleCloudOptions).temp_location if pipeline.options else None
-    pipeline.replace_all([_WriteImplOverride(), _WriteToFilesOverride(temp_location)])
+def _write_to_files_temp_dir(transform, temp_location):
+    """The user's `temp_directory`, or one named after the output path (Beam
+    picks a random one, which a restarted driver would not find)."""
+    # WriteToFiles keeps the directory only in a private field (filled with
+    # a random name by its expand; not yet called here).
+    chosen = transform._temp_directory  # pylint: disable=protected-access
+    chosen = chosen.get() if chosen is not None and hasattr(chosen, "get") else chosen
+    if chosen and not _FILEIO_RANDOM_TEMP.match(FileSystems.split(chosen)[1]):
+        return chosen
+    base = temp_location or transform.path.get()
+    return FileSystems.join(base, ".temp-beam-spark-%s" % digest(transform.path.get()))

@@ -195,8 +195,9 @@ class WritePaneShardsFn(beam.DoFn):
         self.label = label
 
     def _staging_dir(self, w):
-        base, last = FileSystems.split(self.sink.file_path_prefix.get())
-        return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(self.label, window_key(w))))
+        prefix = self.sink.file_path_prefix.get()
+        base, last = FileSystems.split(prefix)
+        return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(prefix, window_key(w))))
 
     def process(
         self,
@@ -279,7 +280,7 @@ class WriteDestinationPanesFn(beam.DoFn):
         records = list(records)
         if not records:
             return
-        staging = FileSystems.join(self.temp_dir, digest(self.label, destination, window_key(w)))
+        staging = FileSystems.join(self.temp_dir, digest(destination, window_key(w)))
         _mkdirs(staging)
         chunks = _balanced_chunks(records, min(self.shards, len(records)))
         moves, results = [], []
