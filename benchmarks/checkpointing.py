@@ -11,8 +11,9 @@ Three measurements, in this order:
 
 sink_throughput    A streaming windowed count on SparkRunner --streaming:
     `Chunks`, an unbounded splittable DoFn, emits --per_batch chunk numbers
-    per micro-batch (it defers the rest of its range to the next batch),
-    chunk c at event time c / per_batch s (1 s of event time per batch); a
+    per call and defers the rest of its range (the runner resumes it in a
+    later micro-batch, or more than once in the first: seen with --quick),
+    chunk c at event time c / per_batch s (1 s of event time per call); a
     FlatMap fans each chunk out into --fan elements (i % 1000, None); 2 s
     FixedWindows; `Count.PerKey()`; a DoFn formats "key,count" lines (and
     counts panes and elements in Beam counters). Then either
@@ -27,7 +28,8 @@ sink_throughput    A streaming windowed count on SparkRunner --streaming:
     median(sink) / median(no_sink), target >= 0.9. Also printed per run: the
     rate after the first micro-batch (which starts the query and its Python
     workers), the CPU of this process tree and of the others (/proc: a
-    shared machine is noisy), micro-batch durations (the runner's "Beam
+    shared machine is noisy; n/a if the first batch fanned out every
+    element), micro-batch durations (the runner's "Beam
     streaming (Spark batch N) ... took X ms" log lines) and the coordinator's
     time in the driver per batch (pre_commit; committed, which includes
     release, i.e. publishing the panes' files). Checked: both variants' counters saw every
@@ -312,7 +314,7 @@ def run_pipeline(size, sink, label):
     # After the first batch (query start, Python workers): elements not yet
     # fanned out then / time from its end to the end of the run.
     first = log.batches[0] if log.batches else (None, None, None)
-    steady = (elements - first[2]) / (ended - first[0]) if first[2] is not None else None
+    steady = (elements - first[2]) / (ended - first[0]) if first[2] is not None and first[2] < elements else None
     run = {
         "variant": "sink" if sink else "no_sink",
         "wall_s": wall,

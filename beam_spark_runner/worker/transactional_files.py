@@ -18,9 +18,12 @@ transforms; docs/reliability.md states the guarantee):
   renamed is skipped. Unlike other finalization callbacks, a failing
   Publication fails the run (its record stays, so the next run publishes).
 
-Staged files of attempts that were aborted are overwritten by the replay or
-deleted when a later pane of the same window is published (and the window's
-whole staging directory when its last pane is).
+Each pane stages in its own directory (`<window's staging prefix>-p<pane
+index>`), written only by that pane's attempts: its publication deletes it
+whole, with what aborted attempts left there, and the directories of
+earlier panes of the same window that aborted attempts left behind (a
+replay that fired fewer panes). Nothing else writes those directories while
+a publication runs: a pane index is fired by one committed batch.
 """
 
 import dataclasses
@@ -36,7 +39,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window as beam_window
 
 _LOG = logging.getLogger(__name__)
-_STAGED_PREFIX = "pane-"
+_PANE_DIR = "-p"
 
 
 class PublicationError(RuntimeError):
@@ -57,16 +60,24 @@ def digest(*parts) -> str:
     return hashlib.sha1("\x00".join(str(p) for p in parts).encode()).hexdigest()[:16]
 
 
-def staged_name(pane_index, shard) -> str:
-    """The staged file of one shard of one pane: named by the pane, never by
-    the attempt, so a retry overwrites a failed attempt's file."""
-    return "%s%d-shard-%d" % (_STAGED_PREFIX, pane_index, shard)
+def staged_name(shard) -> str:
+    """The staged file of one shard of a pane, in the pane's own directory:
+    named by the pane, never by the attempt, so a retry overwrites a failed
+    attempt's file."""
+    return "shard-%d" % shard
 
 
-def _pane_of_staged(basename) -> Optional[int]:
-    if not basename.startswith(_STAGED_PREFIX):
+def pane_dir(window_prefix, pane_index) -> str:
+    """The staging directory of one pane of the window staged under `window_prefix`."""
+    return "%s%s%d" % (window_prefix, _PANE_DIR, pane_index)
+
+
+def _pane_of_dir(path, window_prefix) -> Optional[int]:
+    head = window_prefix + _PANE_DIR
+    path = path.rstrip("/")
+    if not path.startswith(head):
         return None
-    index = basename[len(_STAGED_PREFIX) :].split("-", 1)[0]
+    index = path[len(head) :]
     return int(index) if index.isdigit() else None
 
 
@@ -84,16 +95,18 @@ class Publication:
     published by an earlier call. `stale_glob` (Beam's WriteImpl): final
     files of the same window left by an earlier run are deleted first, as
     Beam's `pre_finalize_windowed` does; files this pane publishes are
-    never among them. Then the window's staging directory is tidied: files
-    of aborted attempts at this or earlier panes go, and after the window's
-    last pane the whole directory."""
+    never among them. Then the pane's staging directory is deleted, and
+    those of earlier panes of the window (left by aborted attempts)."""
 
     transform: str  # the user's transform, for messages
-    staging_dir: str
+    window_prefix: str  # the window's staging directories are <window_prefix>-p<pane index>
     pane_index: int
-    last_pane: bool
     moves: Tuple[Move, ...]
     stale_glob: Optional[str] = None
+
+    @property
+    def staging_dir(self):
+        return pane_dir(self.window_prefix, self.pane_index)
 
     def __call__(self):
         pending = [m for m in self.moves if FileSystems.exists(m.staged)]
@@ -125,23 +138,19 @@ class Publication:
 
     def _tidy(self):
         try:
-            if self.last_pane:
-                if FileSystems.exists(self.staging_dir):
-                    FileSystems.delete([self.staging_dir])
-                return
-            ours = {m.staged for m in self.moves}
-            pattern = FileSystems.join(self.staging_dir, _STAGED_PREFIX + "*")
-            leftovers = [
-                f.path
-                for r in FileSystems.match([pattern])
-                for f in r.metadata_list
-                if f.path not in ours and (_pane_of_staged(os.path.basename(f.path)) or 0) <= self.pane_index
-            ]
-            if leftovers:
-                FileSystems.delete(leftovers)
+            # Pane directories are found through the files in them (Beam's
+            # match lists files, not directories); this pane's own is
+            # deleted even when empty.
+            staged = FileSystems.match([self.window_prefix + _PANE_DIR + "*/*"])[0].metadata_list
+            dirs = {os.path.dirname(f.path.rstrip("/")) for f in staged}
+            dirs = {d for d in dirs if (_pane_of_dir(d, self.window_prefix) or 0) <= self.pane_index}
+            if FileSystems.exists(self.staging_dir):
+                dirs.add(self.staging_dir)
+            if dirs:
+                FileSystems.delete(sorted(dirs))
         except (BeamIOError, OSError) as e:
             # Published output is complete; only tidying failed.
-            _LOG.warning("%s: could not delete staged files in %s: %s", self.transform, self.staging_dir, e)
+            _LOG.warning("%s: could not delete staged files under %s: %s", self.transform, self.window_prefix, e)
 
 
 def _mkdirs(directory):
@@ -194,7 +203,7 @@ class WritePaneShardsFn(beam.DoFn):
         self.sink = sink
         self.label = label
 
-    def _staging_dir(self, w):
+    def _window_prefix(self, w):
         prefix = self.sink.file_path_prefix.get()
         base, last = FileSystems.split(prefix)
         return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(prefix, window_key(w))))
@@ -207,7 +216,8 @@ class WritePaneShardsFn(beam.DoFn):
         finalizer=beam.DoFn.BundleFinalizerParam,
     ):
         values = list(element[1])
-        staging = self._staging_dir(w)
+        window_prefix = self._window_prefix(w)
+        staging = pane_dir(window_prefix, pane.index)
         _mkdirs(staging)
         if not values and self.sink.skip_if_empty:
             chunks = []
@@ -217,7 +227,7 @@ class WritePaneShardsFn(beam.DoFn):
             chunks = [values]
         staged = []
         for chunk in chunks:
-            staged.extend(self._write_chunk(staging, pane.index, chunk, len(staged)))
+            staged.extend(self._write_chunk(staging, chunk, len(staged)))
         moves = tuple(
             Move(path, FileBasedSinkNaming.final_name(self.sink, shard, len(staged), w))
             for shard, path in enumerate(staged)
@@ -225,9 +235,8 @@ class WritePaneShardsFn(beam.DoFn):
         finalizer.register(
             Publication(
                 self.label,
-                staging,
+                window_prefix,
                 pane.index,
-                pane.is_last,
                 moves,
                 FileBasedSinkNaming.glob(self.sink, len(staged), w) if staged else None,
             )
@@ -235,20 +244,20 @@ class WritePaneShardsFn(beam.DoFn):
         for move in moves:
             yield move.final
 
-    def _write_chunk(self, staging, pane_index, chunk, first_shard):
+    def _write_chunk(self, staging, chunk, first_shard):
         """Writes `chunk` to one staged file, or several when a writer is at
         capacity (`max_records_per_shard`, `max_bytes_per_shard`), as Beam's
         writers roll over; returns their paths."""
         paths, writer = [], None
         for value in chunk:
             if writer is None:
-                writer = self.sink.open_writer(staging, staged_name(pane_index, first_shard + len(paths)))
+                writer = self.sink.open_writer(staging, staged_name(first_shard + len(paths)))
             writer.write(value)
             if writer.at_capacity():
                 paths.append(writer.close())
                 writer = None
         if writer is None and not paths:  # an empty shard
-            writer = self.sink.open_writer(staging, staged_name(pane_index, first_shard))
+            writer = self.sink.open_writer(staging, staged_name(first_shard))
         if writer is not None:
             paths.append(writer.close())
         return paths
@@ -280,12 +289,13 @@ class WriteDestinationPanesFn(beam.DoFn):
         records = list(records)
         if not records:
             return
-        staging = FileSystems.join(self.temp_dir, digest(destination, window_key(w)))
+        window_prefix = FileSystems.join(self.temp_dir, digest(destination, window_key(w)))
+        staging = pane_dir(window_prefix, pane.index)
         _mkdirs(staging)
         chunks = _balanced_chunks(records, min(self.shards, len(records)))
         moves, results = [], []
         for shard, chunk in enumerate(chunks):
-            path = FileSystems.join(staging, staged_name(pane.index, shard))
+            path = FileSystems.join(staging, staged_name(shard))
             sink = self.sink_fn(destination)
             handle = FileSystems.create(path, **sink.create_metadata(destination, path)._asdict())
             sink.open(handle)
@@ -296,5 +306,5 @@ class WriteDestinationPanesFn(beam.DoFn):
             name = self.file_naming(w, pane, shard, len(chunks), "", destination)
             moves.append(Move(path, FileSystems.join(self.path, name)))
             results.append(fileio.FileResult(name, shard, len(chunks), w, pane, destination))
-        finalizer.register(Publication(self.label, staging, pane.index, pane.is_last, tuple(moves)))
+        finalizer.register(Publication(self.label, window_prefix, pane.index, tuple(moves)))
         yield from results

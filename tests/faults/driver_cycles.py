@@ -75,7 +75,7 @@ def problems_of(out, ticks):
             problems.append("key %s: counts kept in state were doubled or lost: %s" % (key, sorted(counts)))
     sinks = os.path.join(os.path.dirname(out), "sinks")
     for sink in ("text", "files"):
-        published = _published_lines(os.path.join(sinks, sink))
+        published = published_lines(os.path.join(sinks, sink))
         problems.extend("%s sink: %s" % (sink, p) for p in sequence_problems(published, keys, ticks // pipeline.KEYS))
     staged = glob.glob(os.path.join(sinks, "text", "beam-temp-*")) + glob.glob(
         os.path.join(sinks, "files", ".temp-beam-spark-*", "*")
@@ -85,7 +85,7 @@ def problems_of(out, ticks):
     return problems
 
 
-def _published_lines(directory):
+def published_lines(directory):
     """(key, seq) of every line in the files a sink published in `directory`."""
     found = []
     for path in glob.glob(os.path.join(directory, "*")):

@@ -5,12 +5,18 @@ against the cluster of tests/integration/test_standalone_cluster.py (a
 master and 2 workers of 1 core each, 127.0.0.1 only), with its checkpoint
 in a temp dir. Once its first output is published, one of the
 application's executors (a `CoarseGrainedExecutorBackend` JVM, child of a
-worker; preferably one running tasks, as the driver's REST API tells) is
-killed while ticks are still to come. Spark reschedules what it lost (the
-master launches a replacement executor) and the run finishes with exact
-output: Beam's `WriteToText` published every (key, seq) once, and the
-counts kept per key and window (CombinePerKey) are exactly those of the
-ticks.
+worker, found in /proc by its --app-id; preferably one running tasks, as
+the driver's REST API tells) is SIGKILLed while the pipeline runs and
+output is still to come. Spark reschedules what it lost (the task retried
+elsewhere, the master launches a replacement executor) and the run
+finishes with exact output: Beam's `WriteToText` published every (key,
+seq) once, and the counts kept per key and window (CombinePerKey) are
+exactly those of the ticks.
+
+The ticks' times are picked by the driver once its executors run (see the
+pipeline's docstring): how long the first micro-batch takes depends on the
+machine's load, and the ticks must outlast it for the kill to land
+mid-stream.
 """
 
 import glob
@@ -33,7 +39,7 @@ from tests.faults.injection import sequence_problems
 from tests.integration.test_standalone_cluster import HOST, REPO_ROOT, StandaloneCluster, _free_port, _tail
 
 NUM_WORKERS = 2
-LEAD_S = 4  # ticks start before the driver: its first batch has data
+LEAD_S = 4  # ticks start before the query: its first batch has data
 # Ticks end this long after the application is ready, at least; on a busy
 # machine STARTUP_FACTOR times the driver's start-up (the first micro-batch
 # is about as slow: the kill must come before the last ticks are published).
@@ -45,6 +51,7 @@ FIRST_OUTPUT_AFTER_STOP_S = 30
 BUSY_EXECUTOR_WAIT_S = 10
 PID_GONE_TIMEOUT_S = 10
 REPLACEMENT_TIMEOUT_S = 30
+APP_LISTED_TIMEOUT_S = 30
 PIPELINE_TIMEOUT_S = 120
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
@@ -52,7 +59,7 @@ pytestmark = [
     pytest.mark.skipif(
         shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="a Spark standalone cluster needs Java"
     ),
-    pytest.mark.timeout(300),
+    pytest.mark.timeout(360),  # 2.7-3.5 min measured with load 7-10 on 2 cores
 ]
 
 
@@ -198,7 +205,11 @@ def test_streaming_output_is_exact_after_an_executor_is_killed(cluster, tmp_path
         first = _poll(lambda: proc.poll() is not None or _published(str(out / "ticks")), wait_s)
         assert proc.poll() is None, "the pipeline ended (rc %s) before the kill\n%s" % (proc.returncode, details())
         assert first, "no output published within %ds\n%s" % (wait_s, details())
-        apps = [a for a in cluster.state()["activeapps"] if a.get("name") == app_name]
+        apps = cluster.wait_until(
+            lambda state: [a for a in state.get("activeapps", []) if a.get("name") == app_name],
+            APP_LISTED_TIMEOUT_S,
+            "application %r in the master's JSON" % app_name,
+        )
         assert len(apps) == 1, apps
         app_id = apps[0]["id"]
         executors = _executor_pids(app_id, worker_groups)
@@ -235,7 +246,8 @@ def test_streaming_output_is_exact_after_an_executor_is_killed(cluster, tmp_path
 
     log_text = log_path.read_text(errors="replace")
     print(
-        "start-up %ss; killed executor %s (pid %d, %s) of %s %.1fs after the ticks started, %.1fs before they ended, "
+        "start-up %ss; killed executor %s (pid %d, %s) of %s %.1fs after the application was ready, "
+        "%.1fs before the ticks ended, "
         "with %d of %d ticks published; replaced by %s; driver log: %s"
         % (
             times["startup_s"],

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from tests.faults import sink_pipeline
+from tests.faults.driver_cycles import published_lines
 from tests.faults.injection import sequence_problems
 
 LEAD_S, TICKING_S = 4, 8  # ticks start before the run: its first batch has several windows
@@ -46,15 +47,6 @@ def _run(out, checkpoint, start, stop, cwd, fault=()):
     return proc.returncode, err.decode(errors="replace")
 
 
-def _published_lines(directory):
-    lines = []
-    for path in glob.glob(os.path.join(directory, "*")):
-        if os.path.isfile(path):
-            with open(path) as f:
-                lines.extend(f.read().splitlines())
-    return [(key, int(seq)) for key, seq in (line.split(",") for line in lines)]
-
-
 def _staged_leftovers(out):
     text = [d for d in os.listdir(os.path.join(out, "text")) if d.startswith("beam-temp-")]
     files = glob.glob(os.path.join(out, "files", ".temp-beam-spark-*", "*"))
@@ -75,7 +67,7 @@ def test_published_files_are_exact_after_a_driver_crash_during_commit(tmp_path, 
     ticks = int((stop - start) / sink_pipeline.INTERVAL)
     keys = ["k%d" % i for i in range(sink_pipeline.KEYS)]
     for sink in ("text", "files"):
-        problems = sequence_problems(_published_lines(os.path.join(out, sink)), keys, ticks // sink_pipeline.KEYS)
+        problems = sequence_problems(published_lines(os.path.join(out, sink)), keys, ticks // sink_pipeline.KEYS)
         assert not problems, "%s after %s: %s" % (sink, fault, "; ".join(problems))
     assert not _staged_leftovers(out)
 

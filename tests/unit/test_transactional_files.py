@@ -12,19 +12,24 @@ from beam_spark_runner.worker.transactional_files import (
     Publication,
     PublicationError,
     _balanced_chunks,
+    pane_dir,
     staged_name,
 )
 
 
-def _pane(tmp_path, pane=0, shards=3, last=False, stale_glob=None):
-    staging = tmp_path / "staging"
+def _window(tmp_path):
+    return str(tmp_path / "beam-temp-window")
+
+
+def _pane(tmp_path, pane=0, shards=3, stale_glob=None):
+    staging = tmp_path / os.path.basename(pane_dir(_window(tmp_path), pane))
     staging.mkdir(exist_ok=True)
     moves = []
     for shard in range(shards):
-        staged = staging / staged_name(pane, shard)
-        staged.write_text("pane %d shard %d\n" % (pane, shard))
+        staged = staging / staged_name(shard)
+        staged.write_text("pane %d shard %d" % (pane, shard) + chr(10))
         moves.append(Move(str(staged), str(tmp_path / "out" / ("part-%d-%d" % (pane, shard)))))
-    return Publication("write", str(staging), pane, last, tuple(moves), stale_glob)
+    return Publication("write", _window(tmp_path), pane, tuple(moves), stale_glob)
 
 
 def _published(tmp_path):
@@ -57,7 +62,7 @@ def test_finishes_a_publication_interrupted_half_way(tmp_path):
 def test_a_file_neither_staged_nor_published_is_an_error_naming_it(tmp_path):
     publication = _pane(tmp_path)
     os.remove(publication.moves[1].staged)
-    with pytest.raises(PublicationError, match="staged.*pane-0-shard-1.*part-0-1"):
+    with pytest.raises(PublicationError, match="staged.*-p0/shard-1.*part-0-1"):
         publication()
 
 
@@ -79,22 +84,25 @@ def test_stale_files_of_the_window_are_deleted_but_never_its_own(tmp_path):
     assert [name for name, _ in _published(tmp_path)] == ["part-0-0", "part-0-1"]
 
 
-def test_staged_leftovers_of_aborted_attempts_are_tidied(tmp_path):
+def _staging_dirs(tmp_path):
+    return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("beam-temp-window"))
+
+
+def test_the_pane_staging_directory_goes_with_what_aborted_attempts_left_there(tmp_path):
     publication = _pane(tmp_path, pane=1, shards=1)
-    staging = tmp_path / "staging"
-    (staging / staged_name(1, 5)).write_text("an aborted attempt's extra shard\n")
-    (staging / staged_name(0, 0)).write_text("an aborted attempt of an earlier pane\n")
-    (staging / staged_name(2, 0)).write_text("a later pane, being written\n")
+    (tmp_path / "beam-temp-window-p1" / staged_name(5)).write_text("an aborted attempt's extra shard")
     publication()
-    assert sorted(os.listdir(staging)) == [staged_name(2, 0)]
+    assert _staging_dirs(tmp_path) == []
+    assert [name for name, _ in _published(tmp_path)] == ["part-1-0"]
 
 
-def test_the_last_pane_removes_the_window_staging_directory(tmp_path):
-    publication = _pane(tmp_path, last=True)
-    (tmp_path / "staging" / staged_name(7, 0)).write_text("garbage\n")
+def test_earlier_panes_left_by_aborted_attempts_go_later_ones_stay(tmp_path):
+    publication = _pane(tmp_path, pane=2, shards=1)
+    for pane in (0, 1, 3):  # 0, 1: aborted attempts' panes; 3: a later pane being written
+        (tmp_path / ("beam-temp-window-p%d" % pane)).mkdir()
+        (tmp_path / ("beam-temp-window-p%d" % pane) / staged_name(0)).write_text("x")
     publication()
-    assert not (tmp_path / "staging").exists()
-    assert len(_published(tmp_path)) == 3
+    assert _staging_dirs(tmp_path) == ["beam-temp-window-p3"]
 
 
 def test_balanced_chunks_keep_order_and_sizes_within_one():
