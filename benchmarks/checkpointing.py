@@ -1,7 +1,7 @@
 """Checkpointing (issue #20): the exactly-once streaming file sink and the checkpoint coordinator.
 
-    .venv/bin/python benchmarks/checkpointing.py                  # ~15 min
-    .venv/bin/python benchmarks/checkpointing.py --quick          # smoke run, ~3-4 min
+    .venv/bin/python benchmarks/checkpointing.py                  # ~5 min (busy 2-core machine)
+    .venv/bin/python benchmarks/checkpointing.py --quick          # smoke run, ~3 min
     .venv/bin/python benchmarks/checkpointing.py --json out.json  # + every number
     .venv/bin/python benchmarks/checkpointing.py --chunks 120 --reps 5   # sizes: see --help
 
@@ -19,13 +19,19 @@ sink_throughput    A streaming windowed count on SparkRunner --streaming:
     counts panes and elements in Beam counters). Then either
     `beam.io.WriteToText` (the runner replaces it with its exactly-once sink:
     a GroupByKey per window, each pane staged, published after the batch's
-    checkpoint completed) -- variant "sink" -- or a Map that drops the line
-    -- variant "no_sink". Same elements for both. Time = p.run() to
-    wait_until_finish() (query start, first batch and the tail batches that
-    close the last windows included), after one warm-up run of the sink
-    variant (excluded). The variants alternate (sink, no_sink, ...) for
-    --reps pairs; throughput = elements / time; the headline ratio is
-    median(sink) / median(no_sink), target >= 0.9. Also printed per run: the
+    checkpoint completed) -- variant "sink"; the same pipeline without a
+    sink commit: the same GroupByKey per window, and a DoFn writing each
+    pane's lines straight to its final file in the worker (no staging, no
+    publication after the checkpoint: at-least-once) -- variant "direct";
+    or a Map that drops the lines -- variant "no_sink" (no files at all).
+    Same elements for all. Time = p.run() to wait_until_finish() (query
+    start, first batch and the tail batches that close the last windows
+    included), after one warm-up run of the sink variant (excluded). The
+    variants alternate (sink, direct, no_sink, ...) for --reps rounds;
+    throughput = elements / time; the headline ratio is median(sink) /
+    median(direct): what the commit protocol costs, target >= 0.9;
+    median(sink) / median(no_sink), what writing files with Beam's
+    semantics costs at all, is printed too. Also printed per run: the
     rate after the first micro-batch (which starts the query and its Python
     workers), the CPU of this process tree and of the others (/proc: a
     shared machine is noisy; n/a if the first batch fanned out every
@@ -33,15 +39,17 @@ sink_throughput    A streaming windowed count on SparkRunner --streaming:
     streaming (Spark batch N) ... took X ms" log lines) and the coordinator's
     time in the driver per batch (pre_commit; committed, which includes
     release, i.e. publishing the panes' files). Checked: both variants' counters saw every
-    (window, key) pane once and every element; the sink's published files
+    (window, key) pane once and every element; the sink's and direct's files
     hold windows x 1000 lines whose counts sum to the elements, with no
     staged file left. A failed check makes the headline MISS.
 coordinator        `CheckpointCoordinator` alone (no Spark): --epochs epochs of
     begin, 2 operators x 4 key-group acknowledgements, one side effect
-    (~300 bytes), pre_commit, committed (release a no-op), over a local
-    store (tmp file + os.replace) in a temporary directory; microseconds per
-    epoch, and the same over the runner's own store (CheckpointFiles: Hadoop
-    FileSystem through py4j) for a tenth of the epochs. Informational.
+    (~300 bytes), pre_commit, committed (release a no-op), microseconds per
+    epoch over three stores in a temporary directory: the benchmark's own
+    (tmp file + os.replace), the runner's for a local checkpoint
+    (LocalCheckpointFiles, Python calls) and the runner's for any other URI
+    (CheckpointFiles: Hadoop FileSystem through py4j, a tenth of the
+    epochs). Informational.
 restart            tests/faults/sink_pipeline.py (PeriodicImpulse every 0.25 s
     into WriteToText and fileio.WriteToFiles, 2 s windows) as a fresh
     process: seconds from its start to its first published file (cold:
@@ -158,7 +166,20 @@ class FormatCounts(beam.DoFn):
         yield "%d,%d" % kv
 
 
-def build(p, size, out_dir):
+class WritePaneDirect(beam.DoFn):
+    """Variant "direct": a window's pane written straight to its final file
+    by the worker, as a sink without a commit protocol would."""
+
+    def __init__(self, out_dir):
+        self.out_dir = out_dir
+
+    def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        path = os.path.join(self.out_dir, "counts-%d-%d" % (int(w.start), pane.index))
+        with open(path, "w") as f:
+            f.writelines(line + "\n" for line in kv[1])
+
+
+def build(p, size, out_dir, mode):
     lines = (
         p
         | beam.Impulse()
@@ -169,8 +190,15 @@ def build(p, size, out_dir):
         | beam.combiners.Count.PerKey()
         | "Format" >> beam.ParDo(FormatCounts())
     )
-    if out_dir:
+    if mode == "sink":
         lines | beam.io.WriteToText(os.path.join(out_dir, "counts"))
+    elif mode == "direct":
+        (
+            lines
+            | "KeyByWindow" >> beam.Map(lambda line: (None, line))
+            | "GroupPanes" >> beam.GroupByKey()
+            | "WritePanes" >> beam.ParDo(WritePaneDirect(out_dir))
+        )
     else:
         lines | "Drop" >> beam.Map(lambda line: None)
 
@@ -280,7 +308,7 @@ def check_published(out_dir, size):
     return problems
 
 
-def run_pipeline(size, sink, label):
+def run_pipeline(size, mode, label):
     out_dir = tempfile.mkdtemp(prefix="beam-spark-ckpt-bench-")
     log = _BatchLog()
     logger = logging.getLogger(STREAMING_LOGGER)
@@ -292,7 +320,7 @@ def run_pipeline(size, sink, label):
     try:
         options = ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--parallelism=%d" % PARTITIONS]
         p = beam.Pipeline(options=PipelineOptions(options))
-        build(p, size, out_dir if sink else None)
+        build(p, size, out_dir, mode)
         cpu = CpuMeter().start()
         started = time.perf_counter()
         result = log.result = p.run()
@@ -305,7 +333,7 @@ def run_pipeline(size, sink, label):
         problems = []
         if [counters.get(n) for n in ("panes", "counted", "fanned")] != [panes, elements, elements]:
             problems.append("counters %s, expected %d panes, %d elements" % (counters, panes, elements))
-        if sink:
+        if mode != "no_sink":
             problems.extend(check_published(out_dir, size))
     finally:
         logger.removeHandler(log)
@@ -316,7 +344,7 @@ def run_pipeline(size, sink, label):
     first = log.batches[0] if log.batches else (None, None, None)
     steady = (elements - first[2]) / (ended - first[0]) if first[2] is not None and first[2] < elements else None
     run = {
-        "variant": "sink" if sink else "no_sink",
+        "variant": mode,
         "wall_s": wall,
         "elements_per_s": elements / wall,
         "steady_elements_per_s": steady,
@@ -350,41 +378,65 @@ def _median(values):
     return statistics.median(values) if values else 0.0
 
 
+VARIANTS = ("sink", "direct", "no_sink")
+
+
 def sink_throughput(size):
     elements, panes = expected(size)
     shape = (elements, size["chunks"], size["fan"], size["per_batch"], KEYS, WINDOW_S, panes, size["reps"])
     print(
         "sink_throughput: %d elements (%d chunks x %d, %d chunks per micro-batch), %d keys, %d s windows, "
-        "%d panes; a warm-up, then sink / no_sink alternating x %d" % shape,
+        "%d panes; a warm-up, then sink / direct / no_sink alternating x %d" % shape,
         flush=True,
     )
     warm = dict(size, chunks=size["per_batch"] * WINDOW_S)
-    warm_up = run_pipeline(warm, True, "warm-up")
+    warm_up = run_pipeline(warm, "sink", "warm-up")
     runs = []
     for i in range(size["reps"]):
-        runs.append(run_pipeline(size, True, "pair %d" % (i + 1)))
-        runs.append(run_pipeline(size, False, "pair %d" % (i + 1)))
+        for mode in VARIANTS:
+            runs.append(run_pipeline(size, mode, "round %d" % (i + 1)))
     med = {
         (v, m): _median([r[m] for r in runs if r["variant"] == v and r[m] is not None])
-        for v in ("sink", "no_sink")
+        for v in VARIANTS
         for m in ("elements_per_s", "steady_elements_per_s", "own_cpu_s")
     }
-    ratio = med["sink", "elements_per_s"] / med["no_sink", "elements_per_s"]
-    pairs = [a["elements_per_s"] / b["elements_per_s"] for a, b in zip(runs[::2], runs[1::2])]
-    steady = med["sink", "steady_elements_per_s"] / (med["no_sink", "steady_elements_per_s"] or float("nan"))
-    rates = (med["sink", "elements_per_s"], med["no_sink", "elements_per_s"], ratio)
-    steadies = (med["sink", "steady_elements_per_s"], med["no_sink", "steady_elements_per_s"], steady)
-    cpus = (
-        med["sink", "own_cpu_s"],
-        med["no_sink", "own_cpu_s"],
-        med["no_sink", "own_cpu_s"] / med["sink", "own_cpu_s"],
+
+    def ratio_of(metric, base):
+        return med["sink", metric] / (med[base, metric] or float("nan"))
+
+    ratio = ratio_of("elements_per_s", "direct")
+    rounds = [runs[i : i + 3] for i in range(0, len(runs), 3)]
+    per_round = [a["elements_per_s"] / b["elements_per_s"] for a, b, _ in rounds]
+    print(
+        "  median throughput: sink %.0f, direct %.0f, no_sink %.0f elements/s -> sink/direct %.3f, sink/no_sink %.3f"
+        % (
+            med["sink", "elements_per_s"],
+            med["direct", "elements_per_s"],
+            med["no_sink", "elements_per_s"],
+            ratio,
+            ratio_of("elements_per_s", "no_sink"),
+        ),
+        flush=True,
     )
-    print("  median throughput: sink %.0f, no_sink %.0f elements/s -> ratio %.3f" % rates, flush=True)
-    print("    per pair: %s" % ", ".join("%.3f" % r for r in pairs), flush=True)
-    print("    after batch 1 (query start excluded): sink %.0f, no_sink %.0f elements/s -> %.3f" % steadies, flush=True)
-    print("    CPU of this process tree: sink %.1f s, no_sink %.1f s -> no_sink/sink %.3f" % cpus, flush=True)
+    print("    sink/direct per round: %s" % ", ".join("%.3f" % r for r in per_round), flush=True)
+    print(
+        "    after batch 1 (query start excluded): sink/direct %.3f, sink/no_sink %.3f"
+        % (ratio_of("steady_elements_per_s", "direct"), ratio_of("steady_elements_per_s", "no_sink")),
+        flush=True,
+    )
+    print(
+        "    CPU of this process tree: sink %.1f s, direct %.1f s, no_sink %.1f s"
+        % tuple(med[v, "own_cpu_s"] for v in VARIANTS),
+        flush=True,
+    )
     problems = [p for r in runs + [warm_up] for p in r["problems"]]
-    return {"ratio": ratio, "steady_ratio": steady, "pair_ratios": pairs, "runs": runs, "warm_up": warm_up}, problems
+    return {
+        "ratio": ratio,
+        "ratio_vs_no_sink": ratio_of("elements_per_s", "no_sink"),
+        "round_ratios": per_round,
+        "runs": runs,
+        "warm_up": warm_up,
+    }, problems
 
 
 # -- coordinator alone ------------------------------------------------------------------
@@ -439,13 +491,20 @@ def drive_coordinator(store, epochs):
 
 
 def coordinator_cost(spark, epochs):
-    from beam_spark_runner.execution.checkpoint_files import CheckpointFiles
+    from beam_spark_runner.execution.checkpoint_files import CheckpointFiles, open_checkpoint_files
 
+    stores = {
+        "local_store": lambda root: LocalStore(root),
+        # What the runner uses for a local checkpoint (Python's own calls).
+        "runner_local": lambda root: open_checkpoint_files(spark, "file://" + root),
+        # What it uses for any other URI (Hadoop through py4j), here on file:.
+        "runner_hadoop": lambda root: CheckpointFiles(spark, "file://" + root),
+    }
     out = {}
-    for name, n in (("local_store", epochs), ("checkpoint_files", max(50, epochs // 10))):
+    for name, n in (("local_store", epochs), ("runner_local", epochs), ("runner_hadoop", max(50, epochs // 10))):
         root = tempfile.mkdtemp(prefix="beam-spark-coord-bench-")
         try:
-            store = LocalStore(root) if name == "local_store" else CheckpointFiles(spark, "file://" + root)
+            store = stores[name](root)
             us, released = drive_coordinator(store, n)
         finally:
             shutil.rmtree(root, ignore_errors=True)

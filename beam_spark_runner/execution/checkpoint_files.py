@@ -11,10 +11,17 @@ Layout under the checkpoint URI:
     beam/holds/<n>.json  the hold reports of batch n (a few recent ones)
 
 Writes go to a temporary file renamed into place, as Spark's own
-checkpoint file managers do. Reached through py4j on the driver only.
+checkpoint file managers do. Reached through py4j on the driver only,
+except for a checkpoint on the local file system (a path, or a `file:`
+URI): there Python's own calls do the same (rename(2) is atomic), about 50x
+faster than a py4j round trip per Hadoop call (measured by
+benchmarks/checkpointing.py: 24 ms of the coordinator's time per batch).
 """
 
+import os
 import posixpath
+import shutil
+import urllib.parse
 
 BEAM_DIR = "beam"
 SPARK_DIR = "spark"
@@ -23,6 +30,78 @@ SPARK_DIR = "spark"
 def join(root, *parts):
     """`root` (a path or URI) joined with relative parts, '/'-separated."""
     return posixpath.join(root.rstrip("/") or "/", *parts)
+
+
+def open_checkpoint_files(spark, root):
+    """The runner's files under the checkpoint `root`: `LocalCheckpointFiles`
+    for a local path or `file:` URI, else `CheckpointFiles` (Hadoop)."""
+    parsed = urllib.parse.urlparse(root)
+    if parsed.scheme == "file" or (parsed.scheme == "" and not root.startswith("//")):
+        return LocalCheckpointFiles(root, parsed.path if parsed.scheme == "file" else root)
+    return CheckpointFiles(spark, root)
+
+
+class LocalCheckpointFiles:
+    """`CheckpointFiles` on the local file system, with Python's own calls.
+    Hadoop's checksum files (`.<name>.crc`, written by Spark and by runners
+    before this one) are never listed, and removed with their file."""
+
+    def __init__(self, root, path):
+        self.root = root
+        self._dir = os.path.abspath(path)
+
+    def uri(self, relative):
+        return join(self.root, relative)
+
+    def _path(self, relative):
+        return os.path.join(self._dir, *relative.split("/"))
+
+    def exists(self, relative):
+        return os.path.exists(self._path(relative))
+
+    def read(self, relative):
+        try:
+            with open(self._path(relative), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write(self, relative, data: bytes):
+        path = self._path(relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        self._drop_checksum(path)
+
+    def delete(self, relative):
+        path = self._path(relative)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+        self._drop_checksum(path)
+
+    def list(self, relative):
+        try:
+            names = os.listdir(self._path(relative))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if not (n.startswith(".") and n.endswith(".crc")))
+
+    @staticmethod
+    def _drop_checksum(path):
+        # A checksum Hadoop wrote for an earlier version of the file no
+        # longer matches it.
+        head, name = os.path.split(path)
+        try:
+            os.remove(os.path.join(head, "." + name + ".crc"))
+        except FileNotFoundError:
+            pass
 
 
 class CheckpointFiles:

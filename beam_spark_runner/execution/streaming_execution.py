@@ -29,7 +29,7 @@ import uuid
 
 from beam_spark_runner.errors import CheckpointMismatchError
 from beam_spark_runner.execution import checkpoint_files, metrics_accumulator as spark_metrics, streaming_commits
-from beam_spark_runner.execution.checkpoint_files import CheckpointFiles
+from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.streaming_udfs import (
@@ -131,7 +131,7 @@ class StreamingExecution:
         self._fingerprint = plan_fingerprint.fingerprint(plan, self.key_groups)
         # At submission: a checkpoint this pipeline cannot resume is refused
         # before any Spark work starts.
-        self._files = CheckpointFiles(spark, self.run_dir)
+        self._files = open_checkpoint_files(spark, self.run_dir)
         self._check_plan()
         self._check_spark_logs()
         # Batches become durable checkpoints; their side effects (bundle

@@ -20,10 +20,11 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import BeamAssertException, assert_that
 from apache_beam.transforms import trigger, userstate
 from apache_beam.transforms.window import FixedWindows, TimestampedValue
+from apache_beam.utils import timestamp
 
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.result import PipelineState
-from tests.faults.injection import CRASH, RAISE, exactly_once, fired, inject_once
+from tests.faults.injection import CRASH, RAISE, exactly_once, fired, inject_once, sequence_problems
 
 KEYS = ("a", "b", "c", "d")
 COUNT = 12  # sequence numbers per key, 4 per event and fixed window
@@ -220,3 +221,132 @@ def test_tolerable_failed_batches_restarts_the_query_from_the_checkpoint(tmp_pat
     p, counter = _failing_batch_pipeline(tmp_path, "--tolerable_failed_batches=1")
     assert p.run().wait_until_finish() == PipelineState.DONE
     assert open(counter).read() == "xxxx"
+
+
+def _late_source():
+    """Per key: seqs 0-2 on time in [0, 4), seq 3 late in [0, 4) (after the
+    watermark passed 4, within the allowed lateness), 4-7 in [4, 8), 8-11
+    in [8, 12)."""
+
+    def at(seqs, ts_of):
+        return [TimestampedValue((k, s), ts_of(s)) for s in seqs for k in KEYS]
+
+    return (
+        TestStream()
+        .add_elements(at(range(3), lambda s: s))
+        .advance_watermark_to(5)
+        .add_elements(at([3], lambda s: 3))
+        .add_elements(at(range(4, 8), lambda s: s))
+        .advance_watermark_to(9)
+        .add_elements(at(range(8, 12), lambda s: s))
+        .advance_watermark_to_infinity()
+    )
+
+
+class _Panes(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        yield kv[0], int(w.start), pane.index, sorted(kv[1])
+
+
+def _last_accumulating_panes_hold_each_seq_once(actual):
+    """ACCUMULATING: each (key, window)'s last pane holds all its seqs; no
+    pane holds one twice; together, every (key, seq) exactly once."""
+    last = {}
+    for key, start, index, values in actual:
+        if len(set(values)) != len(values):
+            raise BeamAssertException("pane %d of %s@%d holds a seq twice: %s" % (index, key, start, values))
+        if (key, start) not in last or index > last[(key, start)][0]:
+            last[(key, start)] = (index, values)
+    problems = sequence_problems([(k, s) for (k, _), (_, vs) in last.items() for s in vs], KEYS, COUNT)
+    if problems:
+        raise BeamAssertException("; ".join(problems))
+
+
+@pytest.mark.parametrize("how", [CRASH, RAISE])
+def test_accumulating_early_on_time_and_late_panes_after_a_fault(tmp_path, how):
+    """A windowed GroupByKey with early (every 2 elements), on-time and late
+    firings, ACCUMULATING; the fault hits the late element of key "b" on
+    its way to the GroupByKey."""
+    marker = str(tmp_path / "fault")
+    p = _pipeline()
+    panes = (
+        p
+        | _late_source()
+        | beam.ParDo(_FaultAt(marker, how, ("b", 3)))
+        | beam.WindowInto(
+            FixedWindows(4),
+            trigger=trigger.AfterWatermark(early=trigger.AfterCount(2), late=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+            allowed_lateness=10,
+        )
+        | beam.GroupByKey()
+        | beam.ParDo(_Panes())
+    )
+    assert_that(panes, _last_accumulating_panes_hold_each_seq_once)
+    assert p.run().wait_until_finish() == PipelineState.DONE
+    assert fired(marker)
+
+
+class _FlushOnProcessingTime(beam.DoFn):
+    """Stateful: buffers a key's seqs; a processing-time timer (1 s into the
+    stream clock's span of the key's first buffered element) flushes the buffer, and an event-time
+    timer at the window's end flushes what is left. The fault fires in the
+    processing-time callback of key "a"."""
+
+    SEQS = userstate.BagStateSpec("seqs", beam.coders.VarIntCoder())
+    SOON = userstate.TimerSpec("soon", userstate.TimeDomain.REAL_TIME)
+    END = userstate.TimerSpec("end", userstate.TimeDomain.WATERMARK)
+
+    def __init__(self, marker, how):
+        self.marker, self.how = marker, how
+
+    def process(
+        self,
+        kv,
+        w=beam.DoFn.WindowParam,
+        seqs=beam.DoFn.StateParam(SEQS),
+        soon=beam.DoFn.TimerParam(SOON),
+        end=beam.DoFn.TimerParam(END),
+    ):
+        if not list(seqs.read()):
+            # The TestStream's processing-time clock starts at 0 and moves
+            # 2 s after each chunk of 4 seqs: due 1 s into the chunk's span.
+            soon.set(timestamp.Timestamp(seconds=2 * (kv[1] // 4) + 1))
+        seqs.add(kv[1])
+        end.set(w.max_timestamp())
+
+    @userstate.on_timer(SOON)
+    def on_soon(self, key=beam.DoFn.KeyParam, seqs=beam.DoFn.StateParam(SEQS)):
+        if key == "a":
+            inject_once(self.marker, self.how)
+        yield from self._flush(key, seqs)
+
+    @userstate.on_timer(END)
+    def on_end(self, key=beam.DoFn.KeyParam, seqs=beam.DoFn.StateParam(SEQS)):
+        yield from self._flush(key, seqs)
+
+    @staticmethod
+    def _flush(key, seqs):
+        for s in sorted(seqs.read()):
+            yield key, s
+        seqs.clear()
+
+
+@pytest.mark.parametrize("how", [CRASH, RAISE])
+def test_a_fault_in_a_processing_time_timer_loses_and_doubles_nothing(tmp_path, how):
+    marker = str(tmp_path / "fault")
+    stream = TestStream()
+    for chunk in range(3):
+        seqs = range(chunk * 4, chunk * 4 + 4)
+        stream = stream.add_elements([TimestampedValue((k, s), s) for s in seqs for k in KEYS])
+        stream = stream.advance_processing_time(2).advance_watermark_to((chunk + 1) * 4)
+    p = _pipeline()
+    out = (
+        p
+        | stream.advance_watermark_to_infinity()
+        | beam.WindowInto(FixedWindows(4))
+        | beam.ParDo(_FlushOnProcessingTime(marker, how))
+    )
+    assert_that(out, exactly_once(KEYS, COUNT))
+    assert p.run().wait_until_finish() == PipelineState.DONE
+    assert fired(marker), "the processing-time timer never fired: the case tested nothing"
