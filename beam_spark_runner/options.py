@@ -77,8 +77,8 @@ class SparkRunnerOptions(PipelineOptions):
             type=int,
             default=0,
             help="Streaming: also release completed micro-batches once this many milliseconds "
-            "passed since the last release (with --publish_every_batches above 1); 0: no time "
-            "condition.",
+            "passed since the last release (with --publish_every_batches above 1; checked as each "
+            "micro-batch completes); 0: no time condition.",
         )
         parser.add_argument(
             "--tolerable_failed_batches",

@@ -25,7 +25,7 @@ from tests.faults import killed_driver_pipeline as pipeline
 from tests.faults.injection import sequence_problems
 
 SCRIPT = pipeline.__file__
-QUERY_START_S = 25  # ticks start once the first query surely runs
+STARTED_TIMEOUT_S = 300  # for the first run to start its SparkSession and pick the ticks' start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,16 +40,34 @@ class Outcome:
         return not self.problems
 
 
-def _start(out, checkpoint, start, ticks, cwd):
+def _start(out, checkpoint, start_file, ticks, cwd):
     sinks = os.path.join(os.path.dirname(out), "sinks")
     return subprocess.Popen(
-        [sys.executable, SCRIPT, str(out), checkpoint, str(start), str(start + ticks * pipeline.INTERVAL), sinks],
+        [
+            sys.executable,
+            SCRIPT,
+            str(out),
+            checkpoint,
+            "auto:" + start_file,
+            "+%s" % (ticks * pipeline.INTERVAL),
+            sinks,
+        ],
         cwd=cwd,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
     )
+
+
+def _read_start(path, proc):
+    deadline = time.time() + STARTED_TIMEOUT_S
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError("the first run picked no start (rc %s)" % proc.poll())
+        time.sleep(0.1)
+    with open(path) as f:
+        return float(f.read())
 
 
 def outputs(out):
@@ -97,7 +115,7 @@ def published_lines(directory):
     return found
 
 
-def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=900):
+def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600):
     """Runs the pipeline, killing its driver once per entry of
     `kill_delays` (seconds after the run's output last grew), then lets a
     last run finish; a run that finishes before its kill ends the storm
@@ -107,13 +125,17 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=900):
     out = os.path.join(workdir, "out")
     os.makedirs(out)
     checkpoint = "file://%s" % os.path.join(workdir, "checkpoint")
-    start = int(time.time()) + QUERY_START_S
+    # The first run picks the ticks' start once its SparkSession is up.
+    start_file = os.path.join(workdir, "start")
+    start = None
     at_kills = []
     for cycle, delay in enumerate(kill_delays):
         cwd = os.path.join(workdir, "run%d" % cycle)
         os.makedirs(cwd)
         before = len(os.listdir(out))
-        proc = _start(out, checkpoint, start, ticks, cwd)
+        proc = _start(out, checkpoint, start_file, ticks, cwd)
+        if start is None:
+            start = _read_start(start_file, proc)
         deadline = time.time() + 240
         while len(os.listdir(out)) <= before and time.time() < deadline and proc.poll() is None:
             time.sleep(0.1)
@@ -130,8 +152,12 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=900):
     else:
         cwd = os.path.join(workdir, "run-last")
         os.makedirs(cwd)
-        proc = _start(out, checkpoint, start, ticks, cwd)
-        _, err = proc.communicate(timeout=timeout_s)
+        proc = _start(out, checkpoint, start_file, ticks, cwd)
+        if start is None:
+            start = _read_start(start_file, proc)
+        # The last run goes on until the ticks end, however long the storm took.
+        ticks_left_s = max(0.0, start + ticks * pipeline.INTERVAL - time.time())
+        _, err = proc.communicate(timeout=timeout_s + ticks_left_s)
         if proc.returncode != 0:
             raise RuntimeError("the last run failed (rc %s): %s" % (proc.returncode, err.decode()[-3000:]))
     return Outcome(tuple(problems_of(out, ticks)), tuple(at_kills), len(outputs(out)), time.monotonic() - began)

@@ -4,6 +4,11 @@ Spark JVM).
 
     python killed_driver_pipeline.py OUT CHECKPOINT START STOP [SINKS]
 
+START may be `auto:FILE`: the first run starts its SparkSession, then picks
+START (2 s ahead) and writes it to FILE; later runs read it from there. STOP
+may be `+SECONDS` after START. So the ticks begin once the driver is up,
+however long that took on a loaded machine.
+
 A PeriodicImpulse ticks every 0.5 s from START to STOP (epoch seconds);
 tick i is sequence number i // 4 of key "k<i % 4>". A stateful DoFn counts
 each key's elements; each element becomes one file OUT/<key>-<seq>.txt
@@ -17,6 +22,7 @@ the runner makes exactly once: each line in one published file.
 
 import os
 import sys
+import time
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -50,10 +56,32 @@ def ticks_to_elements(start, tick):
     return "k%d" % (i % KEYS), i // KEYS
 
 
+def resolve_times(options, start, stop):
+    """(start, stop) in epoch seconds from the START and STOP arguments."""
+    if start.startswith("auto:"):
+        path = start[len("auto:") :]
+        if os.path.exists(path):
+            with open(path) as f:
+                start = f.read()
+        else:
+            from beam_spark_runner.options import SparkRunnerOptions
+            from beam_spark_runner.session import get_or_create_session
+
+            get_or_create_session(options.view_as(SparkRunnerOptions))  # the runner reuses it
+            start = str(int(time.time()) + 2)
+            with open(path + ".tmp", "w") as f:
+                f.write(start)
+            os.replace(path + ".tmp", path)
+    start = float(start)
+    stop = start + float(stop[1:]) if stop.startswith("+") else float(stop)
+    return start, stop
+
+
 def main(out, checkpoint, start, stop, sinks=None):
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
     )
+    start, stop = resolve_times(options, start, stop)
     p = beam.Pipeline(options=options)
     elements = (
         p
@@ -71,4 +99,4 @@ def main(out, checkpoint, start, stop, sinks=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), *sys.argv[5:])
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], *sys.argv[5:])

@@ -7,7 +7,7 @@ runs the same with many seeded kills in a row."""
 
 from tests.faults.driver_cycles import run_with_kills
 
-TICKS = 40  # 20 s of ticks
+TICKS = 60  # 30 s of ticks, from when the first driver is up
 
 
 def test_a_killed_driver_restarted_elsewhere_loses_and_doubles_nothing(tmp_path):
