@@ -142,7 +142,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         return result.start(execution.metrics_so_far)
 
 
-_STAGE_FAILED = re.compile(r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\tat |\n\n|\Z)", re.S)
+_STAGE_FAILED = re.compile(r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\s*\tat |\Z)", re.S)
 
 
 def _user_error(exc):
