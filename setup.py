@@ -34,6 +34,7 @@ setup(
     entry_points={
         "console_scripts": [
             "beam-spark-plan=beam_spark_runner.cli:plan_main",
+            "beam-spark-job-server=beam_spark_runner.job_server:main",
         ],
     },
 )

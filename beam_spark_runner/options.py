@@ -181,12 +181,37 @@ _UNSUPPORTED = {
 }
 
 
-def option_problems(options):
+# What a job service client (Beam's PortableRunner) has already done with
+# these options before it submits: they became the pipeline's environments
+# and staged artifacts, which the job service checks and ships itself.
+CLIENT_STAGED = frozenset(
+    (
+        "environment_type",
+        "environment_config",
+        "environment_options",
+        "sdk_container_image",
+        "prebuild_sdk_container_engine",
+        "docker_registry_push_url",
+        "requirements_file",
+        "requirements_cache",
+        "setup_file",
+        "extra_packages",
+        "files_to_stage",
+        "sdk_location",
+        "save_main_session",
+    )
+)
+
+
+def option_problems(options, client_staged=False):
     """(errors, warnings): the options given (not defaults) that SparkRunner
     cannot honour, as messages naming them. Errors refuse the pipeline;
     warnings are options that lose nothing here but do not do what they do
-    elsewhere."""
+    elsewhere. `client_staged`: the pipeline came through the job service,
+    whose client already applied the options in `CLIENT_STAGED`."""
     given = options.get_all_options(drop_default=True, retain_unknown_options=False)
+    if client_staged:
+        given = {name: value for name, value in given.items() if name not in CLIENT_STAGED}
     errors, warnings = [], []
     for name, why in _UNSUPPORTED.items():
         if name not in given:
@@ -206,7 +231,8 @@ def option_problems(options):
             "they reference are pickled with them (cloudpickle), so most pipelines need nothing "
             "more, but module state they do not reference is not in Spark's workers"
         )
-    if "sdk_worker_parallelism" in given:
+    # Beam declares it without a type: "1" from a command line is its default.
+    if str(given.get("sdk_worker_parallelism", 1)) != "1":
         warnings.append(
             "--sdk_worker_parallelism=%s has no effect: Spark runs one Python worker per task "
             "slot (--spark_master local[N], or the executors' cores)" % given["sdk_worker_parallelism"]

@@ -59,6 +59,11 @@ class SparkPipelineResult(runner.PipelineResult):
             self._state, self._infos, self._error = state, infos or {}, error
         self._done.set()
 
+    @property
+    def run_thread(self):
+        """The thread the run executes on (None before `start`)."""
+        return self._thread
+
     # -- Beam's PipelineResult API ----------------------------------------------
     def wait_until_finish(self, duration=None):
         """Waits (at most `duration` milliseconds if given) and returns the

@@ -40,9 +40,16 @@ class SparkRunner(beam_runner.PipelineRunner):
     source stops at what it has and the run finishes.
     """
 
-    def __init__(self, is_drain=False):
+    # True in the job service: the client applied the environment and
+    # staging options (options.CLIENT_STAGED) before submitting.
+    client_staged = False
+
+    def __init__(self, is_drain=False, spark_session=None):
+        """`spark_session`: the SparkSession to run on; by default the active
+        one, else one created from the options."""
         super().__init__()
         self._is_drain = is_drain
+        self._spark_session = spark_session
 
     def apply(self, transform, input, options):
         """Beam calls this as each transform is applied: file writes on
@@ -74,9 +81,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
         streaming = is_streaming(pipeline_proto, options)
-        errors, warnings = option_problems(options)
-        mode_errors, mode_warnings = mode_problems(options, streaming)
-        errors, warnings = errors + mode_errors, warnings + mode_warnings
+        errors, warnings = self.option_checks(options, streaming)
         if errors:
             raise UnsupportedPipelineError("The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))
         for warning in warnings:
@@ -92,11 +97,17 @@ class SparkRunner(beam_runner.PipelineRunner):
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
         return self._execute(execution_plan, spark_options, parallelism(options), log_settings, explicit)
 
+    def option_checks(self, options, streaming):
+        """(errors, warnings) about the options, each naming the option."""
+        errors, warnings = option_problems(options, client_staged=self.client_staged)
+        mode_errors, mode_warnings = mode_problems(options, streaming)
+        return errors + mode_errors, warnings + mode_warnings
+
     def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=()):
         from beam_spark_runner.execution.batch_execution import BatchExecution
         from beam_spark_runner.session import get_or_create_session
 
-        spark, run_conf = get_or_create_session(spark_options, explicit)
+        spark, run_conf = get_or_create_session(spark_options, explicit, self._spark_session)
         try:
             if log_settings is not None:
                 from beam_spark_runner.execution.log_receiver import settings_for
@@ -132,6 +143,8 @@ class SparkRunner(beam_runner.PipelineRunner):
             except RunCancelled:
                 raise
             except Exception as e:  # a Spark job failed: surface the user's error
+                if execution.cancelled:  # Spark failed the jobs cancel() stopped
+                    raise RunCancelled("the pipeline was cancelled") from e
                 error = PipelineExecutionError(_user_error(e))
                 _LOG.error("Pipeline failed: %s", error)
                 raise error from e

@@ -64,17 +64,18 @@ class RunConf:
                 self._spark.conf.set(key, value)
 
 
-def get_or_create_session(spark_options, explicit=()):
+def get_or_create_session(spark_options, explicit=(), session=None):
     """(session, RunConf). An active session (a notebook's, a test's) is
     reused: --spark_conf entries Spark lets a running session change are set
     for the run and restored after it; the options that cannot apply to it
     (other static settings, --spark_master, --spark_app_name given
     explicitly) are named in one warning. Otherwise a session is created from
-    the options. `explicit`: the options the user gave (not defaults)."""
+    the options. `explicit`: the options the user gave (not defaults);
+    `session`: the session to use instead of the active one."""
     ensure_python_workers_match_driver()
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = session if session is not None else SparkSession.getActiveSession()
     if active is not None:
         return active, _apply_to_active(active, spark_options, explicit)
     builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)

@@ -42,6 +42,9 @@ def _start_session():
         .config("spark.sql.streaming.ui.retainedQueries", "20")
         .config("spark.sql.streaming.ui.retainedProgressUpdates", "20")
         .config("spark.default.parallelism", "2")
+        # As the job server's session: concurrent runs share the executors
+        # (tests/integration/test_job_service.py runs two jobs at once).
+        .config("spark.scheduler.mode", "FAIR")
         .getOrCreate()
     )
 

@@ -21,6 +21,11 @@ import os
 import pytest
 
 SPARK = "SparkRunner"
+# A pipeline Beam's PortableRunner submitted, and a run of one by this
+# runner's job service (in this process): a PortableRunner pipeline counts
+# as a Spark run only when the job service ran it.
+PORTABLE = "PortableRunner"
+SERVED = "SparkRunner via job service"
 PROPERTY = "pipeline_runners"
 
 _current = None  # runners of the pipelines the running test ran so far
@@ -41,7 +46,9 @@ def classify(outcome, runners):
         return outcome
     if not runners:
         return "no pipeline"
-    return "spark" if all(r == SPARK for r in runners) else "other runner"
+    submitted, served = runners.count(PORTABLE), runners.count(SERVED)
+    on_spark = all(r in (SPARK, PORTABLE, SERVED) for r in runners) and submitted <= served
+    return "spark" if on_spark else "other runner"
 
 
 def _is_beam_test(item):
@@ -63,6 +70,17 @@ def pytest_configure(config):
 
     run._records_runner = True
     pipeline.Pipeline.run = run
+
+    from beam_spark_runner.job_service.servicer import JobServiceRunner
+
+    served = JobServiceRunner.run_portable_pipeline
+
+    def run_served(self, *args, **kwargs):
+        if _current is not None:
+            _current.append(SERVED)
+        return served(self, *args, **kwargs)
+
+    JobServiceRunner.run_portable_pipeline = run_served
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -62,6 +62,11 @@ class BatchExecution:
         self._cancelled.set()
         self.sc.cancelJobGroup(self.job_group)
 
+    @property
+    def cancelled(self):
+        """True once `cancel()` was called."""
+        return self._cancelled.is_set()
+
     def check_not_cancelled(self):
         if self._cancelled.is_set():
             raise RunCancelled("the pipeline was cancelled")
@@ -71,6 +76,10 @@ class BatchExecution:
         """Runs the plan's Spark jobs; call on the thread that owns the run
         (Spark's job group is a thread-local property)."""
         self.sc.setJobGroup(self.job_group, "Beam pipeline", interruptOnCancel=True)
+        # With spark.scheduler.mode=FAIR (the job server's default) each run
+        # is its own pool, so concurrent runs share the executors; FIFO
+        # ignores it.
+        self.sc.setLocalProperty("spark.scheduler.pool", self.job_group)
         try:
             leaves = []
             for stage in self.plan.stages:

@@ -163,6 +163,11 @@ class StreamingExecution:
         self._cancelled.set()
         self._done.set()
 
+    @property
+    def cancelled(self):
+        """True once `cancel()` was called."""
+        return self._cancelled.is_set()
+
     def metrics_so_far(self):
         with self._lock:
             return spark_metrics.by_stage({k: list(v) for k, v in self._metrics.items()})

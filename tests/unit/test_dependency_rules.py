@@ -30,6 +30,8 @@ LAYERS = [
     ("options", ["beam_spark_runner.options"]),
     ("spark glue", ["beam_spark_runner.session", "beam_spark_runner.execution"]),
     ("entry points", ["beam_spark_runner.runner", "beam_spark_runner.cli", "beam_spark_runner"]),
+    # The Job API over gRPC: a client of the runner, never imported by it.
+    ("job service", ["beam_spark_runner.job_service", "beam_spark_runner.job_server"]),
 ]
 # Third-party modules a group may not import at all.
 FORBIDDEN = {

@@ -1,0 +1,328 @@
+"""The job service (beam_spark_runner/job_service/) under good and bad
+input: Beam's PortableRunner as the client, or raw Job API calls where a
+client would never send what is tested."""
+
+import os
+import threading
+import time
+
+import apache_beam as beam
+import grpc
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import (
+    beam_artifact_api_pb2_grpc,
+    beam_job_api_pb2,
+    beam_job_api_pb2_grpc,
+    beam_runner_api_pb2,
+)
+from apache_beam.runners.portability import artifact_service
+from apache_beam.runners.portability.portable_runner import PortableRunner
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import environments
+
+from beam_spark_runner.job_service.servicer import SparkJobServicer
+
+JobState = beam_job_api_pb2.JobState
+
+
+@pytest.fixture(scope="module")
+def service(spark_session, tmp_path_factory):
+    root = tmp_path_factory.mktemp("job-service")
+    servicer = SparkJobServicer(staging_dir=str(root / "staging"), spark_session=spark_session)
+    port = servicer.start_grpc_server(0)
+    channel = grpc.insecure_channel("localhost:%d" % port)
+    yield servicer, "localhost:%d" % port, beam_job_api_pb2_grpc.JobServiceStub(channel), root
+    channel.close()
+    servicer.stop()
+
+
+def _options(endpoint, *extra):
+    return PipelineOptions(["--job_endpoint=" + endpoint, "--environment_type=LOOPBACK", *extra])
+
+
+def _python_pipeline_proto():
+    p = beam.Pipeline()
+    _ = p | "Numbers" >> beam.Create([1, 2, 3]) | "Double" >> beam.Map(lambda x: 2 * x)
+    return p.to_runner_api(
+        default_environment=environments.ExternalEnvironment(
+            "localhost:1", capabilities=environments.python_sdk_capabilities()
+        )
+    )
+
+
+def _prepare(stub, pipeline, job_name="job"):
+    return stub.Prepare(beam_job_api_pb2.PrepareJobRequest(job_name=job_name, pipeline=pipeline))
+
+
+def _wait_for(stub, job_id, states, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=job_id)).state
+        if state in states:
+            return state
+        time.sleep(0.2)
+    raise AssertionError("job %s still %s after %d s" % (job_id, JobState.Enum.Name(state), timeout))
+
+
+def _messages(stub, job_id):
+    texts = []
+    for response in stub.GetMessageStream(beam_job_api_pb2.JobMessagesRequest(job_id=job_id)):
+        if response.HasField("message_response"):
+            texts.append(response.message_response.message_text)
+    return "\n".join(texts)
+
+
+def _assert_still_serves(endpoint):
+    with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
+        assert_that(
+            p | beam.Create(["a", "b", "a"]) | beam.combiners.Count.PerElement(), equal_to([("a", 2), ("b", 1)])
+        )
+
+
+# -- unknown jobs, malformed and unsupported pipelines ------------------------------
+
+
+def test_unknown_job_ids_get_not_found(service):
+    _, _, stub, _ = service
+    calls = [
+        lambda: stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id="no-such-job")),
+        lambda: stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id="no-such-job")),
+        lambda: stub.Run(beam_job_api_pb2.RunJobRequest(preparation_id="no-such-job")),
+        lambda: stub.GetPipeline(beam_job_api_pb2.GetJobPipelineRequest(job_id="no-such-job")),
+        lambda: stub.GetJobMetrics(beam_job_api_pb2.GetJobMetricsRequest(job_id="no-such-job")),
+        lambda: stub.Drain(beam_job_api_pb2.DrainJobRequest(job_id="no-such-job")),
+        lambda: list(stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id="no-such-job"))),
+        lambda: list(stub.GetMessageStream(beam_job_api_pb2.JobMessagesRequest(job_id="no-such-job"))),
+    ]
+    for call in calls:
+        with pytest.raises(grpc.RpcError) as error:
+            call()
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "no-such-job" in error.value.details()
+
+
+def test_malformed_pipelines_are_refused_and_no_job_is_kept(service):
+    _, endpoint, stub, _ = service
+    before = len(stub.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info)
+    dangling = _python_pipeline_proto()
+    transform = next(t for t in dangling.components.transforms.values() if t.inputs)
+    transform.inputs[next(iter(transform.inputs))] = "no-such-pcollection"
+    for pipeline, expected in ((beam_runner_api_pb2.Pipeline(), "empty"), (dangling, "malformed")):
+        with pytest.raises(grpc.RpcError) as error:
+            _prepare(stub, pipeline)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert expected in error.value.details()
+    # Bytes that are no PrepareJobRequest at all.
+    raw = grpc.insecure_channel(endpoint).unary_unary(
+        "/org.apache.beam.model.job_management.v1.JobService/Prepare",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
+    with pytest.raises(grpc.RpcError):
+        raw(b"\xff\xff\xff not a proto")
+    assert len(stub.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info) == before
+    _assert_still_serves(endpoint)
+
+
+def test_unknown_urns_and_other_sdks_are_refused_in_one_message(service):
+    _, _, stub, _ = service
+    pipeline = _python_pipeline_proto()
+    double = next(
+        t
+        for t in pipeline.components.transforms.values()
+        if t.unique_name.startswith("Double") and t.spec.urn == common_urns.primitives.PAR_DO.urn
+    )
+    double.spec.urn = "beam:transform:acme:frobnicate:v1"
+    java = beam_runner_api_pb2.Environment(
+        urn="beam:env:docker:v1",
+        capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_java17_sdk:2.77.0"],
+    )
+    pipeline.components.environments["java"].CopyFrom(java)
+    numbers = next(t for t in pipeline.components.transforms.values() if t.unique_name == "Numbers/Impulse")
+    reshuffle = sorted(
+        (
+            t
+            for t in pipeline.components.transforms.values()
+            if t.unique_name.startswith("Numbers/") and t.environment_id and not t.subtransforms
+        ),
+        key=lambda t: t.unique_name,
+    )[0]
+    reshuffle.environment_id = "java"
+    with pytest.raises(grpc.RpcError) as error:
+        _prepare(stub, pipeline, "xlang")
+    details = error.value.details()
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "beam:transform:acme:frobnicate:v1" in details and double.unique_name in details
+    assert "apache/beam_java17_sdk:2.77.0" in details and reshuffle.unique_name in details
+    assert numbers.unique_name  # the Impulse has no environment and is not blamed
+    assert numbers.unique_name + " (" not in details
+
+
+def test_bad_options_are_refused_at_prepare(service):
+    _, endpoint, _, _ = service
+    with pytest.raises(grpc.RpcError) as error:
+        with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint, "--publish_every_batches=0")) as p:
+            _ = p | beam.Create([1])
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--publish_every_batches=0" in error.value.details()
+
+
+# -- staging -----------------------------------------------------------------------
+
+
+def _offer(endpoint, token, files):
+    """Stages `files` ({staged name: local path}) as Beam's PortableRunner does."""
+    artifact_service.offer_artifacts(
+        beam_artifact_api_pb2_grpc.ArtifactStagingServiceStub(grpc.insecure_channel(endpoint)),
+        artifact_service.ArtifactRetrievalService(artifact_service.BeamFilesystemHandler(None).file_reader),
+        token,
+    )
+
+
+def _with_dependencies(pipeline, files):
+    env_id = next(t.environment_id for t in pipeline.components.transforms.values() if t.environment_id)
+    env = pipeline.components.environments[env_id]
+    for name, path in files.items():
+        env.dependencies.append(
+            beam_runner_api_pb2.ArtifactInformation(
+                type_urn=common_urns.artifact_types.FILE.urn,
+                type_payload=beam_runner_api_pb2.ArtifactFilePayload(path=path).SerializeToString(),
+                role_urn=common_urns.artifact_roles.STAGING_TO.urn,
+                role_payload=beam_runner_api_pb2.ArtifactStagingToRolePayload(staged_name=name).SerializeToString(),
+            )
+        )
+    return pipeline
+
+
+def _all_files(root):
+    return {os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs}
+
+
+def test_job_names_cannot_steer_where_staged_files_land(service, tmp_path):
+    servicer, endpoint, stub, root = service
+    payload = tmp_path / "payload.txt"
+    payload.write_text("staged")
+    outside = str(tmp_path / "absolute-target")
+    before = _all_files(root)
+    for job_name in ("../../x", "../" * 12 + "tmp/escaped", outside, "a/b/../../../c"):
+        response = _prepare(
+            stub, _with_dependencies(_python_pipeline_proto(), {"../../up.txt": str(payload)}), job_name
+        )
+        assert "/" not in response.staging_session_token
+        _offer(endpoint, response.staging_session_token, None)
+        staged = _all_files(root) - before
+        assert staged and all(path.startswith(servicer.staging_dir + os.sep) for path in staged), staged
+        assert not os.path.exists(outside) and not any(f.startswith(outside) for f in _all_files(tmp_path))
+        stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=response.preparation_id))
+        assert _all_files(root) == before  # a job cancelled before it ran leaves nothing staged
+    assert not os.path.exists(os.path.join(os.path.dirname(str(root)), "x"))
+
+
+def test_a_missing_artifact_fails_the_job_naming_it(service, tmp_path):
+    _, endpoint, stub, _ = service
+    pipeline = _with_dependencies(_python_pipeline_proto(), {"mylib-1.0-py3-none-any.whl": str(tmp_path / "gone.whl")})
+    response = _prepare(stub, pipeline, "missing-artifact")
+    with pytest.raises(Exception):
+        _offer(endpoint, response.staging_session_token, None)  # the client cannot read it either
+    stub.Run(beam_job_api_pb2.RunJobRequest(preparation_id=response.preparation_id))
+    assert _wait_for(stub, response.preparation_id, {JobState.FAILED, JobState.DONE}) == JobState.FAILED
+    assert "mylib-1.0-py3-none-any.whl" in _messages(stub, response.preparation_id)
+    _assert_still_serves(endpoint)
+
+
+def test_the_artifact_service_serves_only_staged_files(service, tmp_path):
+    _, endpoint, _, _ = service
+    from apache_beam.portability.api import beam_artifact_api_pb2
+
+    retrieval = beam_artifact_api_pb2_grpc.ArtifactRetrievalServiceStub(grpc.insecure_channel(endpoint))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve")
+    for artifact in (
+        beam_runner_api_pb2.ArtifactInformation(
+            type_urn=common_urns.artifact_types.FILE.urn,
+            type_payload=beam_runner_api_pb2.ArtifactFilePayload(path=str(secret)).SerializeToString(),
+        ),
+        beam_runner_api_pb2.ArtifactInformation(
+            type_urn=common_urns.artifact_types.URL.urn,
+            type_payload=beam_runner_api_pb2.ArtifactUrlPayload(url="file://" + str(secret)).SerializeToString(),
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as error:
+            list(retrieval.GetArtifact(beam_artifact_api_pb2.GetArtifactRequest(artifact=artifact)))
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+# -- running jobs ------------------------------------------------------------------
+
+
+def test_a_failing_pipeline_reports_the_users_error(service):
+    _, endpoint, _, _ = service
+
+    def explode(x):
+        raise ValueError("user code exploded on %s" % x)
+
+    with pytest.raises(Exception) as error:
+        with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
+            _ = p | beam.Create([7]) | "Explode" >> beam.Map(explode)
+    assert "user code exploded on 7" in str(error.value)
+
+
+def _slow(x):
+    time.sleep(0.5)
+    return x
+
+
+def test_two_jobs_run_at_once_and_cancelling_one_stops_its_spark_jobs(service, spark_session):
+    _, endpoint, stub, _ = service
+    # 400 tasks of 0.5 s: with the FAIR scheduler (the job server's
+    # default) the second job's tasks get the slots as each ends.
+    slow = beam.Pipeline(runner=PortableRunner(), options=_options(endpoint, "--job_name=slow", "--parallelism=400"))
+    _ = slow | beam.Create(list(range(400))) | beam.Reshuffle() | "Slow" >> beam.Map(_slow)
+    slow_result = slow.run()
+    tracker = spark_session.sparkContext.statusTracker()
+    deadline = time.time() + 120
+    while not tracker.getActiveJobsIds() and time.time() < deadline:
+        time.sleep(0.2)
+    assert tracker.getActiveJobsIds(), "the slow job never started a Spark job"
+
+    quick_done = threading.Event()
+
+    def quick():
+        _assert_still_serves(endpoint)
+        quick_done.set()
+
+    runner = threading.Thread(target=quick)
+    runner.start()
+    runner.join(180)
+    assert quick_done.is_set(), "a second job did not finish while the first ran"
+    assert slow_result.state == "RUNNING"  # still going: the two ran at once
+
+    slow_result.cancel()
+    with pytest.raises(RuntimeError, match="CANCELLED"):  # Beam's PortableRunner raises for it
+        slow_result.wait_until_finish(60 * 1000)
+    deadline = time.time() + 30
+    while tracker.getActiveJobsIds() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not tracker.getActiveJobsIds(), "the cancelled job's Spark jobs kept running"
+    states = [j.state for j in stub.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info]
+    assert JobState.CANCELLED in states and JobState.RUNNING not in states
+
+
+def test_job_api_describes_the_runner_options_and_returns_the_pipeline(service):
+    _, endpoint, stub, _ = service
+    described = {
+        o.name: o for o in stub.DescribePipelineOptions(beam_job_api_pb2.DescribePipelineOptionsRequest()).options
+    }
+    assert described["spark_conf"].type == beam_job_api_pb2.PipelineOptionType.ARRAY
+    assert described["publish_every_batches"].type == beam_job_api_pb2.PipelineOptionType.INTEGER
+    assert described["print_plan"].type == beam_job_api_pb2.PipelineOptionType.BOOLEAN
+    pipeline = _python_pipeline_proto()
+    response = _prepare(stub, pipeline, "described")
+    returned = stub.GetPipeline(beam_job_api_pb2.GetJobPipelineRequest(job_id=response.preparation_id)).pipeline
+    assert set(returned.components.transforms) == set(pipeline.components.transforms)
+    stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=response.preparation_id))
+    assert (
+        stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=response.preparation_id)).state == JobState.CANCELLED
+    )
