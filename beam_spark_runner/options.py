@@ -2,6 +2,7 @@
 options: each one it accepts is honoured or refused at submission with a
 message naming it (`option_problems`); none is silently ignored."""
 
+import os
 from apache_beam.options.pipeline_options import PipelineOptions
 
 
@@ -145,24 +146,23 @@ def worker_log_settings(options):
 
 
 # The Python SDK environment SparkRunner runs: embedded in Spark's own Python
-# workers (the only environment today; the job service, issue #21, will
-# accept the others).
+# workers. The job service accepts the others (LOOPBACK, EXTERNAL, PROCESS,
+# DOCKER) of this SDK and runs them embedded too.
 EMBEDDED_PYTHON_ENVIRONMENT = "beam:env:embedded_python:v1"
 
-# Beam options that prepare the SDK harness's environment (staged packages,
-# containers, other SDK workers). SparkRunner runs Beam's Python SDK inside
-# Spark's own Python workers and installs nothing on the executors yet (issue
-# #21): each is refused when set, saying what to do instead.
+# Beam options that prepare an SDK harness's environment SparkRunner does not
+# use (containers, other SDK workers, SDK builds, arbitrary files): each is
+# refused when set, saying what to do instead.
 _ENVIRONMENT = (
     "SparkRunner runs Beam's Python SDK embedded in Spark's Python workers; leave it unset "
-    "(other environments will come with the job service)"
+    "(beam-spark-job-server accepts LOOPBACK, EXTERNAL, PROCESS and DOCKER environments of this "
+    "SDK from --runner=PortableRunner clients and runs them the same way)"
 )
 _CONTAINERS = "SparkRunner starts no SDK containers; leave it unset"
 _INSTALL = (
-    "SparkRunner does not install or stage anything on Spark's executors yet; install what the "
-    "pipeline needs in the Python environment the executors run (the driver's own on the "
-    "embedded local master; on a cluster e.g. a packed environment given to Spark's --archives "
-    "with spark.pyspark.python)"
+    "SparkRunner ships Python packages (--requirements_file, --extra_packages, --setup_file) and "
+    "the driver's own modules, not arbitrary files; put other files where the executors can read "
+    "them (a shared file system, or Spark's --files)"
 )
 _UNSUPPORTED = {
     "environment_type": _ENVIRONMENT,
@@ -171,10 +171,10 @@ _UNSUPPORTED = {
     "sdk_container_image": _CONTAINERS,
     "prebuild_sdk_container_engine": _CONTAINERS,
     "docker_registry_push_url": _CONTAINERS,
-    "requirements_file": _INSTALL,
-    "requirements_cache": _INSTALL,
-    "setup_file": _INSTALL,
-    "extra_packages": _INSTALL,
+    "requirements_cache": (
+        "SparkRunner installs --requirements_file with pip on the driver (from the package index "
+        "pip is configured with) and ships the result; there is no cache to fill"
+    ),
     "files_to_stage": _INSTALL,
     "beam_plugins": _INSTALL,
     "sdk_location": "Spark's Python workers use the apache-beam installed with them; leave it unset",
@@ -219,6 +219,12 @@ def option_problems(options, client_staged=False):
         if name == "environment_type" and given[name] == EMBEDDED_PYTHON_ENVIRONMENT:
             continue
         errors.append("--%s=%s is not supported: %s" % (name, given[name], why))
+    for name in ("requirements_file", "setup_file"):
+        if name in given and not os.path.isfile(given[name]):
+            errors.append("--%s=%s: no such file" % (name, given[name]))
+    for package in given.get("extra_packages") or ():
+        if not os.path.exists(package):
+            errors.append("--extra_packages=%s: no such file" % package)
     library = given.get("pickle_library")
     if library not in (None, "default", "cloudpickle"):
         errors.append(

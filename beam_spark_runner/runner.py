@@ -1,6 +1,7 @@
 """SparkRunner: a Beam PipelineRunner that executes on Apache Spark."""
 
 import logging
+import os
 import re
 
 from apache_beam.options import pipeline_options
@@ -95,7 +96,20 @@ class SparkRunner(beam_runner.PipelineRunner):
         if spark_options.print_plan:
             print(execution_plan.describe())
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
-        return self._execute(execution_plan, spark_options, parallelism(options), log_settings, explicit)
+        return self._execute(
+            execution_plan, spark_options, parallelism(options), log_settings, explicit, self.dependencies_of(options)
+        )
+
+    def dependencies_of(self, options):
+        """The Python packages the options ask for (installed on the driver
+        and shipped to the executors: execution/executor_packages.py)."""
+        from beam_spark_runner.execution.executor_packages import PythonDependencies
+
+        setup = options.view_as(pipeline_options.SetupOptions)
+        packages = tuple(setup.extra_packages or ())
+        if setup.setup_file:
+            packages += (os.path.dirname(os.path.abspath(setup.setup_file)),)
+        return PythonDependencies(setup.requirements_file, packages)
 
     def option_checks(self, options, streaming):
         """(errors, warnings) about the options, each naming the option."""
@@ -103,12 +117,19 @@ class SparkRunner(beam_runner.PipelineRunner):
         mode_errors, mode_warnings = mode_problems(options, streaming)
         return errors + mode_errors, warnings + mode_warnings
 
-    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=()):
+    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=(), dependencies=None):
         from beam_spark_runner.execution.batch_execution import BatchExecution
         from beam_spark_runner.session import get_or_create_session
 
         spark, run_conf = get_or_create_session(spark_options, explicit, self._spark_session)
         try:
+            if not self.client_staged:  # the job service ships what its clients staged
+                from beam_spark_runner.execution.executor_packages import ship_dependencies
+                from beam_spark_runner.execution.user_modules import ship_user_modules
+
+                ship_user_modules(spark.sparkContext)
+                if dependencies is not None:
+                    ship_dependencies(spark.sparkContext, dependencies)
             if log_settings is not None:
                 from beam_spark_runner.execution.log_receiver import settings_for
 

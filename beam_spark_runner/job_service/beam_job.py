@@ -23,7 +23,6 @@ from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.job import utils as job_utils
 from apache_beam.runners.portability import abstract_job_service, local_job_service, portable_runner
 
-from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.job_service import staging
 from beam_spark_runner.translation.sdk_environments import embed_python_environments
 
@@ -267,29 +266,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         return pipeline
 
     def _ship_artifacts(self, pipeline, options):
-        self._artifact_shipper(pipeline, options)
-
-
-# Artifacts Beam's stager adds that carry nothing the executors need: the
-# client's `pip freeze`, kept for the record.
-_INFORMATIONAL = frozenset(("submission_environment_dependencies.txt",))
-
-
-def refuse_unshipped_artifacts(pipeline, options):
-    """The shipper of a service that ships nothing: a job that staged
-    anything the executors would need is refused, naming the artifacts."""
-    names = sorted(
-        {
-            staging.staged_name(artifact)
-            for env in pipeline.components.environments.values()
-            for artifact in env.dependencies
-        }
-        - _INFORMATIONAL
-    )
-    if names:
-        raise UnsupportedPipelineError(
-            "this job service does not ship staged artifacts to Spark's executors: %s" % ", ".join(names)
-        )
+        self._artifact_shipper(self._job_id, pipeline, options)
 
 
 def _drain_forever(q):

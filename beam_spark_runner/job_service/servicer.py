@@ -30,7 +30,8 @@ from apache_beam.utils import thread_pool_executor
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.job_service import staging
-from beam_spark_runner.job_service.beam_job import SparkBeamJob, options_from_struct, refuse_unshipped_artifacts
+from beam_spark_runner.job_service.artifact_shipping import artifact_shipper
+from beam_spark_runner.job_service.beam_job import SparkBeamJob, options_from_struct
 from beam_spark_runner.job_service.pipeline_options import describe_runner_options
 from beam_spark_runner.runner import SparkRunner
 
@@ -56,14 +57,17 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
     """Guarantees: a job exists only once Prepare accepted it; each job runs
     at most once; files clients stage stay under `staging_dir`."""
 
-    def __init__(self, staging_dir=None, spark_session=None, host="localhost", shipper=None):
+    def __init__(self, spark_session, staging_dir=None, host="localhost"):
+        """`spark_session`: the session jobs run on (each on a newSession of
+        it); `staging_dir`: where staged artifacts go (default: a temporary
+        directory); `host`: the address to listen on."""
         super().__init__()
         self._owns_staging_dir = staging_dir is None
         self._staging = staging.JobStagingArea(staging_dir or tempfile.mkdtemp(prefix="beam-spark-staging-"))
         self._artifact_service = artifact_service.ArtifactStagingService(self._staging.file_writer)
         self._spark_session = spark_session
         self._host = host
-        self._shipper = shipper or refuse_unshipped_artifacts
+        self._shipper = artifact_shipper(spark_session.sparkContext, self._staging)
         self._endpoint = None
         self._server = None
 
@@ -112,8 +116,7 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
         )
 
     def _new_runner(self):
-        session = self._spark_session
-        return JobServiceRunner(spark_session=session.newSession() if session is not None else None)
+        return JobServiceRunner(spark_session=self._spark_session.newSession())
 
     def _job(self, job_id, context):
         job = self._jobs.get(job_id)
