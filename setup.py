@@ -15,6 +15,9 @@ TEST_REQUIRES = [
     # Beam's own test modules (our conformance suite) import pyhamcrest,
     # parameterized, mock, ... through this extra.
     "apache-beam[test]==2.77.0",
+    # Beam YAML (apache_beam.yaml.main), run through the job service in
+    # tests/integration/test_job_server_cli.py.
+    "apache-beam[yaml]==2.77.0",
     "hypothesis",
     "pytest-timeout",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
