@@ -52,7 +52,7 @@ def parse_args(argv):
 def start_session(args):
     from beam_spark_runner.session import ensure_python_workers_match_driver, merged_spark_conf
 
-    ensure_python_workers_match_driver()
+    ensure_python_workers_match_driver(parse_spark_conf(args.spark_conf))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(args.spark_master).appName(args.spark_app_name)

@@ -91,6 +91,15 @@ class SparkRunnerOptions(PipelineOptions):
             "first failure fails the run.",
         )
         parser.add_argument(
+            "--worker_log_forwarding",
+            choices=("on", "off"),
+            default="on",
+            help="Forward log records of user code in Spark's Python workers to the driver's logging "
+            "(default on: a TCP connection from each worker to the driver; records a worker cannot "
+            "send go to its stderr). 'off': nothing is forwarded, the records stay in the "
+            "executors' stderr (at WARNING and above), and no port on the driver is needed.",
+        )
+        parser.add_argument(
             "--print_plan", action="store_true", default=False, help="Print the Spark execution plan before running."
         )
         parser.add_argument(

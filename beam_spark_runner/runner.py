@@ -88,6 +88,8 @@ class SparkRunner(beam_runner.PipelineRunner):
         for warning in warnings:
             _LOG.warning("%s", warning)
         log_settings = worker_log_settings(options)  # a bad level fails here, before any work
+        if spark_options.worker_log_forwarding == "off":
+            log_settings = None
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
         if streaming:
             execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)

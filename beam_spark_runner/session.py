@@ -12,9 +12,15 @@ _LOG = logging.getLogger(__name__)
 UI_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner-ui.jar")
 
 
-def ensure_python_workers_match_driver():
-    """Spark's Python workers must run this interpreter (same Beam, same
-    pickles); set before the JVM starts so executors inherit it."""
+def ensure_python_workers_match_driver(user_conf=None):
+    """Spark's Python workers run this interpreter (same Beam, same pickles)
+    unless the user chose theirs: PYSPARK_PYTHON in the environment, or
+    spark.pyspark.python among `user_conf` (a packed environment shipped
+    with spark.archives, docs/deployment.md). Set before the SparkContext
+    starts: PySpark's driver reads only the environment variable."""
+    chosen = (user_conf or {}).get("spark.pyspark.python")
+    if chosen and "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = chosen
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # PySpark hashes strings in workers; a fixed seed keeps that deterministic.
@@ -26,7 +32,8 @@ def runner_spark_conf():
     return {
         "spark.ui.showConsoleProgress": "false",
         "spark.executorEnv.PYTHONHASHSEED": "0",
-        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        # What ensure_python_workers_match_driver chose (the user's, else this interpreter).
+        "spark.executorEnv.PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         # Forked Python workers start with Beam already imported.
         "spark.python.daemon.module": "beam_spark_runner.execution.spark_daemon",
         # The JVM helper that shows Beam metrics in the Spark UI
@@ -72,7 +79,7 @@ def get_or_create_session(spark_options, explicit=(), session=None):
     explicitly) are named in one warning. Otherwise a session is created from
     the options. `explicit`: the options the user gave (not defaults);
     `session`: the session to use instead of the active one."""
-    ensure_python_workers_match_driver()
+    ensure_python_workers_match_driver(parse_spark_conf(spark_options.spark_conf))
     from pyspark.sql import SparkSession
 
     active = session if session is not None else SparkSession.getActiveSession()

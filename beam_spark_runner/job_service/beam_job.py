@@ -24,6 +24,7 @@ from apache_beam.runners.job import utils as job_utils
 from apache_beam.runners.portability import abstract_job_service, local_job_service, portable_runner
 
 from beam_spark_runner.job_service import staging
+from beam_spark_runner.translation.planner import is_streaming
 from beam_spark_runner.translation.sdk_environments import embed_python_environments
 
 _LOG = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         self._log_handler = _JobLogHandler(self._log_queues)
         self._cancel_requested = threading.Event()
         self._thread = None
+        self._streaming = False
         self.result = None
 
     # -- AbstractBeamJob ---------------------------------------------------------
@@ -168,22 +170,21 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         return self.state
 
     def drain(self):
-        """Drains a streaming job: its sources stop reading, its watermarks
-        advance to the end, every window fires, and the job ends DONE."""
+        """Refused, saying why: a batch job ends by itself, and draining a
+        streaming job (stop its sources, fire every window, end DONE) is
+        not supported yet. Raises ValueError."""
         with self._lock:
-            result = self.result
-        if result is None or self.is_terminal_state(self.state):
+            state = self.state
+        if self.is_terminal_state(state) or state == JobState.STOPPED:
             raise ValueError(
-                "job %s is %s: only a running job can be drained" % (self._job_id, JobState.Enum.Name(self.state))
+                "job %s is %s: only a running job can be drained" % (self._job_id, JobState.Enum.Name(state))
             )
-        drain = getattr(result, "drain", None)
-        if drain is None:
-            raise ValueError(
-                "job %s is a batch job; cancel it instead (drain stops a streaming job's sources)" % self._job_id
-            )
-        self.set_state(JobState.DRAINING)
-        drain()
-        return self.state
+        if not self._streaming:
+            raise ValueError("job %s is a batch job: it ends by itself; cancel it to stop it now" % self._job_id)
+        raise ValueError(
+            "job %s: draining a streaming job is not supported yet; cancel it (started again with the "
+            "same --checkpoint_dir it resumes where its last completed micro-batch ended)" % self._job_id
+        )
 
     def get_state_stream(self):
         state_queue = queue.Queue()
@@ -217,6 +218,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         try:
             pipeline = embed_python_environments(self._resolved_pipeline())
             options = options_from_struct(self._pipeline_options)
+            self._streaming = is_streaming(pipeline, options)
             self._ship_artifacts(pipeline, options)
             if self._cancel_requested.is_set():
                 self.set_state(JobState.CANCELLED)

@@ -54,6 +54,10 @@ MAX_RECORDS_PER_TASK = 10_000
 SEND_EVERY = 200  # records buffered before a send
 SEND_AFTER_S = 1.0  # ... or when the oldest buffered record is this old
 SYNC_TIMEOUT_S = 10.0
+# Connecting waits at most this long, once per worker process and run: a
+# driver behind a firewall that drops packets costs user code this, then
+# records go to stderr (--worker_log_forwarding=off avoids even that).
+CONNECT_TIMEOUT_S = 2.0
 SYNC_ACK = b"\x01"
 # The attributes of a LogRecord that cross to the driver (args are already
 # merged into msg: they need not be JSON-serializable).
@@ -167,7 +171,8 @@ class _Connection:
         self.broken = False
 
     def _open(self):
-        sock = socket.create_connection(self.address, timeout=SYNC_TIMEOUT_S)
+        sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
+        sock.settimeout(SYNC_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(encode_frame({"token": self.token}))
         self._sock, self._reader = sock, sock.makefile("rb")

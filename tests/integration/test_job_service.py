@@ -298,6 +298,13 @@ def test_two_jobs_run_at_once_and_cancelling_one_stops_its_spark_jobs(service, s
     runner.join(180)
     assert quick_done.is_set(), "a second job did not finish while the first ran"
     assert slow_result.state == "RUNNING"  # still going: the two ran at once
+    (running,) = [
+        j.job_id for j in stub.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info if j.state == JobState.RUNNING
+    ]
+    with pytest.raises(grpc.RpcError) as refused:  # a batch job ends by itself
+        stub.Drain(beam_job_api_pb2.DrainJobRequest(job_id=running))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "batch job" in refused.value.details()
 
     slow_result.cancel()
     with pytest.raises(RuntimeError, match="CANCELLED"):  # Beam's PortableRunner raises for it

@@ -53,6 +53,13 @@ def test_batch_dofn_logs_reach_the_driver_from_the_workers(caplog):
     }
 
 
+def test_forwarding_can_be_switched_off(caplog):
+    caplog.set_level(logging.INFO)
+    with _pipeline("--worker_log_forwarding=off") as p:
+        assert_that(p | beam.Create(list(range(10))) | beam.Map(_log_each), equal_to(list(range(10))))
+    assert _forwarded(caplog) == []
+
+
 def test_the_sdk_harness_log_level_options_choose_what_is_sent(caplog):
     caplog.set_level(logging.DEBUG)
     with _pipeline("--default_sdk_harness_log_level=WARNING") as p:
