@@ -22,6 +22,7 @@ from beam_spark_runner import plans
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.native_io_protos import native_io_in_proto
 from beam_spark_runner.translation.streaming_sink_overrides import transactional_write_for
 from beam_spark_runner.translation.planner import (
     is_streaming,
@@ -82,6 +83,11 @@ class SparkRunner(beam_runner.PipelineRunner):
         pipeline_proto = merge_common_environments(pipeline_proto)
         spark_options = options.view_as(SparkRunnerOptions)
         streaming = is_streaming(pipeline_proto, options)
+        if not (streaming or spark_options.beam_io_only):
+            # A proto built elsewhere (a job service client) still holds
+            # Beam's file I/O expansions; run_pipeline's overrides cannot
+            # have replaced them.
+            pipeline_proto = native_io_in_proto(pipeline_proto)
         errors, warnings = self.option_checks(options, streaming)
         if errors:
             raise UnsupportedPipelineError("The Spark runner cannot run this pipeline:\n  - " + "\n  - ".join(errors))

@@ -103,13 +103,17 @@ def text_read_config(transform):
     """The TextReadConfig of a ReadFromText Spark can read itself, else None.
 
     Beam exposes a ReadFromText's settings only through its private source
-    object (`_source`, a `_TextSource`); this is the one place that reads
-    them, and any attribute that is missing or not at its default keeps
-    Beam's own expansion.
-    """
+    object (`_source`); `text_source_config` reads them."""
     if type(transform) is not textio.ReadFromText:
         return None
-    source = getattr(transform, "_source", None)
+    return text_source_config(getattr(transform, "_source", None))
+
+
+def text_source_config(source):
+    """The TextReadConfig of a `_TextSource` with default record handling,
+    else None. This is the one place that reads the source's private
+    attributes: any that is missing or not at its default keeps Beam's own
+    expansion."""
     if type(source) is not textio._TextSource:  # pylint: disable=protected-access
         return None
     defaults = {
