@@ -57,6 +57,16 @@ def test_extra_packages_reach_the_executors_through_the_job_service(tmp_path, sp
         servicer.stop()
 
 
+def test_a_requirements_file_reaches_the_executors(tmp_path):
+    _wheel(tmp_path, version="0.4")
+    requirements = tmp_path / "requirements.txt"
+    # pip's own options in the file: install from the wheel's directory, offline.
+    requirements.write_text("--no-index\n--find-links %s\ngreetlib_for_spark_tests==0.4\n" % tmp_path)
+    options = PipelineOptions(["--requirements_file=%s" % requirements])
+    with beam.Pipeline(runner=SparkRunner(), options=options) as p:
+        _pipeline(p)
+
+
 def test_a_missing_package_is_refused_at_submission(tmp_path):
     with pytest.raises(UnsupportedPipelineError, match="--extra_packages=.*nope.whl: no such file"):
         with beam.Pipeline(
