@@ -242,9 +242,10 @@ def option_problems(options, client_staged=False):
         )
     if given.get("save_main_session"):
         warnings.append(
-            "--save_main_session: SparkRunner stages no main session; functions and the objects "
-            "they reference are pickled with them (cloudpickle), so most pipelines need nothing "
-            "more, but module state they do not reference is not in Spark's workers"
+            "--save_main_session: SparkRunner does not pickle the main session; functions and the "
+            "objects they reference are pickled with them (cloudpickle) and the main script's classes "
+            "are shipped to Spark's workers as __main__.<name> whatever this option says, but other "
+            "module state of the script is not in the workers"
         )
     # Beam declares it without a type: "1" from a command line is its default.
     if str(given.get("sdk_worker_parallelism", 1)) != "1":

@@ -133,9 +133,11 @@ class SparkRunner(beam_runner.PipelineRunner):
         try:
             if not self.client_staged:  # the job service ships what its clients staged
                 from beam_spark_runner.execution.executor_packages import ship_dependencies
+                from beam_spark_runner.execution.main_session import ship_main_session
                 from beam_spark_runner.execution.user_modules import ship_user_modules
 
                 ship_user_modules(spark.sparkContext)
+                ship_main_session(spark.sparkContext)
                 if dependencies is not None:
                     ship_dependencies(spark.sparkContext, dependencies)
             if log_settings is not None:

@@ -16,7 +16,7 @@ import zlib
 
 from pyspark import StorageLevel
 
-from beam_spark_runner.execution import batch_finalization
+from beam_spark_runner.execution import main_session, batch_finalization
 from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import ui_metrics
 from beam_spark_runner.result import RunCancelled
@@ -261,6 +261,7 @@ def _run_stage_partition(
     stage, components, side_entries, bundle_bytes, metrics, warning_acc, finalizations, rounds, log_settings, iterator
 ):
     # The runner is built inside: what DoFns log in their setup is forwarded too.
+    main_session.install()  # for workers of PySpark's own daemon (a session the runner did not create)
     with log_forwarding.forwarding(log_settings, stage.display_name):
         runner = _stage_runner(stage, components, side_entries)
         with warnings.catch_warnings(record=True) as caught, bulk_data_gc():

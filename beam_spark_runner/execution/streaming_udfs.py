@@ -72,8 +72,10 @@ def _operator(token, pickled):
     """One operator object per Python worker, run and plan operator."""
     key = (token, pickled)
     if key not in _OPERATORS:
+        from beam_spark_runner.execution import main_session
         from beam_spark_runner.streaming import operators
 
+        main_session.install()  # the driver script's classes as __main__.<name>
         op, plan, key_groups = pickle.loads(pickled)
         _OPERATORS[key] = operators.build(op, plan, key_groups)
     return _OPERATORS[key]

@@ -39,7 +39,10 @@ def dependencies_of_artifacts(pipeline, work_dir):
             if name == MAIN_SESSION:
                 _LOG.warning(
                     "--save_main_session: the staged main session is not loaded on the executors; "
-                    "functions and the objects they reference are pickled with them (cloudpickle)"
+                    "functions and the objects they reference are pickled with them (cloudpickle), but "
+                    "a value of a class the client's main script defines that a coder pickles by "
+                    "reference (__main__.<name>) cannot be decoded: define such classes in a module "
+                    "shipped with --setup_file or --extra_packages"
                 )
                 continue
             base = os.path.basename(name)
