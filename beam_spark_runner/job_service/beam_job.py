@@ -24,6 +24,7 @@ from apache_beam.runners.job import utils as job_utils
 from apache_beam.runners.portability import abstract_job_service, local_job_service, portable_runner
 
 from beam_spark_runner.job_service import staging
+from beam_spark_runner.job_service.pipeline_options import declared_number_types
 from beam_spark_runner.translation.planner import is_streaming
 from beam_spark_runner.translation.sdk_environments import embed_python_environments
 
@@ -49,7 +50,7 @@ def options_from_struct(struct):
     for key, value in job_utils.struct_to_dict(struct).items():
         if key.startswith("beam:option:") and key.endswith(":v1"):
             values[key[len("beam:option:") : -len(":v1")]] = value
-    types = _declared_number_types()
+    types = declared_number_types()
     for name, value in values.items():
         number = types.get(name)
         if number is not None and isinstance(value, (str, float)):
@@ -58,22 +59,6 @@ def options_from_struct(struct):
             except ValueError:
                 raise ValueError("pipeline option %s=%r is not a valid %s" % (name, value, number.__name__)) from None
     return pipeline_options.PipelineOptions(**values)
-
-
-def _declared_number_types():
-    """{option name: int or float} over every PipelineOptions class
-    registered in this process. Beam's `get_all_options` hands its parser,
-    with every option added, to `add_extra_args_fn`; argparse keeps the
-    declarations in `_actions` (no public accessor)."""
-    found = {}
-
-    def collect(parser):
-        for action in parser._actions:
-            if action.type in (int, float):
-                found[action.dest] = action.type
-
-    pipeline_options.PipelineOptions([]).get_all_options(add_extra_args_fn=collect)
-    return found
 
 
 class _JobLogHandler(logging.Handler):

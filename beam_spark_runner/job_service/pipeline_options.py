@@ -24,15 +24,36 @@ def _option_type(action):
     return _Type.STRING
 
 
-def describe_runner_options():
-    """One PipelineOptionDescriptor per SparkRunnerOptions option.
+def declared_actions(parser):
+    """The arguments a parser declares. argparse offers no public way to
+    list them; its `_actions` list and action classes are read here and
+    nowhere else."""
+    return list(parser._actions)
 
-    argparse offers no public way to list a parser's arguments; its
-    `_actions` list and action classes are read here and nowhere else."""
+
+def declared_number_types():
+    """{option name: int or float} over every PipelineOptions class
+    registered in this process. Beam's `get_all_options` hands its parser,
+    with every option added, to `add_extra_args_fn`."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    found = {}
+
+    def collect(parser):
+        for action in declared_actions(parser):
+            if action.type in (int, float):
+                found[action.dest] = action.type
+
+    PipelineOptions([]).get_all_options(add_extra_args_fn=collect)
+    return found
+
+
+def describe_runner_options():
+    """One PipelineOptionDescriptor per SparkRunnerOptions option."""
     parser = argparse.ArgumentParser(add_help=False)
     SparkRunnerOptions._add_argparse_args(parser)
     descriptors = []
-    for action in parser._actions:
+    for action in declared_actions(parser):
         default = action.default
         descriptors.append(
             beam_job_api_pb2.PipelineOptionDescriptor(
