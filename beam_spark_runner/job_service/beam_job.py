@@ -176,7 +176,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         with self._lock:
             self._state_queues.append(state_queue)
             history = list(self._state_history)
-        for state, timestamp in itertools.chain(history, _drain_forever(state_queue)):
+        for state, timestamp in itertools.chain(history, _queued_items(state_queue)):
             yield state, timestamp
             if self.is_terminal_state(state):
                 break
@@ -187,7 +187,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         with self._lock:
             self._state_queues.append(log_queue)
             history = list(self._state_history)
-        for message in itertools.chain(self._log_queues.cache(), history, _drain_forever(log_queue)):
+        for message in itertools.chain(self._log_queues.cache(), history, _queued_items(log_queue)):
             yield message
             if isinstance(message, tuple) and self.is_terminal_state(message[0]):
                 break
@@ -256,6 +256,6 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         self._artifact_shipper(self._job_id, pipeline, options)
 
 
-def _drain_forever(q):
+def _queued_items(q):
     while True:
         yield q.get()

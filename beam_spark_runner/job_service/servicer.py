@@ -218,11 +218,10 @@ def submission_problems(pipeline, options_struct):
         options = options_from_struct(options_struct)
     except (SystemExit, ValueError, TypeError) as e:
         return problems + ["the pipeline options cannot be read: %s" % e]
-    problems += JobServiceRunner().option_checks(options, is_streaming(pipeline, options))[0]
+    streaming = is_streaming(pipeline, options)
+    problems += JobServiceRunner().option_checks(options, streaming)[0]
     try:
-        requirements.check_pipeline(
-            sdk_environments.embed_python_environments(pipeline), is_streaming(pipeline, options)
-        )
+        requirements.check_pipeline(sdk_environments.embed_python_environments(pipeline), streaming)
     except UnsupportedPipelineError as e:
         problems += [line.strip()[2:] for line in str(e).splitlines()[1:] if line.strip().startswith("- ")]
     except Exception as e:  # noqa: BLE001 -- a proto our checks cannot read is the client's error
