@@ -2,7 +2,8 @@
 
 `SparkRunner.run_pipeline` returns at once with a RUNNING result while the
 Spark jobs run on a background thread (like Beam's portable runners);
-`wait_until_finish()` blocks, `cancel()` cancels the run's Spark job group.
+`wait_until_finish()` blocks, `cancel()` cancels the run's Spark job group,
+`drain()` drains a streaming run.
 """
 
 import threading
@@ -22,15 +23,24 @@ class RunCancelled(RuntimeError):
     """The run was cancelled through its PipelineResult (not a failure)."""
 
 
+class NotDrainable(ValueError):
+    """`drain()` of a run that cannot be drained (a batch run, or one that
+    ended); the message says why."""
+
+
 class SparkPipelineResult(runner.PipelineResult):
-    """Guarantees: `state` is RUNNING until the run ends, then exactly one of
-    DONE, FAILED or CANCELLED, never changing again; `wait_until_finish()`
+    """Guarantees: `state` is RUNNING (DRAINING once `drain()` was called)
+    until the run ends, then exactly one of DONE, FAILED, CANCELLED or
+    (after `drain()`) DRAINED, never changing again; `wait_until_finish()`
     raises the run's PipelineExecutionError when it FAILED."""
 
-    def __init__(self, execution, cancel_fn=None):
+    def __init__(self, execution, cancel_fn=None, drain_fn=None):
+        """`drain_fn`: starts draining the run (None: it cannot be drained,
+        as a batch run, which ends by itself)."""
         super().__init__(PipelineState.RUNNING)
         self._execution = execution  # callable returning {stage: [MonitoringInfo]}
         self._cancel_fn = cancel_fn
+        self._drain_fn = drain_fn
         self._metrics_fn = None
         self._infos = {}
         self._error = None
@@ -56,6 +66,8 @@ class SparkPipelineResult(runner.PipelineResult):
         with self._lock:
             if self._state == PipelineState.CANCELLED:
                 state, error = PipelineState.CANCELLED, None
+            elif self._state == PipelineState.DRAINING and state == PipelineState.DONE:
+                state = PipelineState.DRAINED
             self._state, self._infos, self._error = state, infos or {}, error
         self._done.set()
 
@@ -83,6 +95,26 @@ class SparkPipelineResult(runner.PipelineResult):
             self._cancel_fn()
         self._done.wait()
         return self._state
+
+    def drain(self):
+        """Drains a streaming run, as Beam's Drain: its sources read nothing
+        more and their watermarks go to +infinity, splittable DoFns
+        truncate their restrictions (an unbounded one's remaining work is
+        dropped, `RestrictionProvider.truncate`), every window fires, and
+        the run ends DRAINED once everything buffered was processed.
+        Processing-time timers no longer hold the watermark back. Returns
+        the state (DRAINING); `wait_until_finish()` waits for the end.
+        Raises NotDrainable for a batch run or a run that ended."""
+        with self._lock:
+            if PipelineState.is_terminal(self._state):
+                raise NotDrainable("the run is %s: only a running pipeline can be drained" % self._state)
+            if self._drain_fn is None:
+                raise NotDrainable("a batch run ends by itself and cannot be drained; cancel() stops it now")
+            if self._state == PipelineState.DRAINING:
+                return self._state
+            self._state = PipelineState.DRAINING
+        self._drain_fn()
+        return PipelineState.DRAINING
 
     def metrics(self):
         """User metrics (counters, distributions, gauges, string sets,

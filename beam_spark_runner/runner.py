@@ -182,7 +182,7 @@ class SparkRunner(beam_runner.PipelineRunner):
             finally:
                 run_conf.restore()
 
-        result = SparkPipelineResult(run, cancel_fn=execution.cancel)
+        result = SparkPipelineResult(run, cancel_fn=execution.cancel, drain_fn=getattr(execution, "drain", None))
         return result.start(execution.metrics_so_far)
 
 

@@ -27,3 +27,26 @@ class ScaledPositions(beam.DoFn):
         if tracker.try_claim(position):
             yield element[0], position * factor
             tracker.defer_remainder()
+
+
+class TailProvider(CountdownProvider):
+    """As CountdownProvider, and a drain finishes at most the next three
+    positions (a log tailer that stops at what it has), where Beam's
+    default truncate would drop the unfinished work."""
+
+    def truncate(self, element, restriction):
+        return OffsetRange(restriction.start, min(restriction.stop, restriction.start + 3))
+
+
+class TailPositions(beam.DoFn):
+    """One position per bundle, then a self-checkpoint resumed 0.2 s later;
+    yields (position, the restriction's stop) so a test sees which
+    positions ran under a truncated restriction."""
+
+    def process(self, element, tracker=beam.DoFn.RestrictionParam(TailProvider())):
+        from apache_beam.utils.timestamp import Duration
+
+        restriction = tracker.current_restriction()
+        if tracker.try_claim(restriction.start):
+            yield restriction.start, restriction.stop
+            tracker.defer_remainder(Duration(seconds=0.2))

@@ -43,7 +43,7 @@ from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordin
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.streaming.checkpoint_records import SideEffects
 from beam_spark_runner.streaming.script import compile_script
-from beam_spark_runner.streaming.source_planner import write_holds
+from beam_spark_runner.streaming.source_planner import request_drain, write_holds
 from beam_spark_runner.streaming.watermarks import BatchTimes
 
 _LOG = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ class StreamingExecution:
         self._token = uuid.uuid4().hex
         self._done = threading.Event()
         self._cancelled = threading.Event()
+        self._draining = False
         self._query = None
         self._metrics = {}
         self._lock = threading.Lock()
@@ -162,6 +163,23 @@ class StreamingExecution:
     def cancel(self):
         self._cancelled.set()
         self._done.set()
+
+    def drain(self):
+        """From the next micro-batch on, the sources read nothing more and
+        their watermarks go to +infinity; splittable DoFns truncate their
+        restrictions (streaming/source_planner.py); every window fires and
+        the run ends normally once all watermarks are at +infinity."""
+        with self._lock:
+            self._draining = True
+            scratch = self.scratch_dir
+        if scratch is not None:
+            request_drain(scratch)
+        _LOG.info("Draining the streaming pipeline: its sources read nothing more")
+
+    @property
+    def draining(self):
+        """True once `drain()` was called."""
+        return self._draining
 
     @property
     def cancelled(self):
@@ -259,7 +277,11 @@ class StreamingExecution:
     def _start(self):
         spark = self.spark
         spark.dataSource.register(BeamStreamSource)
-        self.scratch_dir = tempfile.mkdtemp(prefix="beam-spark-stream-local-")
+        scratch = tempfile.mkdtemp(prefix="beam-spark-stream-local-")
+        with self._lock:
+            self.scratch_dir = scratch
+            if self._draining:  # asked before this (re)start
+                request_drain(scratch)
         self._restore_holds()
         script_path = os.path.join(self.scratch_dir, "source_script.pickle")
         with open(script_path, "wb") as f:

@@ -132,22 +132,25 @@ class KeyGroupProcessor(StatefulProcessor):
         self._state = handle.getValueState("beam", "blob binary")
 
     def handleInputRows(self, key, rows, timerValues):
-        mine, steps, batch = [], None, None
+        mine, control, batch = [], None, None
         for row in rows:
             if row.kind == R.DATA and row.dest in self._inputs:
                 mine.append(tuple(row))
                 if row.dest in self._pass_on:
                     yield row
             elif row.kind == R.CONTROL and row.dest == self._control:
-                steps, batch = R.parse_steps(row.payload), row.batch
+                control, batch = R.parse_control(row.payload), row.batch
             else:
                 yield row
-        if not mine and steps is None:
+        if not mine and control is None:
             return
         saved = self._state.get() if self._state.exists() else None
         with bulk_data_gc(), forwarding(*self._logs):
             result = _operator(self._token, self._pickled).run(
-                state_blobs.unpack(saved[0]) if saved else None, mine, steps
+                state_blobs.unpack(saved[0]) if saved else None,
+                mine,
+                control.steps if control is not None else None,
+                draining=control is not None and control.draining,
             )
         if result.blob is None:
             self._state.clear()
@@ -155,7 +158,7 @@ class KeyGroupProcessor(StatefulProcessor):
             self._state.update((state_blobs.pack(result.blob),))
         for out in result.rows:
             yield Row(**dict(zip(R.FIELDS, out)))
-        if steps is not None:
+        if control is not None:
             yield Row(
                 **dict(
                     zip(R.FIELDS, R.report(self._name, key[0], batch, result.hold, result.hold_without_processing_time))

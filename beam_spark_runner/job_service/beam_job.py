@@ -111,8 +111,10 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         self._log_queues = local_job_service.JobLogQueues()
         self._log_handler = _JobLogHandler(self._log_queues)
         self._cancel_requested = threading.Event()
+        self._drain_requested = threading.Event()
         self._thread = None
-        self._streaming = False
+        # Prepare checked that the options read (servicer.submission_problems).
+        self._streaming = is_streaming(pipeline, options_from_struct(options))
         self.result = None
 
     # -- AbstractBeamJob ---------------------------------------------------------
@@ -155,21 +157,27 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         return self.state
 
     def drain(self):
-        """Refused, saying why: a batch job ends by itself, and draining a
-        streaming job (stop its sources, fire every window, end DONE) is
-        not supported yet. Raises ValueError."""
+        """Drains a streaming job (SparkPipelineResult.drain: its sources
+        read nothing more, every window fires, it ends DRAINED); returns
+        DRAINING. A job still starting drains as soon as it runs. Raises
+        ValueError, saying why, for a batch job (it ends by itself) or a
+        job that ended."""
         with self._lock:
             state = self.state
-        if self.is_terminal_state(state) or state == JobState.STOPPED:
-            raise ValueError(
-                "job %s is %s: only a running job can be drained" % (self._job_id, JobState.Enum.Name(state))
-            )
-        if not self._streaming:
-            raise ValueError("job %s is a batch job: it ends by itself; cancel it to stop it now" % self._job_id)
-        raise ValueError(
-            "job %s: draining a streaming job is not supported yet; cancel it (started again with the "
-            "same --checkpoint_dir it resumes where its last completed micro-batch ended)" % self._job_id
-        )
+            if self.is_terminal_state(state) or state in (JobState.STOPPED, JobState.CANCELLING):
+                raise ValueError(
+                    "job %s is %s: only a running job can be drained" % (self._job_id, JobState.Enum.Name(state))
+                )
+            if not self._streaming:
+                raise ValueError("job %s is a batch job: it ends by itself; cancel it to stop it now" % self._job_id)
+            if state == JobState.DRAINING:
+                return state
+            self._drain_requested.set()
+            result = self.result
+        if result is not None:
+            result.drain()
+        self.set_state(JobState.DRAINING)
+        return JobState.DRAINING
 
     def get_state_stream(self):
         state_queue = queue.Queue()
@@ -203,7 +211,6 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         try:
             pipeline = embed_python_environments(self._resolved_pipeline())
             options = options_from_struct(self._pipeline_options)
-            self._streaming = is_streaming(pipeline, options)
             self._ship_artifacts(pipeline, options)
             if self._cancel_requested.is_set():
                 self.set_state(JobState.CANCELLED)
@@ -215,6 +222,8 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
                 self.result = result
             if self._cancel_requested.is_set():
                 result.cancel()
+            elif self._drain_requested.is_set():
+                result.drain()
             result.wait_until_finish()
             state = portable_runner.PipelineResult.pipeline_state_to_runner_api_state(result.state)
             _LOG.info("Job %s ended %s", self._job_id, JobState.Enum.Name(state))

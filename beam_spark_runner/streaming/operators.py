@@ -3,11 +3,14 @@
 * `StatelessOperator.run(data_rows)`: a fused stage over the DATA rows
   addressed to it, one bundle per `seq`; returns the DATA rows it writes
   (same `seq`) and a METRICS row.
-* `GroupOperator` and `StatefulStageOperator`: `run(blob, data_rows, steps)`
-  handles one key-group of a keyed operator for one batch. `blob` is the
-  key-group's state as the previous batch left it (None at first); `steps`
-  are the CONTROL row's time steps (None if the key-group got no CONTROL
-  row). Returns `KeyGroupResult(blob, rows, hold)`.
+* `GroupOperator`, `StatefulStageOperator`, `SideInputOperator` and
+  `SdfOperator`: `run(blob, data_rows, steps, draining=False)` handles one
+  key-group of a keyed operator for one batch. `blob` is the key-group's
+  state as the previous batch left it (None at first); `steps` are the
+  CONTROL row's time steps (None if the key-group got no CONTROL row);
+  `draining`: the pipeline drains (only splittable DoFns act on it: the
+  watermark going to +infinity does the rest). Returns
+  `KeyGroupResult(blob, rows, hold)`.
 
 Order within a batch (what makes MillWheel's rule hold): data rows are taken
 in `seq` order; those with `seq` up to a step's `seq` are processed before
@@ -41,6 +44,7 @@ from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
 from beam_spark_runner.worker.harness_stage import HarnessStageRunner
+from beam_spark_runner.worker.sdf_truncation import RestrictionTruncator
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
 from windowing.timestamps import MIN_US as MIN_MICROS
@@ -243,7 +247,7 @@ class StatefulStageOperator(_StageBase):
                 kept.append(row[:4] + (impl.encode_nested(live),) + row[5:])
         return kept, dropped
 
-    def run(self, blob, data_rows, steps):
+    def run(self, blob, data_rows, steps, draining=False):
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "user": None, "timers": None}
         runner = self.runner
         runner.harness.restore_state(saved["user"])
@@ -340,17 +344,28 @@ class SdfOperator(_StageBase):
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
+        self._truncator = None
+        self._draining = False
 
-    def run(self, blob, data_rows, steps):
+    def run(self, blob, data_rows, steps, draining=False):
+        """While `draining`, restrictions are truncated (Beam's drain,
+        worker/sdf_truncation.py): the residuals kept from before the drain
+        once, at the first draining batch; then each new input element, and
+        each residual a bundle leaves, as it comes. What truncates to
+        nothing is dropped, so an unbounded source's hold goes and its
+        output watermark reaches +infinity."""
         saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
         wm, pt = saved["wm"], saved["pt"]
         residuals = list(saved["residuals"])
+        self._draining = draining
+        if draining and not saved.get("drained"):
+            residuals = self._truncated(residuals)
         waiting = WaitingForSides(self._side_inputs, saved, self.runner.harness) if self._side_inputs else None
         out = []
         for what, seq, item in _schedule(data_rows, steps):
             if what == "data":
                 if waiting is None:
-                    residuals.extend(self._run(self._bundle(item), seq, pt, out))
+                    residuals.extend(self._run(self._fresh(self._bundle(item)), seq, pt, out))
                 else:
                     waiting.take(item, seq)
             else:
@@ -365,13 +380,15 @@ class SdfOperator(_StageBase):
                     residuals.extend(self._run([(r[0], r[1]) for r in due], seq, pt, out))
             if waiting is not None:
                 for ready_seq, bundle in waiting.ready_bundles(self._input_index):
-                    residuals.extend(self._run(bundle, ready_seq, pt, out))
+                    residuals.extend(self._run(self._fresh(bundle), ready_seq, pt, out))
                 if what == "step" and self._side_inputs.expiry:
                     # After the step's due residuals and ready elements ran:
                     # what is left to resume names the side windows it reads.
                     waiting.collect(wm, [self._side_inputs.needs(self.op.inputs[r[0]], r[1])[2] for r in residuals])
         hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
         state = {"wm": wm, "pt": pt, "residuals": residuals}
+        if draining:
+            state["drained"] = True
         empty = not residuals
         dropped = 0
         if waiting is not None:
@@ -387,10 +404,37 @@ class SdfOperator(_StageBase):
 
     def _run(self, tagged, seq, pt, out):
         """Runs one bundle; returns its residuals as (input index, element,
-        resume at micros, watermark estimate micros)."""
+        resume at micros, watermark estimate micros), truncated while
+        draining."""
+        if not tagged:
+            return []
         outputs, residuals = self.runner.run_once(tagged)
         self._emit(outputs, seq, out)
-        return [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
+        kept = [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
+        return self._truncated(kept) if self._draining else kept
+
+    def _fresh(self, tagged):
+        """New input (index, element) pairs, truncated while draining."""
+        if not self._draining:
+            return tagged
+        truncate = self._truncator_of().truncate
+        return [(index, t) for index, t in ((index, truncate(index, e)) for index, e in tagged) if t is not None]
+
+    def _truncated(self, residuals):
+        truncate = self._truncator_of().truncate
+        kept = []
+        for index, element, resume_at, wm in residuals:
+            element = truncate(index, element)
+            if element is not None:
+                kept.append((index, element, resume_at, wm))
+        return kept
+
+    def _truncator_of(self):
+        if self._truncator is None:
+            self._truncator = RestrictionTruncator(
+                self.descriptor, [p.transform_id for p in self.op.stage.inputs], self.runner.input_index_feeding
+            )
+        return self._truncator
 
 
 class SideInputOperator(_StageBase):
@@ -403,7 +447,7 @@ class SideInputOperator(_StageBase):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan, self.descriptor)
 
-    def run(self, blob, data_rows, steps):
+    def run(self, blob, data_rows, steps, draining=False):
         saved = pickle.loads(blob) if blob else {"pt": MIN_MICROS}
         harness = self.runner.harness
         harness.restore_state(None)
@@ -446,7 +490,7 @@ class GroupOperator:
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
         )
 
-    def run(self, blob, data_rows, steps):
+    def run(self, blob, data_rows, steps, draining=False):
         """State: per user key its reducer's pickled snapshot and a wake-up
         entry (earliest watermark it must see: next event-time timer or
         window GC; next processing-time timer; its hold). A batch restores

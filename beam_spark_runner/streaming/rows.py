@@ -9,7 +9,8 @@ A row is a tuple in `FIELDS` order (Spark schema `SCHEMA`):
 * CONTROL: addressed to one keyed operator and key-group; `payload` is the
   JSON list of time steps `[[seq, input watermark, processing time], ...]`
   (microseconds) the operator applies in this batch: data rows up to a
-  step's `seq` are processed before that step;
+  step's `seq` are processed before that step; in a batch of a draining
+  pipeline, `{"steps": [...], "draining": true}` (see `Control`);
 * REPORT: a keyed operator's end-of-batch hold for one key-group (JSON
   payload `{"hold": micros or null}`), sent to the driver;
 * METRICS: serialized MonitoringInfos of one operator invocation (`payload`);
@@ -25,6 +26,7 @@ operator appears exactly once in Spark's plan.
 
 import json
 import zlib
+from typing import NamedTuple, Tuple
 
 from beam_spark_runner.streaming.key_groups import labels as key_group_labels
 
@@ -48,8 +50,9 @@ def data(dest, payload, seq, kg=0, key=None):
     return (DATA, dest, kg, key, payload, seq, None)
 
 
-def control(operator_name, kg, batch, steps):
-    return (CONTROL, control_dest(operator_name), kg, None, json.dumps(steps).encode(), None, batch)
+def control(operator_name, kg, batch, steps, draining=False):
+    payload = {"steps": steps, "draining": True} if draining else steps
+    return (CONTROL, control_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
 def report(operator_name, kg, batch, hold, event_hold):
@@ -94,7 +97,18 @@ def input_partitions(rows, partitions):
     return out
 
 
-def parse_steps(payload):
-    """A CONTROL row's steps: [(seq, input watermark, processing time[,
-    {side input dest: watermark}])]."""
-    return [tuple(step) for step in json.loads(payload)]
+class Control(NamedTuple):
+    """What a CONTROL row tells a keyed operator: the batch's time steps
+    [(seq, input watermark, processing time[, {side input dest: watermark}])],
+    and whether the pipeline is draining (its sources read nothing more;
+    splittable DoFns truncate their restrictions)."""
+
+    steps: Tuple[tuple, ...]
+    draining: bool = False
+
+
+def parse_control(payload) -> Control:
+    decoded = json.loads(payload)
+    if isinstance(decoded, dict):
+        return Control(tuple(tuple(step) for step in decoded["steps"]), bool(decoded.get("draining")))
+    return Control(tuple(tuple(step) for step in decoded))

@@ -8,7 +8,17 @@ batch re-reads the same events with the same times:
 
     {"batch": n, "pos": {test stream: next event index},
      "src_wm": {source: micros}, "pt": micros, "times": BatchTimes JSON,
-     "steps": {operator: [[seq, input wm, processing time], ...]}, "done": bool}
+     "steps": {operator: [[seq, input wm, processing time], ...]}, "done": bool,
+     "drain": bool}
+
+Drain (`request_drain`, from the driver): from the next batch on, the
+sources read nothing more (TestStream events not read yet are left unread)
+and their watermarks go to +infinity; keyed operators are told in their
+CONTROL rows, so splittable DoFns truncate their restrictions (Beam's
+drain); processing-time timers stop holding watermarks back, as when a
+TestStream is exhausted. The pipeline then ends once every watermark is at
++infinity, every window having fired. "drain" is kept in every later
+offset, so a replayed or resumed batch drains as well.
 
 A batch reads every TestStream event not read yet, and the operator fed by a
 TestStream gets one time step per watermark or processing-time event (data
@@ -32,6 +42,16 @@ IMPULSE_SOURCE = "impulse"  # as plans.IMPULSE_SOURCE (this module imports no Be
 AFTER_ALL = 1 << 62  # seq of the step that follows every data row
 IMPULSE_SEQ = -1  # Impulse's element comes before any TestStream event
 HOLDS_WAIT_SECONDS = 300
+
+
+def drain_path(run_dir):
+    return os.path.join(run_dir, "drain")
+
+
+def request_drain(run_dir):
+    """Driver side: the batches planned from now on drain the pipeline."""
+    with open(drain_path(run_dir), "w") as f:
+        f.write("requested %f\n" % time.time())
 
 
 def holds_path(run_dir, batch):
@@ -103,6 +123,7 @@ class SourcePlanner:
             "times": None,
             "steps": {},
             "done": False,
+            "drain": False,
         }
 
     def next_offset(self, start):
@@ -114,11 +135,43 @@ class SourcePlanner:
         authority = self._authority_after(start)
         src_wm = dict(start["src_wm"])
         pt = start["pt"]
+        draining = bool(start.get("drain")) or os.path.exists(drain_path(self.run_dir))
         # The moments time moves in this batch, in seq order: (seq, source wms, pt).
         moments = []
         if src_wm.get(IMPULSE_SOURCE, MAX_MICROS) < MAX_MICROS:
             src_wm[IMPULSE_SOURCE] = MAX_MICROS
             moments.append((IMPULSE_SEQ, dict(src_wm), pt))
+        if draining:
+            # Nothing more is read; every source's watermark goes to +infinity.
+            pos = dict(start["pos"])
+            if any(wm < MAX_MICROS for wm in src_wm.values()):
+                src_wm = {source: MAX_MICROS for source in src_wm}
+                moments.append((max(pos.values(), default=0), dict(src_wm), pt))
+        else:
+            pos, pt = self._read_events(start, src_wm, pt, moments)
+        if not self._streams:
+            pt = max(pt, int(self._clock()))
+        for source, wm in src_wm.items():
+            if source in authority.sources:
+                authority.report_source(source, wm)
+        self._batch_pt = pt
+        self._last_source_wms = src_wm
+        times = authority.plan(batch)
+        return {
+            "batch": batch,
+            "pos": pos,
+            "src_wm": src_wm,
+            "pt": times.processing_time,
+            "times": times.to_json(),
+            "steps": self._steps(times, start, moments),
+            "done": authority.finished(),
+            "drain": draining,
+        }
+
+    def _read_events(self, start, src_wm, pt, moments):
+        """Applies every TestStream event not read yet to `src_wm` and
+        `moments` (in place); returns (the streams' new positions, the
+        processing time after the events)."""
         # Several TestStreams move in lockstep: event `seq` of every stream
         # is applied before event seq + 1 of any, so a moment's source
         # watermarks are each stream's after its events up to `seq` (not a
@@ -142,23 +195,7 @@ class SourcePlanner:
                     for key in s.source_keys:
                         src_wm[key] = MAX_MICROS
                     moments.append((seq, dict(src_wm), pt))
-        if not self._streams:
-            pt = max(pt, int(self._clock()))
-        for source, wm in src_wm.items():
-            if source in authority.sources:
-                authority.report_source(source, wm)
-        self._batch_pt = pt
-        self._last_source_wms = src_wm
-        times = authority.plan(batch)
-        return {
-            "batch": batch,
-            "pos": pos,
-            "src_wm": src_wm,
-            "pt": times.processing_time,
-            "times": times.to_json(),
-            "steps": self._steps(times, start, moments),
-            "done": authority.finished(),
-        }
+        return pos, pt
 
     def _steps(self, times, start, moments):
         """Per keyed operator: a step at each moment for operators a source
@@ -208,8 +245,11 @@ class SourcePlanner:
         return self._authority
 
     def _processing_time_frozen(self, start):
-        """True when processing time comes from TestStreams that have no
-        events left and whose outputs are all at +infinity."""
+        """True when the pipeline drains, or when processing time comes from
+        TestStreams that have no events left and whose outputs are all at
+        +infinity."""
+        if start.get("drain"):
+            return True
         return bool(self._streams) and all(
             start["pos"].get(s.name, 0) >= len(s.events)
             and all(start["src_wm"].get(key, MAX_MICROS) >= MAX_MICROS for key in s.source_keys)
@@ -239,7 +279,7 @@ class SourcePlanner:
                     out.extend(s.events[seq][1])
         for op, steps in end["steps"].items():
             for kg in R.key_group_labels(self.script.key_groups):
-                out.append(R.control(op, kg, end["batch"], steps))
+                out.append(R.control(op, kg, end["batch"], steps, draining=end.get("drain", False)))
         out.append(R.status(end["batch"], json.dumps(end).encode()))
         return out
 

@@ -190,3 +190,14 @@ def reread_global_side_inputs_every_bundle():
 def fake_timer_endpoint():
     """Bundle processors only wire timers when a timer endpoint is named."""
     return endpoints_pb2.ApiServiceDescriptor(url="in-process")
+
+
+def restriction_provider_of(do_fn_payload: bytes):
+    """The RestrictionProvider of a splittable DoFn given as a ParDoPayload's
+    `do_fn.payload`, found as Beam's SDK harness finds it (bundle_processor's
+    SDF operations: the pickled DoFn's signature); Beam has no public API
+    for it."""
+    from apache_beam.internal import pickler
+    from apache_beam.runners import common
+
+    return common.DoFnSignature(pickler.loads(do_fn_payload)[0]).get_restriction_provider()

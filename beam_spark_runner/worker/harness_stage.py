@@ -251,6 +251,11 @@ class HarnessStageRunner:
         if finalized.error:
             raise StageFailed("Finalizing a bundle of %r failed:\n%s" % (self.stage.display_name, finalized.error))
 
+    def input_index_feeding(self, transform_id, input_id):
+        """The index (in the stage's inputs) of the data input whose
+        elements reach input `input_id` of `transform_id`."""
+        return self._input_ids.index(self._input_feeding(transform_id, input_id))
+
     def _input_feeding(self, transform_id, input_id):
         """The data input transform whose elements reach `transform_id`."""
         key = (transform_id, input_id)

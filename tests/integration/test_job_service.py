@@ -333,3 +333,29 @@ def test_job_api_describes_the_runner_options_and_returns_the_pipeline(service):
     assert (
         stub.GetState(beam_job_api_pb2.GetJobStateRequest(job_id=response.preparation_id)).state == JobState.CANCELLED
     )
+
+
+def test_a_streaming_job_is_drained_and_ends_drained(service, tmp_path):
+    """Drain of a running streaming job: DRAINING at once, then its unbounded
+    source stops, every window fires and the job ends DRAINED."""
+    from tests import drain_pipelines
+
+    _, endpoint, stub, _ = service
+    p = beam.Pipeline(runner=PortableRunner(), options=_options(endpoint, "--streaming", "--job_name=ticks"))
+    drain_pipelines.ticks(p, str(tmp_path))
+    result = p.run()
+    drain_pipelines.wait_for(tmp_path, "tick", 3)
+    (job_id,) = [
+        j.job_id for j in stub.GetJobs(beam_job_api_pb2.GetJobsRequest()).job_info if j.state == JobState.RUNNING
+    ]
+    response = stub.Drain(beam_job_api_pb2.DrainJobRequest(job_id=job_id))
+    assert response.state == JobState.DRAINING
+    # Beam's PortableRunner raises for every end but DONE (as for CANCELLED).
+    with pytest.raises(RuntimeError, match="DRAINED"):
+        result.wait_until_finish(120 * 1000)
+    history = [event.state for event in stub.GetStateStream(beam_job_api_pb2.GetJobStateRequest(job_id=job_id))]
+    assert history[-2:] == [JobState.DRAINING, JobState.DRAINED]
+    drain_pipelines.assert_ticks_drained(tmp_path)
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.Drain(beam_job_api_pb2.DrainJobRequest(job_id=job_id))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
