@@ -93,6 +93,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp  # noqa: E402
 # Sibling modules: benchmarks/ is the script's directory.
 from headline import headline  # noqa: E402
 from procstat import CpuMeter  # noqa: E402
+from runner_session import start_runner_session  # noqa: E402
 
 MASTER = "local[2]"
 PARTITIONS = 2
@@ -266,25 +267,15 @@ def instrument_coordinator():
 
 
 def start_session():
-    from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
-
-    ensure_python_workers_match_driver()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder
-    for key, value in runner_spark_conf().items():
-        builder = builder.config(key, value)
-    spark = (
-        builder.master(MASTER)
-        .appName("beam-spark-checkpointing-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-        .config("spark.default.parallelism", str(PARTITIONS))
-        .getOrCreate()
+    return start_runner_session(
+        MASTER,
+        "beam-spark-checkpointing-benchmark",
+        **{
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": str(PARTITIONS),
+            "spark.default.parallelism": str(PARTITIONS),
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    return spark
 
 
 def check_published(out_dir, size):

@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.headline import headline  # noqa: E402
+from benchmarks.runner_session import start_runner_session  # noqa: E402
 
 MASTER = "local[2,4]"
 
@@ -92,15 +93,7 @@ def main(argv=None):
     server, port, startup = start_server(os.path.join(work, "server.log"))
     print("job server start-up (process to listening, SparkSession included): %.1f s" % startup, flush=True)
     try:
-        from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
-
-        ensure_python_workers_match_driver()
-        from pyspark.sql import SparkSession
-
-        builder = SparkSession.builder.master(MASTER).appName("bench-job-service-inprocess")
-        for key, value in runner_spark_conf().items():
-            builder = builder.config(key, value)
-        builder.getOrCreate().sparkContext.setLogLevel("ERROR")
+        start_runner_session(MASTER, "bench-job-service-inprocess")
 
         service_args = ["--runner=PortableRunner", "--job_endpoint=localhost:%d" % port, "--environment_type=LOOPBACK"]
         sides = {

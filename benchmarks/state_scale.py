@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.headline import headline  # noqa: E402
+from benchmarks.runner_session import start_runner_session  # noqa: E402
 
 MASTER = "local[2]"
 TARGET = 0.07
@@ -99,16 +100,7 @@ def main(argv=None):
     if args.quick:
         args.keys, args.rounds = 20000, 1
 
-    from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
-
-    ensure_python_workers_match_driver()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(MASTER).appName("bench-state-scale")
-    for key, value in runner_spark_conf().items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = start_runner_session(MASTER, "bench-state-scale")
 
     sides = {
         "pyspark": lambda: pyspark_count(spark, args.keys),

@@ -134,6 +134,7 @@ import apache_beam as beam  # noqa: E402
 # Sibling modules: benchmarks/ is the script's directory.
 from headline import headline  # noqa: E402
 from procstat import CpuMeter  # noqa: E402
+from runner_session import start_runner_session  # noqa: E402
 from spark_progress import iso_ms, progress_listener  # noqa: E402
 from stats import percentile, weighted_percentiles  # noqa: E402
 from streaming_floor import python_floor  # noqa: E402
@@ -173,25 +174,16 @@ _LEFTOVERS = []
 
 def start_session():
     """One local[2] session for both sides, as tests/conftest.py starts it."""
-    from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
-
-    ensure_python_workers_match_driver()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder
-    for key, value in runner_spark_conf().items():
-        builder = builder.config(key, value)
-    spark = (
-        builder.master(MASTER)
-        .appName("beam-spark-streaming-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-        .config("spark.default.parallelism", str(PARTITIONS))
-        .getOrCreate()
+    spark = start_runner_session(
+        MASTER,
+        "beam-spark-streaming-benchmark",
+        **{
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(PARTITIONS),
+            "spark.default.parallelism": str(PARTITIONS),
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     for key in _RUNNER_CONF:
         _SESSION_CONF[key] = spark.conf.get(key, None)
     return spark
