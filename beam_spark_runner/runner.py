@@ -52,6 +52,16 @@ class SparkRunner(beam_runner.PipelineRunner):
         super().__init__()
         self._is_drain = is_drain
         self._spark_session = spark_session
+        self._serves_interactive = False
+
+    def is_interactive(self):
+        """Beam's InteractiveRunner calls this on the runner it runs on.
+        From then on a batch run returns only once it ended (its errors
+        raised): Interactive Beam (`ib.collect`, `ib.show`) reads the
+        run's cache as soon as `run()` returns, so an asynchronous run would
+        be read while it is still empty (an empty DataFrame, no error).
+        Streaming runs stay asynchronous: Interactive Beam tails them."""
+        self._serves_interactive = True
 
     def apply(self, transform, input, options):
         """Beam calls this as each transform is applied: file writes on
@@ -104,9 +114,12 @@ class SparkRunner(beam_runner.PipelineRunner):
         if spark_options.print_plan:
             print(execution_plan.describe())
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
-        return self._execute(
+        result = self._execute(
             execution_plan, spark_options, parallelism(options), log_settings, explicit, self.dependencies_of(options)
         )
+        if self._serves_interactive and not streaming:
+            result.wait_until_finish()
+        return result
 
     def dependencies_of(self, options):
         """The Python packages the options ask for (installed on the driver
