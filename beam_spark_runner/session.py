@@ -92,7 +92,29 @@ def get_or_create_session(spark_options, explicit=(), session=None):
     return builder.getOrCreate(), RunConf()
 
 
+def _workers_run_this_interpreter(context):
+    """A local session started without a Python chosen for its workers (a
+    notebook's `SparkSession.builder...getOrCreate()` with PYSPARK_PYTHON
+    unset) runs them with PySpark's default, `python3` on the PATH, which in
+    a Jupyter kernel or an unactivated virtualenv is another interpreter,
+    without this runner or the user's packages: every task then fails with
+    ModuleNotFoundError. Such a session's workers run this interpreter
+    instead (they run on this machine). PySpark reads the interpreter from
+    `SparkContext.pythonExec` (public, undocumented) each time it wraps a
+    Python function; a session whose workers' Python the user chose
+    (PYSPARK_PYTHON, spark.pyspark.python) or that runs on a cluster is
+    left alone."""
+    chosen = os.environ.get("PYSPARK_PYTHON") not in (None, sys.executable)
+    if context.pythonExec != "python3" or chosen or not context.master.startswith("local"):
+        return
+    if context.getConf().get("spark.pyspark.python", None) is not None:
+        return
+    context.pythonExec = sys.executable
+    _LOG.info("The active local SparkSession's Python workers will run %s (the driver's interpreter)", sys.executable)
+
+
 def _apply_to_active(spark, spark_options, explicit):
+    _workers_run_this_interpreter(spark.sparkContext)
     previous, cannot = {}, []
     for key, value in parse_spark_conf(spark_options.spark_conf).items():
         current = spark.conf.get(key, None)

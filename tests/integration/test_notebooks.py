@@ -1,0 +1,40 @@
+"""Every notebook under examples/notebooks runs, top to bottom, in a fresh
+Jupyter kernel (nbclient); the notebooks assert on what they compute, so a
+wrong result fails here. The kernel starts as a user's would: no
+PYSPARK_PYTHON, and the virtualenv's bin directory not on the PATH."""
+
+import glob
+import os
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "notebooks", "*.ipynb")))
+
+
+def _user_kernel_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    venv_bin = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    return env
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks under examples/notebooks"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_runs_and_its_assertions_hold(path, tmp_path):
+    notebook = nbformat.read(path, as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
+        "%s is committed with outputs" % path
+    )
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute(env=_user_kernel_env())
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.startswith("ib.show("):
+            assert any(o.output_type == "display_data" for o in cell.outputs), "ib.show displayed nothing"
