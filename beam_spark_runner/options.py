@@ -41,13 +41,13 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--spark_app_name",
             default="beam-spark-runner",
-            help="Spark application name of a newly created SparkSession.",
+            help="Spark application name of a newly created SparkSession (default beam-spark-runner).",
         )
         parser.add_argument(
             "--bundle_size_bytes",
             type=int,
             default=32 << 20,
-            help="Input bytes per Beam bundle within a Spark partition.",
+            help="Input bytes per Beam bundle within a Spark partition (default 32 MiB).",
         )
         parser.add_argument(
             "--checkpoint_dir",
@@ -118,6 +118,27 @@ class SparkRunnerOptions(PipelineOptions):
             "instead of the runner's Spark-native ones. Streaming file writes always use the "
             "runner's exactly-once ones (Beam's rename files outside the checkpoint).",
         )
+
+
+# Beam's own options that the runner reads, for the README's options table
+# (tools/options_table.py renders it with SparkRunnerOptions' own help).
+BEAM_OPTIONS_READ = (
+    (
+        "--parallelism N",
+        "Beam's shared option: partitions of shuffles and rebalanced inputs; default Spark's default parallelism.",
+    ),
+    ("--streaming", "Beam's option: run on Structured Streaming (implied by a TestStream)."),
+    (
+        "--default_sdk_harness_log_level, --sdk_harness_log_level_overrides",
+        "Beam's options: the level (default INFO) and per-logger levels ('{\"my.module\": \"DEBUG\"}') "
+        "at which user code's log records in Spark's Python workers are forwarded to the driver's "
+        "logging, where the driver's own logger levels apply as for driver code.",
+    ),
+    (
+        "--performance_runtime_type_check",
+        "Beam's option, honoured: its checks live in Beam's SDK harness, so every stage runs there.",
+    ),
+)
 
 
 def parse_spark_conf(entries):
