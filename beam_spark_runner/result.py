@@ -34,13 +34,15 @@ class SparkPipelineResult(runner.PipelineResult):
     (after `drain()`) DRAINED, never changing again; `wait_until_finish()`
     raises the run's PipelineExecutionError when it FAILED."""
 
-    def __init__(self, execution, cancel_fn=None, drain_fn=None):
+    def __init__(self, execution, cancel_fn=None, drain_fn=None, progress_fn=None):
         """`drain_fn`: starts draining the run (None: it cannot be drained,
-        as a batch run, which ends by itself)."""
+        as a batch run, which ends by itself); `progress_fn`: the streaming
+        run's progress records so far (None: a batch run)."""
         super().__init__(PipelineState.RUNNING)
         self._execution = execution  # callable returning {stage: [MonitoringInfo]}
         self._cancel_fn = cancel_fn
         self._drain_fn = drain_fn
+        self._progress_fn = progress_fn
         self._metrics_fn = None
         self._infos = {}
         self._error = None
@@ -115,6 +117,14 @@ class SparkPipelineResult(runner.PipelineResult):
             self._state = PipelineState.DRAINING
         self._drain_fn()
         return PipelineState.DRAINING
+
+    def streaming_progress(self):
+        """A streaming run's completed micro-batches, oldest first (the last
+        10,000), as `streaming.progress.BatchProgress` records: each keyed
+        operator's input and output watermark, rows in and out and input
+        dropped as late, the batch's processing time and duration. Readable
+        while the run goes on; empty for a batch run."""
+        return self._progress_fn() if self._progress_fn is not None else ()
 
     def metrics(self):
         """User metrics (counters, distributions, gauges, string sets,

@@ -195,7 +195,12 @@ class SparkRunner(beam_runner.PipelineRunner):
             finally:
                 run_conf.restore()
 
-        result = SparkPipelineResult(run, cancel_fn=execution.cancel, drain_fn=getattr(execution, "drain", None))
+        result = SparkPipelineResult(
+            run,
+            cancel_fn=execution.cancel,
+            drain_fn=getattr(execution, "drain", None),
+            progress_fn=getattr(execution, "progress", None),
+        )
         return result.start(execution.metrics_so_far)
 
 

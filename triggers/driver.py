@@ -20,8 +20,11 @@ Guarantees of ``KeyReducer``:
    timestamp order);
  * ``advance_processing_time(t)`` fires every processing-time timer at or
    before ``t`` against the current input watermark;
- * elements for expired windows are dropped; elements for windows whose
-   trigger finished are dropped until the window is garbage-collected;
+ * elements for expired windows are dropped, each (element, window)
+   counted in ``dropped_late`` (as Beam's ``droppedDueToLateness``; the
+   count starts at 0 for each KeyReducer object); elements for windows
+   whose trigger finished are dropped until the window is
+   garbage-collected;
  * a firing whose pane is empty (no element since the window's last
    firing) emits nothing unless ``triggers.closing`` says so (the ON_TIME
    pane under FIRE_ALWAYS, the final pane under EMIT_ALWAYS);
@@ -178,6 +181,7 @@ class KeyReducer(object):
         self._now = micros_reader(clock)
         self._trigger = spec.trigger
         self._mode = spec.accumulation_mode
+        self.dropped_late = 0
 
     def snapshot(self):
         return self.state.snapshot()
@@ -215,6 +219,7 @@ class KeyReducer(object):
                         # Expired: the watermark is past max timestamp + allowed lateness.
                         dead = expired[k] = input_watermark > window_bounds_us(w, k)[1] + lateness_us
                     if dead:
+                        self.dropped_late += 1
                         continue
                     g = groups[k] = (w, [])
                 g[1].append(wv)

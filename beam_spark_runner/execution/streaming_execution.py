@@ -27,6 +27,8 @@ import time
 import urllib.parse
 import uuid
 
+from apache_beam.portability.api import metrics_pb2
+
 from beam_spark_runner.errors import CheckpointMismatchError
 from beam_spark_runner.execution import checkpoint_files, metrics_accumulator as spark_metrics, streaming_commits
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
@@ -154,6 +156,8 @@ class StreamingExecution:
         self._draining = False
         self._query = None
         self._metrics = {}
+        self._progress = progress.ProgressLog()
+        self._display_names = {op.name: op.display_name for op in plan.operators if op.is_keyed}
         self._lock = threading.Lock()
         self.last_status = None
         self._started = self._last_batch_end = None
@@ -185,6 +189,11 @@ class StreamingExecution:
     def cancelled(self):
         """True once `cancel()` was called."""
         return self._cancelled.is_set()
+
+    def progress(self):
+        """The completed micro-batches' progress records, oldest first
+        (streaming/progress.py; the last 10,000)."""
+        return self._progress.batches()
 
     def metrics_so_far(self):
         with self._lock:
@@ -409,7 +418,7 @@ class StreamingExecution:
     def _sink(self, batch_df, batch_id):
         self._restore_session_conf()
         rows = batch_df.collect()
-        holds, status, finalizers = {}, None, []
+        holds, status, finalizers, batch_infos = {}, None, [], []
         for row in rows:
             if row.kind == R.REPORT:
                 op = row.dest[len("report:") :]
@@ -418,8 +427,10 @@ class StreamingExecution:
             elif row.kind == R.FINALIZE:
                 finalizers.append(bytes(row.payload))
             elif row.kind == R.METRICS:
+                infos = pickle.loads(row.payload)
+                batch_infos.extend(infos)
                 with self._lock:
-                    self._metrics.setdefault(row.dest, []).extend(pickle.loads(row.payload))
+                    self._metrics.setdefault(row.dest, []).extend(infos)
             elif row.kind == R.STATUS:
                 status = json.loads(row.payload)
             elif row.kind == R.DATA:
@@ -446,6 +457,8 @@ class StreamingExecution:
         with self._lock:
             for label, infos in progress.batch_metrics(times, duration_ms).items():
                 self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in infos)
+        counters = progress.operator_counters(metrics_pb2.MonitoringInfo.FromString(b) for b in batch_infos)
+        self._progress.record(progress.batch_progress(times, duration_ms, self._display_names, counters))
         _LOG.info(
             "Beam streaming (Spark batch %d) %s", batch_id, progress.describe(status["batch"], times, duration_ms)
         )

@@ -537,6 +537,8 @@ class GroupOperator:
                     panes.extend((key, p) for p in reducer.advance_watermark_us(wm))
             if panes:
                 out.extend(self._encode(panes, seq))
+        # Late data is normal in streaming: counted (progress, metrics), not logged.
+        dropped = sum(reducer.dropped_late for reducer in active.values())
         for key, reducer in active.items():
             if reducer.state.is_empty():
                 keys.pop(key, None)
@@ -548,7 +550,13 @@ class GroupOperator:
         new_blob = None
         if keys or wm != MIN_MICROS:
             new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": keys, "wake": wake})
-        metrics = _metrics_row(self.op.name, (), len(data_rows), sum(1 for r in out if r[0] == R.DATA))
+        metrics = _metrics_row(
+            self.op.name,
+            (),
+            len(data_rows),
+            sum(1 for r in out if r[0] == R.DATA),
+            {"dropped_due_to_lateness": dropped},
+        )
         return KeyGroupResult(new_blob, out + metrics, min(holds, default=None))
 
     @staticmethod

@@ -9,14 +9,22 @@ PTransform; for the run: distribution `batch_duration_ms` and counter
 inputs, a block of elements elsewhere: Beam's own element counts are in
 `PipelineResult.monitoring_metrics()`). All reach `PipelineResult.metrics()`
 like user metrics, and each batch is logged at INFO.
+
+The same, batch by batch, as typed records (`BatchProgress`, kept by a
+`ProgressLog`): `SparkPipelineResult.streaming_progress()`, for plots of
+watermarks against processing time.
 """
 
+import collections
+import dataclasses
+import threading
 import time
+from typing import Mapping, Tuple
 
 from apache_beam.metrics import monitoring_infos
 from apache_beam.metrics.cells import DistributionData, GaugeData
 
-from beam_spark_runner.streaming.watermarks import BatchTimes
+from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS, BatchTimes
 
 NAMESPACE = "beam_spark_runner.streaming"
 RUN = "streaming run"
@@ -46,6 +54,104 @@ def batch_metrics(times: BatchTimes, duration_ms: int):
     return out
 
 
+DROPPED_COUNTERS = ("dropped_due_to_lateness", "dropped_late_for_side_input")
+
+
+@dataclasses.dataclass(frozen=True)
+class StageProgress:
+    """One keyed operator (GroupByKey, stateful or splittable DoFn) in one
+    micro-batch. Watermarks are microseconds since the epoch, as Beam's
+    `Timestamp.micros` (MIN_MICROS / MAX_MICROS for -/+infinity): the input
+    watermark the batch applied, and the output watermark its readers were
+    given for it. `rows_in` / `rows_out`: rows the operator took and wrote
+    (one element each to and from keyed operators, a block of elements
+    to a stateless stage); `dropped_late`: input dropped as
+    late (behind the watermark by more than the allowed lateness, or
+    needing an expired side-input window)."""
+
+    name: str
+    display_name: str
+    input_watermark: int
+    output_watermark: int
+    rows_in: int = 0
+    rows_out: int = 0
+    dropped_late: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchProgress:
+    """One completed micro-batch: the pipeline's batch number, the
+    processing time it ran at (micros; a TestStream's own clock when the
+    pipeline has one), how long it took on the driver's clock (since the
+    previous batch ended), and each keyed operator, in plan order."""
+
+    batch: int
+    processing_time: int
+    duration_ms: int
+    stages: Tuple[StageProgress, ...]
+
+    def stage(self, display_name: str) -> StageProgress:
+        """The operator with this display name (KeyError if none)."""
+        for stage in self.stages:
+            if stage.display_name == display_name:
+                return stage
+        raise KeyError("no keyed operator %r in batch %d" % (display_name, self.batch))
+
+
+def batch_progress(times: BatchTimes, duration_ms: int, display_names: Mapping[str, str], counters) -> BatchProgress:
+    """The record of a batch: `display_names` {operator: display name} in
+    plan order; `counters` {(operator, counter name): value} of the batch's
+    operator counters (`operator_counters`)."""
+    stages = tuple(
+        StageProgress(
+            op,
+            display_names.get(op, op),
+            times.input_watermarks[op],
+            times.output_watermarks[op],
+            counters.get((op, "rows_in"), 0),
+            counters.get((op, "rows_out"), 0),
+            sum(counters.get((op, name), 0) for name in DROPPED_COUNTERS),
+        )
+        for op in sorted(times.input_watermarks, key=_plan_order(display_names))
+    )
+    return BatchProgress(times.batch_id, times.processing_time, duration_ms, stages)
+
+
+def _plan_order(display_names):
+    order = {op: i for i, op in enumerate(display_names)}
+    return lambda op: (order.get(op, len(order)), op)
+
+
+def operator_counters(infos):
+    """{(operator, counter name): value} of the NAMESPACE counters among
+    MonitoringInfos (the operators' METRICS rows)."""
+    out = collections.Counter()
+    for info in infos:
+        labels = info.labels
+        if labels.get(monitoring_infos.NAMESPACE_LABEL) != NAMESPACE or not monitoring_infos.is_counter(info):
+            continue
+        key = (labels.get(monitoring_infos.PTRANSFORM_LABEL, ""), labels.get(monitoring_infos.NAME_LABEL, ""))
+        out[key] += monitoring_infos.extract_counter_value(info)
+    return out
+
+
+class ProgressLog:
+    """The last `capacity` batches' BatchProgress, oldest first; safe to
+    read while the run appends."""
+
+    def __init__(self, capacity=10000):
+        self._batches = collections.deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def record(self, progress: BatchProgress):
+        with self._lock:
+            self._batches.append(progress)
+
+    def batches(self) -> Tuple[BatchProgress, ...]:
+        with self._lock:
+            return tuple(self._batches)
+
+
 def describe(batch, times: BatchTimes, duration_ms: int):
     """A log line: batch number, duration, each operator's watermarks."""
     parts = [
@@ -56,8 +162,8 @@ def describe(batch, times: BatchTimes, duration_ms: int):
 
 
 def _ms(micros):
-    if micros <= -9223372036854775000:
+    if micros <= MIN_MICROS:
         return "-inf"
-    if micros >= 9223372036854775000:
+    if micros >= MAX_MICROS:
         return "+inf"
     return "%.3fs" % (micros / 1e6)

@@ -121,3 +121,16 @@ def test_a_window_closes_with_its_timers():
     assert final.pane_info.is_last and final.pane_info.timing == ON_TIME
     assert isinstance(r.state, KeyState) and r.state.is_empty()
     assert r.advance_processing_time(100) == []
+
+
+def test_elements_of_expired_windows_are_dropped_and_counted_per_window():
+    """As Beam's droppedDueToLateness: each (element, expired window) once."""
+    spec = ReduceSpec(W.SlidingWindows(10, 5), T.AfterWatermark(), 1, allowed_lateness=0)
+    reducer = spec.new_reducer()
+    reducer.advance_watermark(30)
+    # t=12 is in [5, 15) and [10, 20), both expired at 30; t=28 in live windows.
+    late = WindowedValue("x", 12, (W.IntervalWindow(5, 15), W.IntervalWindow(10, 20)))
+    assert reducer.process([late, late], 30) == [] and reducer.dropped_late == 4
+    reducer.process([WindowedValue("y", 28, (W.IntervalWindow(25, 35),))], 30)
+    assert reducer.dropped_late == 4
+    assert spec.restore(reducer.snapshot()).dropped_late == 0  # a count per reducer object
