@@ -146,9 +146,27 @@ def _imported_with_inits(root, imported):
     return sorted(files)
 
 
+def _namespace_inits(files):
+    """Archive names of the `__init__.py` files the zip must add: Python's
+    zip importer cannot import a namespace package (a directory without
+    `__init__.py`, such as a repository's `examples/`), so every package
+    directory of a shipped module gets an empty one in the zip (the
+    workers then see a regular package holding the driver's portion)."""
+    missing = set()
+    for name in files:
+        directory = os.path.dirname(name)
+        while directory:
+            init = os.path.join(directory, "__init__.py")
+            if init not in files:
+                missing.add(init)
+            directory = os.path.dirname(directory)
+    return missing
+
+
 def user_module_files():
-    """{archive name: local path} of the driver's modules Spark's workers
-    would not find, in a stable order."""
+    """{archive name: local path, or None for an empty `__init__.py` the
+    zip adds} of the driver's modules Spark's workers would not find, in a
+    stable order."""
     roots = _top_level_roots()
     prefixes = tuple(os.path.join(os.path.abspath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p)
     candidates = {top: root for top, (root, _, _) in roots.items() if not os.path.join(root, "").startswith(prefixes)}
@@ -161,6 +179,8 @@ def user_module_files():
         paths = _package_files(root, top, imported) if is_package else [os.path.join(root, top + ".py")]
         for path in paths:
             files[os.path.relpath(path, root)] = path
+    for name in _namespace_inits(files):
+        files[name] = None
     return files
 
 
@@ -174,8 +194,9 @@ def ship_user_modules(spark_context):
     digest = hashlib.sha256()
     for name, path in sorted(files.items()):
         digest.update(name.encode())
-        with open(path, "rb") as f:
-            digest.update(hashlib.sha256(f.read()).digest())
+        if path is not None:
+            with open(path, "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
     zip_name = "beam-user-modules-%s.zip" % digest.hexdigest()[:20]
     with _lock:
         if zip_name in _shipped:
@@ -184,7 +205,10 @@ def ship_user_modules(spark_context):
         path = os.path.join(directory, zip_name)
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
             for name, source in sorted(files.items()):
-                archive.write(source, name)
+                if source is None:
+                    archive.writestr(name, "")
+                else:
+                    archive.write(source, name)
         spark_context.addPyFile(path)
         _shipped[zip_name] = path
     _LOG.info(

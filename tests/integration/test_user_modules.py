@@ -55,3 +55,17 @@ def test_a_dofn_from_a_directory_the_workers_lack_runs(tmp_path, monkeypatch):
             p | beam.Create([1, 2, 3]) | beam.ParDo(sibling_transforms_for_test.Tag()),
             equal_to(["tagged-1", "tagged-2", "tagged-3"]),
         )
+
+
+def test_a_dofn_from_a_namespace_package_runs(tmp_path, monkeypatch):
+    """A directory without __init__.py (a repository's `examples/`) is a
+    namespace package, which Python's zip importer cannot import: the
+    shipped zip gives it an empty __init__.py."""
+    package = tmp_path / "ns_examples_for_test"
+    package.mkdir()
+    (package / "scoring.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from ns_examples_for_test import scoring
+
+    with beam.Pipeline(runner=SparkRunner(), options=PipelineOptions([])) as p:
+        assert_that(p | beam.Create([1, 2]) | beam.Map(scoring.double), equal_to([2, 4]))
