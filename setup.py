@@ -18,10 +18,12 @@ TEST_REQUIRES = [
     # Beam YAML (apache_beam.yaml.main), run through the job service in
     # tests/integration/test_job_server_cli.py.
     "apache-beam[yaml]==2.77.0",
-    # Interactive Beam (ib.collect, ib.show) and the kernel that runs the
-    # example notebooks (tests/integration/test_notebooks.py, nbclient).
+    # Interactive Beam (ib.collect, ib.show), the kernel that runs the
+    # example notebooks (tests/integration/test_notebooks.py, nbclient) and
+    # their plots.
     "apache-beam[interactive]==2.77.0",
     "nbclient",
+    "matplotlib",
     "hypothesis",
     "pytest-timeout",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).

@@ -10,7 +10,9 @@ Public API:
  * ``group_by_window`` (triggers.batch): bounded GroupByKey of one key;
  * ``DISCARDING``, ``ACCUMULATING``, ``RETRACTING`` (runner-API
    AccumulationMode values 1, 2, 3);
- * ``Retraction``, ``is_retraction``, ``retractable`` (triggers.retractions).
+ * ``Retraction``, ``is_retraction``, ``unwrap``, ``map_pane``,
+   ``retractable``, ``combine`` (triggers.retractions, as docs/retractions.md
+   lists them).
 """
 
 from triggers.closing import ClosingRules
@@ -21,9 +23,11 @@ from triggers.driver import KeyReducer
 from triggers.driver import ReduceSpec
 from triggers.machines import compile_trigger
 from triggers.retractions import Retraction
+from triggers.retractions import combine
 from triggers.retractions import is_retraction
 from triggers.retractions import map_pane
 from triggers.retractions import retractable
+from triggers.retractions import unwrap
 from triggers.state import KeyState
 from triggers.state import ManualClock
 
@@ -36,8 +40,10 @@ __all__ = [
     'compile_trigger',
     'Retraction',
     'is_retraction',
+    'unwrap',
     'map_pane',
     'retractable',
+    'combine',
     'KeyState',
     'ManualClock',
     'group_by_window',

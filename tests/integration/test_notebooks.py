@@ -1,7 +1,8 @@
 """Every notebook under examples/notebooks runs, top to bottom, in a fresh
-Jupyter kernel (nbclient); the notebooks assert on what they compute, so a
-wrong result fails here. The kernel starts as a user's would: no
-PYSPARK_PYTHON, and the virtualenv's bin directory not on the PATH."""
+Jupyter kernel (nbclient) started in the notebook's directory; the
+notebooks assert on what they compute, so a wrong result fails here. The
+kernel starts as a user's would: no PYSPARK_PYTHON, and the virtualenv's
+bin directory not on the PATH. Cells tagged `plot` must render a PNG."""
 
 import glob
 import os
