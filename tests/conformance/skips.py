@@ -1,7 +1,23 @@
-"""Beam tests this runner cannot pass yet, each with the reason and the issue
-that will enable it. A test leaves this list when its feature lands."""
+"""Beam tests skipped here, each with its reason: tests this runner cannot
+pass yet (with the issue that will enable them; a test leaves this list
+when its feature lands), and tests that run on this runner in another
+suite of ours (the reason names it)."""
 
-FN_API_RUNNER_SKIPS = {}
+_ONCE_THROUGH_THE_JOB_SERVICE = (
+    "runs PeriodicImpulse ticks in real time (about 14 s); the same Beam test runs on this "
+    "runner through the job service (tests/conformance/test_portable_runner_suite.py, "
+    "PortableRunnerTest), where issue #21 requires it, so it runs once, there, to keep the "
+    "suite within CI's 30-minute budget"
+)
+
+FN_API_RUNNER_SKIPS = {
+    name: _ONCE_THROUGH_THE_JOB_SERVICE
+    for name in (
+        "test_pardo_et_timer_with_no_firing",
+        "test_pardo_et_timer_with_no_reset",
+        "test_pardo_et_timer_with_no_reset_and_no_clear",
+    )
+}
 
 # fn_runner_test.FnApiBasedStateBackedCoderTest (it_validatesrunner, pinned by
 # Beam to FnApiRunner(use_state_iterables=True); run here on SparkRunner).

@@ -27,15 +27,23 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_notebook_runs_and_its_assertions_hold(path, tmp_path):
+def test_notebook_runs_and_its_assertions_hold(path):
     notebook = nbformat.read(path, as_version=4)
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
         "%s is committed with outputs" % path
     )
-    client = NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
+    directory = os.path.dirname(os.path.abspath(path))
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": directory}})
     client.execute(env=_user_kernel_env())
-    for cell in notebook.cells:
-        if cell.cell_type == "code" and cell.source.startswith("ib.show("):
+    plots = 0
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        if cell.source.startswith("ib.show("):
             assert any(o.output_type == "display_data" for o in cell.outputs), "ib.show displayed nothing"
+        if "plot" in cell.metadata.get("tags", []):
+            plots += 1
+            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert images, "plot cell %d of %s rendered no PNG" % (index, os.path.basename(path))
+    if "%matplotlib" in "".join(c.source for c in notebook.cells if c.cell_type == "code"):
+        assert plots, "%s plots but tags no cell `plot`" % os.path.basename(path)
