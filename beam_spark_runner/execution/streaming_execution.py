@@ -181,11 +181,6 @@ class StreamingExecution:
         _LOG.info("Draining the streaming pipeline: its sources read nothing more")
 
     @property
-    def draining(self):
-        """True once `drain()` was called."""
-        return self._draining
-
-    @property
     def cancelled(self):
         """True once `cancel()` was called."""
         return self._cancelled.is_set()

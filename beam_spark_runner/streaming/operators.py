@@ -418,7 +418,12 @@ class SdfOperator(_StageBase):
         if not self._draining:
             return tagged
         truncate = self._truncator_of().truncate
-        return [(index, t) for index, t in ((index, truncate(index, e)) for index, e in tagged) if t is not None]
+        kept = []
+        for index, element in tagged:
+            element = truncate(index, element)
+            if element is not None:
+                kept.append((index, element))
+        return kept
 
     def _truncated(self, residuals):
         truncate = self._truncator_of().truncate
