@@ -42,6 +42,7 @@ from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
 from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 from beam_spark_runner.worker.sdf_truncation import RestrictionTruncator
@@ -130,6 +131,28 @@ def _schedule(data_rows, steps):
         yield "step", step_seq, tuple(step[1:])  # (wm, pt) or (wm, pt, side wms)
     for seq, group in data[i:]:
         yield "data", seq, group
+
+
+def _clocked(schedule, pt):
+    """`schedule` (from `_schedule`) with the wall clock each item runs
+    under: a step's processing time; for data, that of the step after it
+    (the batch's, journaled in Spark's offsets), or of the last step when
+    none follows; None before any time is known. `pt` is the processing
+    time the operator's state ends the previous batch at."""
+    items = list(schedule)
+    later = [None] * len(items)
+    upcoming = None
+    for i in range(len(items) - 1, -1, -1):
+        later[i] = upcoming
+        if items[i][0] == "step":
+            upcoming = items[i][2][1]
+    for (what, seq, item), next_pt in zip(items, later):
+        if what == "step":
+            pt = max(pt, item[1])
+            now = pt
+        else:
+            now = max(pt, next_pt) if next_pt is not None else pt
+        yield what, seq, item, (None if now == MIN_MICROS else now)
 
 
 def _metrics_row(name, infos, records_in=0, records_out=0, counters=None):
@@ -257,33 +280,34 @@ class StatefulStageOperator(_StageBase):
         out = []
         wm, pt = saved["wm"], saved["pt"]
         dropped = 0
-        for what, seq, item in _schedule(data_rows, steps):
-            if what == "data":
-                item, late = self._live_rows(item, wm)
-                dropped += late
-                if waiting is None:
-                    if item:
-                        self._emit(runner.process(self._bundle(item)), seq, out)
-                    continue
-                waiting.take(item, seq)
-            else:
-                wm, pt = max(wm, item[0]), max(pt, item[1])
+        for what, seq, item, now in _clocked(_schedule(data_rows, steps), pt):
+            with frozen_wall_clock(now):  # a re-run task computes the same
+                if what == "data":
+                    item, late = self._live_rows(item, wm)
+                    dropped += late
+                    if waiting is None:
+                        if item:
+                            self._emit(runner.process(self._bundle(item)), seq, out)
+                        continue
+                    waiting.take(item, seq)
+                else:
+                    wm, pt = max(wm, item[0]), max(pt, item[1])
+                    if waiting is not None:
+                        waiting.advance(item)
                 if waiting is not None:
-                    waiting.advance(item)
-            if waiting is not None:
-                for ready_seq, bundle in waiting.ready_bundles(self._input_index):
-                    self._emit(runner.process(bundle), ready_seq, out)
-            if what == "step" and runner.timers:
-                if waiting is not None:
-                    waiting.install()
-                self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
-            if what == "step" and self._expiry.enabled:
-                # After the step's timers fired: a window's own timers run
-                # before its state goes (they are due by its expiry), and
-                # before the side windows only it could still read.
-                self._expiry.collect(runner.harness, runner.timers, wm)
-                if waiting is not None:
-                    waiting.collect(wm)
+                    for ready_seq, bundle in waiting.ready_bundles(self._input_index):
+                        self._emit(runner.process(bundle), ready_seq, out)
+                if what == "step" and runner.timers:
+                    if waiting is not None:
+                        waiting.install()
+                    self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
+                if what == "step" and self._expiry.enabled:
+                    # After the step's timers fired: a window's own timers run
+                    # before its state goes (they are due by its expiry), and
+                    # before the side windows only it could still read.
+                    self._expiry.collect(runner.harness, runner.timers, wm)
+                    if waiting is not None:
+                        waiting.collect(wm)
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
@@ -362,29 +386,32 @@ class SdfOperator(_StageBase):
             residuals = self._truncated(residuals)
         waiting = WaitingForSides(self._side_inputs, saved, self.runner.harness) if self._side_inputs else None
         out = []
-        for what, seq, item in _schedule(data_rows, steps):
-            if what == "data":
-                if waiting is None:
-                    residuals.extend(self._run(self._fresh(self._bundle(item)), seq, pt, out))
+        for what, seq, item, now in _clocked(_schedule(data_rows, steps), pt):
+            # Under the batch's journaled clock: a re-run task (Spark re-runs
+            # one whose output an executor took with it) claims the same work.
+            with frozen_wall_clock(now):
+                if what == "data":
+                    if waiting is None:
+                        residuals.extend(self._run(self._fresh(self._bundle(item)), seq, now, pt, out))
+                    else:
+                        waiting.take(item, seq)
                 else:
-                    waiting.take(item, seq)
-            else:
-                wm, pt = max(wm, item[0]), max(pt, item[1])
-                if waiting is not None:
-                    waiting.advance(item)
-                due = [r for r in residuals if r[2] <= pt]
-                if due:
-                    residuals = [r for r in residuals if r[2] > pt]
+                    wm, pt = max(wm, item[0]), max(pt, item[1])
                     if waiting is not None:
-                        waiting.install()
-                    residuals.extend(self._run([(r[0], r[1]) for r in due], seq, pt, out))
-            if waiting is not None:
-                for ready_seq, bundle in waiting.ready_bundles(self._input_index):
-                    residuals.extend(self._run(self._fresh(bundle), ready_seq, pt, out))
-                if what == "step" and self._side_inputs.expiry:
-                    # After the step's due residuals and ready elements ran:
-                    # what is left to resume names the side windows it reads.
-                    waiting.collect(wm, [self._side_inputs.needs(self.op.inputs[r[0]], r[1])[2] for r in residuals])
+                        waiting.advance(item)
+                    due = [r for r in residuals if r[2] <= pt]
+                    if due:
+                        residuals = [r for r in residuals if r[2] > pt]
+                        if waiting is not None:
+                            waiting.install()
+                        residuals.extend(self._run([(r[0], r[1]) for r in due], seq, now, pt, out))
+                if waiting is not None:
+                    for ready_seq, bundle in waiting.ready_bundles(self._input_index):
+                        residuals.extend(self._run(self._fresh(bundle), ready_seq, now, pt, out))
+                    if what == "step" and self._side_inputs.expiry:
+                        # After the step's due residuals and ready elements ran:
+                        # what is left to resume names the side windows it reads.
+                        waiting.collect(wm, [self._side_inputs.needs(self.op.inputs[r[0]], r[1])[2] for r in residuals])
         hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
         state = {"wm": wm, "pt": pt, "residuals": residuals}
         if draining:
@@ -402,15 +429,17 @@ class SdfOperator(_StageBase):
             new_blob, out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold
         )
 
-    def _run(self, tagged, seq, pt, out):
-        """Runs one bundle; returns its residuals as (input index, element,
-        resume at micros, watermark estimate micros), truncated while
-        draining."""
+    def _run(self, tagged, seq, now, pt, out):
+        """Runs one bundle at wall-clock time `now` (micros, None: unknown);
+        returns its residuals as (input index, element, resume at micros,
+        watermark estimate micros), truncated while draining. A residual's
+        delay counts from `now`, else from the processing time `pt`."""
         if not tagged:
             return []
         outputs, residuals = self.runner.run_once(tagged)
         self._emit(outputs, seq, out)
-        kept = [(index, element, pt + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
+        start = now if now is not None else pt
+        kept = [(index, element, start + int(delay * 1e6), wm) for index, element, delay, wm in residuals]
         return self._truncated(kept) if self._draining else kept
 
     def _fresh(self, tagged):

@@ -6,7 +6,10 @@ handler). We wrap them so an upgrade of Beam breaks one module, not the
 runner: every other module imports from here.
 """
 
+import contextlib
+import importlib
 import threading
+import time as _time
 
 import objsize
 
@@ -227,3 +230,54 @@ def restriction_provider_of(do_fn_payload: bytes):
     from apache_beam.runners import common
 
     return common.DoFnSignature(pickler.loads(do_fn_payload)[0]).get_restriction_provider()
+
+
+class _FrozenTime:
+    """The `time` module as the modules below see it while the clock is
+    frozen: `time()` and `time_ns()` answer the frozen instant, everything
+    else (sleep, monotonic, ...) is the real module's."""
+
+    def __init__(self, micros):
+        self._micros = micros
+
+    def time(self):
+        return self._micros / 1e6
+
+    def time_ns(self):
+        return self._micros * 1000
+
+    def __getattr__(self, name):
+        return getattr(_time, name)
+
+
+# The modules whose wall-clock reads decide what a streaming keyed stage
+# outputs: `Timestamp.now()` (watermark estimators, `defer_remainder`'s
+# delays, user code that asks Beam for the time) and PeriodicImpulse, which
+# reads `time.time()` itself to decide which ticks are due. Beam has no
+# clock to inject; each reads its module's global `time`.
+_CLOCK_MODULES = ("apache_beam.utils.timestamp", "apache_beam.transforms.periodicsequence")
+
+
+@contextlib.contextmanager
+def frozen_wall_clock(micros):
+    """While inside, Beam's wall clock (above) reads `micros` (epoch
+    microseconds). A streaming keyed stage runs under the batch's journaled
+    processing time so that running its task again gives the same output:
+    Spark re-runs a finished stateful task whose shuffle output was lost
+    with an executor, and keeps one attempt's state while the readers may
+    have the other's output (tests/faults/test_executor_loss.py found a
+    PeriodicImpulse emitting the ticks up to the re-run's own clock: every
+    later tick was published twice)."""
+    if micros is None:
+        yield
+        return
+    modules = [importlib.import_module(name) for name in _CLOCK_MODULES]
+    saved = [m.time for m in modules]
+    frozen = _FrozenTime(micros)
+    for m in modules:
+        m.time = frozen
+    try:
+        yield
+    finally:
+        for m, t in zip(modules, saved):
+            m.time = t

@@ -106,13 +106,14 @@ def test_a_splittable_dofn_truncates_its_residuals_once_the_pipeline_drains():
     def step(t):  # the watermark at the end, processing time at t seconds
         return [[0, MAX_MICROS, t * second]]
 
-    # The element runs position 0; its residual, due at once, position 1.
+    # The element runs position 0 (at the batch's time, 1 s); its residual
+    # resumes 0.2 s later, in a later batch.
     running = operator.run(None, [row], step(1))
-    assert _residual_restrictions(operator, running.blob) == [OffsetRange(2, 1000)]
+    assert _residual_restrictions(operator, running.blob) == [OffsetRange(1, 1000)]
     drained = operator.run(running.blob, [], step(2), draining=True)
     # The kept residual was truncated to three positions and the first ran;
     # what it left is the truncated rest (not the full range again).
-    assert _residual_restrictions(operator, drained.blob) == [OffsetRange(3, 5)]
+    assert _residual_restrictions(operator, drained.blob) == [OffsetRange(2, 4)]
     assert pickle.loads(drained.blob)["drained"]
     for t in (3, 4):
         drained = operator.run(drained.blob, [], step(t), draining=True)
