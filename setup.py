@@ -8,6 +8,8 @@ INSTALL_REQUIRES = [
     "pandas<3",
     "pyarrow",
     "grpcio",
+    # The batch progress bar (beam_spark_runner/progress_bar.py).
+    "tqdm>=4.60,<5",
     "pytest",
 ]
 

@@ -100,6 +100,15 @@ class SparkRunnerOptions(PipelineOptions):
             "executors' stderr (at WARNING and above), and no port on the driver is needed.",
         )
         parser.add_argument(
+            "--progress_bar",
+            choices=("auto", "on", "off"),
+            default="auto",
+            help="Batch: a progress bar of the run's Spark tasks (tqdm; a widget in a notebook). "
+            "'auto' (the default) draws it when stderr is a terminal or the driver runs in a "
+            "Jupyter kernel (a job service's jobs: only with 'on'). Whatever this says, "
+            "`result.batch_progress()` returns the run's Spark jobs and stages.",
+        )
+        parser.add_argument(
             "--print_plan", action="store_true", default=False, help="Print the Spark execution plan before running."
         )
         parser.add_argument(
@@ -300,6 +309,11 @@ def mode_problems(options, streaming):
         errors.append("--publish_interval_ms=%s must not be negative" % spark.publish_interval_ms)
     if spark.tolerable_failed_batches < 0:
         errors.append("--tolerable_failed_batches=%s must not be negative" % spark.tolerable_failed_batches)
+    if streaming and given.get("progress_bar") == "on":
+        warnings.append(
+            "--progress_bar=on has no effect: the pipeline runs in streaming, where each micro-batch "
+            "logs one progress line and result.streaming_progress() holds them"
+        )
     if not streaming:
         for name in STREAMING_ONLY:
             if name in given:

@@ -34,15 +34,18 @@ class SparkPipelineResult(runner.PipelineResult):
     (after `drain()`) DRAINED, never changing again; `wait_until_finish()`
     raises the run's PipelineExecutionError when it FAILED."""
 
-    def __init__(self, execution, cancel_fn=None, drain_fn=None, progress_fn=None):
+    def __init__(self, execution, cancel_fn=None, drain_fn=None, progress_fn=None, batch_progress_fn=None):
         """`drain_fn`: starts draining the run (None: it cannot be drained,
         as a batch run, which ends by itself); `progress_fn`: the streaming
-        run's progress records so far (None: a batch run)."""
+        run's progress records so far (None: a batch run);
+        `batch_progress_fn`: the batch run's Spark jobs so far (None: a
+        streaming run)."""
         super().__init__(PipelineState.RUNNING)
         self._execution = execution  # callable returning {stage: [MonitoringInfo]}
         self._cancel_fn = cancel_fn
         self._drain_fn = drain_fn
         self._progress_fn = progress_fn
+        self._batch_progress_fn = batch_progress_fn
         self._metrics_fn = None
         self._infos = {}
         self._error = None
@@ -125,6 +128,17 @@ class SparkPipelineResult(runner.PipelineResult):
         dropped as late, the batch's processing time and duration. Readable
         while the run goes on; empty for a batch run."""
         return self._progress_fn() if self._progress_fn is not None else ()
+
+    def batch_progress(self):
+        """A batch run's Spark jobs and stages so far, as a
+        `batch_progress.BatchRunProgress`: per job its status, per stage its
+        name (the Beam transforms it runs) and its tasks (total, completed,
+        running, failed). Readable while the run goes on and after it
+        ended (as long as Spark retains the jobs, spark.ui.retainedJobs);
+        empty for a streaming run (see `streaming_progress()`)."""
+        from beam_spark_runner.batch_progress import BatchRunProgress
+
+        return self._batch_progress_fn() if self._batch_progress_fn is not None else BatchRunProgress()
 
     def metrics(self):
         """User metrics (counters, distributions, gauges, string sets,

@@ -1,5 +1,6 @@
 """SparkRunner: a Beam PipelineRunner that executes on Apache Spark."""
 
+import functools
 import logging
 import os
 import re
@@ -181,7 +182,22 @@ class SparkRunner(beam_runner.PipelineRunner):
             run_conf.restore()
             raise
 
+        batch_progress = None
+        bar = None
+        if isinstance(execution, BatchExecution):
+            from beam_spark_runner import progress_bar
+            from beam_spark_runner.execution.batch_status import job_group_progress
+
+            batch_progress = functools.partial(job_group_progress, spark.sparkContext, execution.job_group)
+            mode = spark_options.progress_bar
+            if mode == "auto" and self.client_staged:  # a job service's jobs: its terminal is not theirs
+                mode = "off"
+            if progress_bar.enabled(mode):
+                bar = progress_bar.ProgressBar(batch_progress)
+
         def run():
+            if bar is not None:
+                bar.start()
             try:
                 return execution.run()
             except RunCancelled:
@@ -193,6 +209,8 @@ class SparkRunner(beam_runner.PipelineRunner):
                 _LOG.error("Pipeline failed: %s", error)
                 raise error from e
             finally:
+                if bar is not None:
+                    bar.stop()
                 run_conf.restore()
 
         result = SparkPipelineResult(
@@ -200,6 +218,7 @@ class SparkRunner(beam_runner.PipelineRunner):
             cancel_fn=execution.cancel,
             drain_fn=getattr(execution, "drain", None),
             progress_fn=getattr(execution, "progress", None),
+            batch_progress_fn=batch_progress,
         )
         return result.start(execution.metrics_so_far)
 

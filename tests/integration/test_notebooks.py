@@ -2,7 +2,8 @@
 Jupyter kernel (nbclient) started in the notebook's directory; the
 notebooks assert on what they compute, so a wrong result fails here. The
 kernel starts as a user's would: no PYSPARK_PYTHON, and the virtualenv's
-bin directory not on the PATH. Cells tagged `plot` must render a PNG."""
+bin directory not on the PATH. Cells tagged `plot` must render a PNG, and
+cells tagged `progress` (batch runs) draw the progress bar's widget."""
 
 import glob
 import os
@@ -41,6 +42,9 @@ def test_notebook_runs_and_its_assertions_hold(path):
             continue
         if cell.source.startswith("ib.show("):
             assert any(o.output_type == "display_data" for o in cell.outputs), "ib.show displayed nothing"
+        if "progress" in cell.metadata.get("tags", []):  # a batch run: auto draws tqdm's widget
+            widgets = [o for o in cell.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+            assert widgets, "cell %d of %s drew no progress bar" % (index, os.path.basename(path))
         if "plot" in cell.metadata.get("tags", []):
             plots += 1
             images = [o for o in cell.outputs if "image/png" in o.get("data", {})]

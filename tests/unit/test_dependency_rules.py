@@ -22,7 +22,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Bottom to top. A module may import its own group and the groups below.
 LAYERS = [
     ("core", ["windowing", "triggers"]),
-    ("leaves", ["beam_spark_runner.errors", "beam_spark_runner.metrics_merge", "beam_spark_runner.result"]),
+    (
+        "leaves",
+        [
+            "beam_spark_runner.errors",
+            "beam_spark_runner.metrics_merge",
+            "beam_spark_runner.result",
+            "beam_spark_runner.batch_progress",
+            "beam_spark_runner.progress_bar",
+        ],
+    ),
     ("worker", ["beam_spark_runner.worker"]),
     ("plans", ["beam_spark_runner.plans"]),
     ("streaming semantics", ["beam_spark_runner.streaming"]),
