@@ -45,7 +45,7 @@ from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordin
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.streaming.checkpoint_records import SideEffects
 from beam_spark_runner.streaming.script import compile_script
-from beam_spark_runner.streaming.source_planner import request_drain, write_holds
+from beam_spark_runner.streaming.source_planner import hold_record, request_drain, write_holds
 from beam_spark_runner.streaming.watermarks import BatchTimes
 
 _LOG = logging.getLogger(__name__)
@@ -392,12 +392,12 @@ class StreamingExecution:
                 ) from e
             write_holds(self.scratch_dir, int(name.split(".")[0]), holds)
 
-    def _record_holds(self, batch, holds):
-        """Hold reports of a batch: for the source planner (scratch) and in
-        the checkpoint (a restarted driver plans the next batch with them);
-        older reports are pruned."""
-        write_holds(self.scratch_dir, batch, holds)
-        self._files.write(checkpoint_files.join(_HOLDS_DIR, "%d.json" % batch), json.dumps(holds).encode())
+    def _record_holds(self, batch, record):
+        """The hold record of a batch (`source_planner.hold_record`): for the
+        source planner (scratch) and in the checkpoint (a restarted driver
+        plans the next batch with it); older records are pruned."""
+        write_holds(self.scratch_dir, batch, record)
+        self._files.write(checkpoint_files.join(_HOLDS_DIR, "%d.json" % batch), json.dumps(record).encode())
         # Batches are numbered consecutively: dropping the one _HOLDS_KEPT
         # back keeps the newest ones without listing the directory.
         self._files.delete(checkpoint_files.join(_HOLDS_DIR, "%d.json" % (batch - _HOLDS_KEPT)))
@@ -418,7 +418,7 @@ class StreamingExecution:
             if row.kind == R.REPORT:
                 op = row.dest[len("report:") :]
                 report = json.loads(row.payload)
-                holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"]]
+                holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"], report.get("wake")]
             elif row.kind == R.FINALIZE:
                 finalizers.append(bytes(row.payload))
             elif row.kind == R.METRICS:
@@ -432,7 +432,6 @@ class StreamingExecution:
                 _LOG.warning("Data for %s reached the end of the streaming query; nothing reads it", row.dest)
         if status is None:
             return
-        self._record_holds(status["batch"], holds)
         # The batch's checkpoint: every keyed operator's key-groups reported
         # (their state for the batch is written), then the side effects are
         # recorded before Spark commits the batch.
@@ -444,8 +443,16 @@ class StreamingExecution:
                     pending.acknowledge((op, kg))
             pending.add_side_effects(SideEffects(tuple(finalizers)))
             self._coordinator.pre_commit(batch_id, bool(status["done"]))
+            # Side effects the release policy holds back need further batches.
+            driver_wake = 0 if self._coordinator.release_waits(batch_id) else None
+        self._record_holds(status["batch"], hold_record(holds, driver_wake))
         now = time.monotonic()
-        duration_ms = int((now - (self._last_batch_end or self._started)) * 1000)
+        elapsed = now - (self._last_batch_end or self._started)
+        if not self._script.streams:
+            # Wall-clock processing time is when the batch was planned: an
+            # idle query (source_planner) waited before it, not in it.
+            elapsed = min(elapsed, max(0.0, time.time() - status["pt"] / 1e6))
+        duration_ms = int(elapsed * 1000)
         self._last_batch_end = now
         self.last_status = status
         times = BatchTimes.from_json(status["times"])

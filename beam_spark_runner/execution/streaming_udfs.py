@@ -161,7 +161,12 @@ class KeyGroupProcessor(StatefulProcessor):
         if control is not None:
             yield Row(
                 **dict(
-                    zip(R.FIELDS, R.report(self._name, key[0], batch, result.hold, result.hold_without_processing_time))
+                    zip(
+                        R.FIELDS,
+                        R.report(
+                            self._name, key[0], batch, result.hold, result.hold_without_processing_time, result.wake
+                        ),
+                    )
                 )
             )
 

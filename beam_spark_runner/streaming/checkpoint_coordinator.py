@@ -185,6 +185,16 @@ class CheckpointCoordinator:
         self._release_if_due(finished=record.done)
         self._expire()
 
+    def release_waits(self, epoch: int) -> bool:
+        """Whether side effects would still wait for the release policy once
+        the pre-committed `epoch` completes: the policy counts completed
+        batches, so the query must run more (not idle) until they go."""
+        pending = self._pending.get(epoch)
+        records = self._unreleased + ([pending.record] if pending is not None and pending.record else [])
+        if not any(record.side_effects for record in records):
+            return False
+        return not self.release_policy.due(len(records), finished=any(record.done for record in records))
+
     def flush(self):
         """Releases every completed epoch the release policy still holds
         (the run is ending)."""

@@ -48,6 +48,7 @@ from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 from beam_spark_runner.worker.sdf_truncation import RestrictionTruncator
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
+from windowing.timestamps import MAX_US as MAX_MICROS
 from windowing.timestamps import MIN_US as MIN_MICROS
 
 _LOG = logging.getLogger(__name__)
@@ -67,6 +68,11 @@ class KeyGroupResult:
     # still holds once processing time can no longer advance (a finished
     # TestStream).
     event_hold: Any = SAME_AS_HOLD
+    # The earliest processing time (micros) at which the key-group has work
+    # without new input or a watermark change: a splittable DoFn's residual
+    # resuming, a processing-time timer or trigger; None: none. The source
+    # planner lets the query idle until then (streaming/source_planner.py).
+    wake: Optional[int] = None
 
     @property
     def hold_without_processing_time(self):
@@ -334,7 +340,12 @@ class StatefulStageOperator(_StageBase):
                 "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0,
             },
         )
-        return KeyGroupResult(new_blob, out + metrics, hold, event_hold)
+        wake = runner.timers.earliest_fire(self._processing_time_families) if runner.timers is not None else None
+        return KeyGroupResult(new_blob, out + metrics, hold, event_hold, wake)
+
+    @functools.cached_property
+    def _processing_time_families(self):
+        return [key for key in self.runner.timers.families if self.runner.timer_domain(key) != EVENT_TIME]
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)
@@ -426,7 +437,10 @@ class SdfOperator(_StageBase):
             _warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
         return KeyGroupResult(
-            new_blob, out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}), hold
+            new_blob,
+            out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}),
+            hold,
+            wake=min((r[2] for r in residuals), default=None),
         )
 
     def _run(self, tagged, seq, now, pt, out):
@@ -591,7 +605,8 @@ class GroupOperator:
             sum(1 for r in out if r[0] == R.DATA),
             {"dropped_due_to_lateness": dropped},
         )
-        return KeyGroupResult(new_blob, out + metrics, min(holds, default=None))
+        wake_pt = min((w for _, w, _ in wake.values() if w < MAX_MICROS), default=None)
+        return KeyGroupResult(new_blob, out + metrics, min(holds, default=None), wake=wake_pt)
 
     @staticmethod
     def _wake_up(reducer):

@@ -55,9 +55,10 @@ def control(operator_name, kg, batch, steps, draining=False):
     return (CONTROL, control_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
-def report(operator_name, kg, batch, hold, event_hold):
-    """`event_hold`: the part of `hold` not due to processing-time timers."""
-    payload = {"hold": hold, "event_hold": event_hold}
+def report(operator_name, kg, batch, hold, event_hold, wake=None):
+    """`event_hold`: the part of `hold` not due to processing-time timers;
+    `wake`: the processing time the key-group next has work at (None: none)."""
+    payload = {"hold": hold, "event_hold": event_hold, "wake": wake}
     return (REPORT, report_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 

@@ -132,6 +132,12 @@ class WatermarkAuthority:
         self.journal[batch_id] = times.to_json()
         return times
 
+    def forget(self, batch_id: int):
+        """Drops the journaled times of `batch_id`, planned but not run (the
+        query idles instead: streaming/source_planner.py); the next plan of
+        that batch is made afresh, with the processing time it runs at."""
+        self.journal.pop(batch_id, None)
+
     def _restore(self, times: BatchTimes):
         for stage in self._order:
             self._input[stage] = max(self._input[stage], times.input_watermarks[stage])

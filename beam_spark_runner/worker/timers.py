@@ -71,6 +71,17 @@ class PendingTimers:
         ]
         return min(holds, default=None)
 
+    def earliest_fire(self, families=None):
+        """Micros of the earliest fire timestamp of a pending timer (of the
+        given family keys only, when given); None when none is pending."""
+        fires = [
+            t.fire_timestamp.micros
+            for key, pending in self._pending.items()
+            if families is None or key in families
+            for t in pending.values()
+        ]
+        return min(fires, default=None)
+
     def snapshot(self):
         """Pending timers as {family key: [encoded timer]} (picklable)."""
         return {

@@ -238,3 +238,24 @@ def test_checkpoint_settings_build_the_policies():
     release = settings.release_policy(clock)
     assert (release.every_batches, release.every_ms) == (3, 500)
     assert settings.failure_policy().tolerable_consecutive == 2
+
+
+def test_the_query_may_idle_only_once_nothing_waits_for_the_release_policy():
+    store, actions, clock = MemoryStore(), Actions(), Clock()
+    coord = _coordinator(store, actions, clock, publish=ReleasePolicy(every_batches=2, clock=clock))
+    coord.recover(None)
+    _batch(coord, 0)
+    assert coord.release_waits(0)  # its finalizer waits for one more completed batch
+    coord.committed(0)
+    pending = coord.begin(1, OPS)
+    for who in OPS:
+        pending.acknowledge(who)
+    coord.pre_commit(1, False)  # no side effects of its own, but epoch 0's are held
+    assert not coord.release_waits(1)  # its completion releases them: two batches completed
+    coord.committed(1)
+    assert actions.released == [b"fin-0"]
+    empty = coord.begin(2, OPS)
+    for who in OPS:
+        empty.acknowledge(who)
+    coord.pre_commit(2, False)
+    assert not coord.release_waits(2)  # nothing held: the query may idle

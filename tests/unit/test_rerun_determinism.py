@@ -75,6 +75,7 @@ def test_a_rerun_periodic_impulse_emits_the_ticks_due_at_the_batch_time_not_at_i
     (residual,) = pickle.loads(first.blob)["residuals"]
     assert residual[2] == (start + 11) * SECOND  # resumes at the next tick's time
     assert residual[3] == (start + 11) * SECOND  # the watermark estimate
+    assert first.wake == (start + 11) * SECOND  # the key-group's next work: the idle planner waits for it
 
 
 class _StampsWithTheWallClock(beam.DoFn):
@@ -110,6 +111,8 @@ def test_a_stateful_dofn_reads_the_batch_time_as_now_in_process_and_timers():
     (out,) = _data_rows(first)
     assert str(batch_time).encode() in out[4]  # process saw the batch's time as now
 
+    assert first.wake == batch_time + 5 * SECOND  # the processing-time timer: the key-group's next work
     fired = operator.run(first.blob, [], [[1, 0, batch_time + 5 * SECOND]])
     (flushed,) = _data_rows(fired)
     assert str(batch_time + 5 * SECOND).encode() in flushed[4]  # so did the timer, at its own batch's time
+    assert fired.wake is None  # nothing pending

@@ -1,0 +1,134 @@
+"""Idle costs nothing (issue #23): CPU of a streaming run with no input, and
+how late processing-time timers fire.
+
+One PeriodicImpulse tick reaches a stateful DoFn that sets two
+processing-time timers, SOON_S and LATE_S seconds ahead of the wall clock.
+Between the batches that follow the tick and the second timer the run has
+no input; the CPU that every process of the run uses meanwhile (this
+driver, the Spark JVM, its Python workers: all processes under this one,
+read from /proc) is divided by the time measured: the share of one core.
+The first timer fires in the middle of that window, the second ends it;
+each one's lateness (the wall clock in its callback minus its time) is
+printed against the trigger interval.
+
+    python benchmarks/idle.py [--soon 30 --late 70 --trigger_interval '1 second']
+
+Headline: `idle_cpu ratio=<share of one core> target<=0.05 PASS|MISS`.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import userstate
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.utils.timestamp import Timestamp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from beam_spark_runner import SparkRunner  # noqa: E402
+from benchmarks.procstat import CpuMeter  # noqa: E402
+
+TARGET = 0.05
+
+
+class TwoTimers(beam.DoFn):
+    """Sets processing-time timers `soon_s` and `late_s` ahead; files
+    `<name>-due-<micros>` and `<name>-fired-<wall micros>` record them."""
+
+    SOON = userstate.TimerSpec("soon", TimeDomain.REAL_TIME)
+    LATE = userstate.TimerSpec("late", TimeDomain.REAL_TIME)
+
+    def __init__(self, directory, soon_s, late_s):
+        self.directory, self.soon_s, self.late_s = directory, soon_s, late_s
+
+    def _mark(self, name):
+        open(os.path.join(self.directory, name), "w").close()
+
+    def process(self, kv, soon=beam.DoFn.TimerParam(SOON), late=beam.DoFn.TimerParam(LATE)):
+        now = time.time()
+        for timer, name, delay in ((soon, "soon", self.soon_s), (late, "late", self.late_s)):
+            due = Timestamp.of(now + delay)
+            timer.set(due)
+            self._mark("%s-due-%d" % (name, due.micros))
+
+    @userstate.on_timer(SOON)
+    def on_soon(self):
+        self._mark("soon-fired-%d" % int(time.time() * 1e6))
+        yield "soon"
+
+    @userstate.on_timer(LATE)
+    def on_late(self):
+        self._mark("late-fired-%d" % int(time.time() * 1e6))
+        yield "late"
+
+
+def marked(directory, prefix, timeout_s):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix + "-")]
+        if names:
+            return int(names[0].rsplit("-", 1)[1])
+        time.sleep(0.05)
+    raise SystemExit("no %s within %d s" % (prefix, timeout_s))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--soon", type=float, default=30.0, help="seconds to the first timer")
+    parser.add_argument("--late", type=float, default=70.0, help="seconds to the second timer (ends the window)")
+    parser.add_argument("--trigger_interval", default="1 second")
+    args = parser.parse_args(argv)
+    out = tempfile.mkdtemp(prefix="beam-spark-idle-")
+    p = beam.Pipeline(
+        runner=SparkRunner(),
+        options=PipelineOptions(["--streaming", "--trigger_interval=%s" % args.trigger_interval]),
+    )
+    start = time.time()
+    _ = (
+        p
+        | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 0.5, fire_interval=1.0)
+        | beam.Map(lambda _: ("k", 1))
+        | beam.ParDo(TwoTimers(out, args.soon, args.late))
+    )
+    result = p.run()
+    try:
+        late_due = marked(out, "late-due", 300)
+        soon_due = marked(out, "soon-due", 10)
+        # The batches after the tick's (watermarks reaching the timers'
+        # stage) end; the window opens once none came for 2 s.
+        batches, since = len(result.streaming_progress()), time.time()
+        while batches < 3 or time.time() - since < 2:
+            time.sleep(0.1)
+            if len(result.streaming_progress()) != batches:
+                batches, since = len(result.streaming_progress()), time.time()
+        meter = CpuMeter().start()
+        time.sleep(max(0.0, late_due / 1e6 - 0.5 - time.time()))
+        used = meter.stop()
+        in_window = len(result.streaming_progress()) - batches
+        soon_fired = marked(out, "soon-fired", 60)
+        late_fired = marked(out, "late-fired", 60)
+        result.wait_until_finish(duration=120_000)
+    finally:
+        result.cancel()
+    share = used["own_cpu_s"] / used["wall_s"]
+    interval_s = float(args.trigger_interval.split()[0])
+    print(
+        "idle window: %.1f s, %d micro-batches in it (the first timer's); CPU: this run %.2f s, other processes %.2f s"
+        % (used["wall_s"], in_window, used["own_cpu_s"], used["other_cpu_s"])
+    )
+    for name, due, fired in (("soon", soon_due, soon_fired), ("late", late_due, late_fired)):
+        print(
+            "timer %s (%.0f s ahead) fired %.2f s after its time (trigger interval %g s)"
+            % (name, args.soon if name == "soon" else args.late, (fired - due) / 1e6, interval_s)
+        )
+    print("idle_cpu ratio=%.3f target<=%g %s" % (share, TARGET, "PASS" if share <= TARGET else "MISS"))
+
+
+if __name__ == "__main__":
+    main()
