@@ -46,10 +46,16 @@ def _own_tree_ticks():
 
 class CpuMeter:
     """CPU seconds used by this benchmark's process tree and by every other
-    process between start() and stop(). A thread samples the tree every 0.5 s
-    so that processes ending in between (Python workers) still count."""
+    process between start() and stop(). A thread samples the tree every
+    `interval_s` (0.5 s) so that processes ending in between (Python
+    workers) still count."""
 
     TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, interval_s=0.5):
+        # Each sample reads every process's /proc/<pid>/stat, in this
+        # process: a few ms. Measuring an idle run, sample seldom.
+        self._interval_s = interval_s
 
     def start(self):
         self._t, self._busy = time.monotonic(), _machine_busy_ticks()
@@ -67,7 +73,7 @@ class CpuMeter:
             self._last[pid] = ticks
 
     def _sample_loop(self):
-        while not self._stop.wait(0.5):
+        while not self._stop.wait(self._interval_s):
             self._sample()
 
     def stop(self):

@@ -208,7 +208,10 @@ class StreamingExecution:
         ui_policy = ui_metrics.PublishPolicy(self.ui_metrics_interval_s)
         try:
             while True:
-                while not self._done.wait(0.2):
+                # The sink sets _done when the pipeline ends; polling the
+                # query (a py4j call) only notices a failed one: once a
+                # second keeps an idle run's driver quiet.
+                while not self._done.wait(1.0):
                     if not query.isActive:
                         break
                     if ui_policy.due():

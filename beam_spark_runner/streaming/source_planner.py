@@ -27,6 +27,12 @@ and nothing waits for a batch per event. Operators further down get one step
 after all data: the upstream output watermark as of the end of the previous
 batch (MillWheel; see streaming/watermarks.py). Holds come from the REPORT
 rows of the previous batch, which the driver writes to `holds/<n>.json`.
+
+Idling: when a batch planned now would read no event, move no watermark
+and find nothing due by processing time (each key-group reports its next
+wake-up with its holds; the driver its own), `next_offset` returns the
+offset it was given, so Spark runs no batch, after waiting for the next
+wake-up (at most IDLE_WAIT_SECONDS per request; Spark asks again).
 """
 
 import dataclasses
