@@ -2,16 +2,16 @@
 how late processing-time timers fire.
 
 One PeriodicImpulse tick reaches a stateful DoFn that sets two
-processing-time timers, SOON_S and LATE_S seconds ahead of the wall clock.
-Between the batches that follow the tick and the second timer the run has
-no input; the CPU that every process of the run uses meanwhile (this
+processing-time timers, `--soon` and `--late` seconds ahead of the wall
+clock. After the first timer fired (and the batches it caused, then 5 s of
+the JVM's JIT compilation) the run has no input and nothing due until the
+second: the CPU that every process of the run uses in that window (this
 driver, the Spark JVM, its Python workers: all processes under this one,
-read from /proc) is divided by the time measured: the share of one core.
-The first timer fires in the middle of that window, the second ends it;
-each one's lateness (the wall clock in its callback minus its time) is
+read from /proc) is divided by its length: the share of one core. Each
+timer's lateness (the wall clock in its callback minus its time) is
 printed against the trigger interval.
 
-    python benchmarks/idle.py [--soon 30 --late 70 --trigger_interval '1 second']
+    python benchmarks/idle.py [--soon 30 --late 100 --trigger_interval '1 second']
 
 `--soon 0` sets the second timer only (tests/integration/test_streaming_idle.py
 runs it so, in a fresh process). The line before the headline is the
@@ -87,7 +87,7 @@ def marked(directory, prefix, timeout_s):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--soon", type=float, default=30.0, help="seconds to the first timer")
-    parser.add_argument("--late", type=float, default=70.0, help="seconds to the second timer (ends the window)")
+    parser.add_argument("--late", type=float, default=100.0, help="seconds to the second timer (ends the window)")
     parser.add_argument("--trigger_interval", default="1 second")
     parser.add_argument(
         "--settle", type=float, default=5.0, help="seconds between the last batch and the window (JIT compilation)"
@@ -110,7 +110,10 @@ def main(argv=None):
     try:
         due = {name: marked(out, name + "-due", 300) for name in timers}
         # The batches after the tick's (watermarks reaching the timers'
-        # stage) end; the window opens once none came for 2 s.
+        # stage) end, and those of the first timer if there is one; the
+        # window opens once none came for 2 s.
+        if args.soon:
+            marked(out, "soon-fired", args.soon + 60)
         batches, since = len(result.streaming_progress()), time.time()
         while batches < 3 or time.time() - since < 2:
             time.sleep(0.1)
@@ -129,7 +132,7 @@ def main(argv=None):
     share = used["own_cpu_s"] / used["wall_s"]
     interval_s = float(args.trigger_interval.split()[0])
     print(
-        "idle window: %.1f s, %d micro-batches in it (a first timer's); CPU: this run %.2f s, other processes %.2f s"
+        "idle window: %.1f s, %d micro-batches in it; CPU: this run %.2f s, other processes %.2f s"
         % (used["wall_s"], in_window, used["own_cpu_s"], used["other_cpu_s"])
     )
     for name in timers:
