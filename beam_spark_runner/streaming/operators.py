@@ -317,13 +317,7 @@ class StatefulStageOperator(_StageBase):
         user = runner.harness.snapshot_state()
         timers = runner.timers.snapshot() if runner.timers is not None else None
         hold = runner.timers.earliest_hold() if runner.timers is not None else None
-        event_hold = (
-            runner.timers.earliest_hold(
-                [key for key in runner.timers.families if runner.timer_domain(key) == EVENT_TIME]
-            )
-            if runner.timers is not None
-            else None
-        )
+        event_hold = runner.timers.earliest_hold(self._event_time_families) if runner.timers is not None else None
         state = {"wm": wm, "pt": pt, "user": user, "timers": timers}
         empty = not user[0] and not timers
         if waiting is not None:  # waiting main input holds the output watermark too
@@ -342,6 +336,10 @@ class StatefulStageOperator(_StageBase):
         )
         wake = runner.timers.earliest_fire(self._processing_time_families) if runner.timers is not None else None
         return KeyGroupResult(new_blob, out + metrics, hold, event_hold, wake)
+
+    @functools.cached_property
+    def _event_time_families(self):
+        return [key for key in self.runner.timers.families if self.runner.timer_domain(key) == EVENT_TIME]
 
     @functools.cached_property
     def _processing_time_families(self):

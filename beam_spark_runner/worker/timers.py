@@ -62,25 +62,24 @@ class PendingTimers:
 
     def earliest_hold(self, families=None):
         """Micros of the earliest output-timestamp hold of a pending timer
-        (of the given family keys only, when given)."""
-        holds = [
-            t.hold_timestamp.micros
-            for key, pending in self._pending.items()
-            if families is None or key in families
-            for t in pending.values()
-        ]
-        return min(holds, default=None)
+        (of the given family keys only, when given); None when none is pending."""
+        return self._earliest(lambda t: t.hold_timestamp, families)
 
     def earliest_fire(self, families=None):
         """Micros of the earliest fire timestamp of a pending timer (of the
         given family keys only, when given); None when none is pending."""
-        fires = [
-            t.fire_timestamp.micros
-            for key, pending in self._pending.items()
-            if families is None or key in families
-            for t in pending.values()
-        ]
-        return min(fires, default=None)
+        return self._earliest(lambda t: t.fire_timestamp, families)
+
+    def _earliest(self, timestamp_of, families):
+        return min(
+            (
+                timestamp_of(t).micros
+                for key, pending in self._pending.items()
+                if families is None or key in families
+                for t in pending.values()
+            ),
+            default=None,
+        )
 
     def snapshot(self):
         """Pending timers as {family key: [encoded timer]} (picklable)."""
