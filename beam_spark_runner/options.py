@@ -47,7 +47,17 @@ class SparkRunnerOptions(PipelineOptions):
             "--bundle_size_bytes",
             type=int,
             default=32 << 20,
-            help="Input bytes per Beam bundle within a Spark partition (default 32 MiB).",
+            help="Batch: input bytes per Beam bundle within a Spark partition (default 32 MiB).",
+        )
+        parser.add_argument(
+            "--grouped_values_in_memory_bytes",
+            type=int,
+            default=8 << 20,
+            help="Batch: a GroupByKey (global window, default trigger) hands one key's values to "
+            "the consuming DoFn as an in-memory list while their encoding is at most this many "
+            "bytes (default 8 MiB); a larger group is streamed from Spark's shuffle, which "
+            "spills it to disk, and decoded as the DoFn iterates it, so one key's values need "
+            "not fit in a worker's memory. 0 streams every group.",
         )
         parser.add_argument(
             "--checkpoint_dir",
@@ -296,6 +306,13 @@ STREAMING_ONLY = (
 )
 
 
+# Options that only batch runs read.
+BATCH_ONLY = (
+    "bundle_size_bytes",
+    "grouped_values_in_memory_bytes",
+)
+
+
 def mode_problems(options, streaming):
     """(errors, warnings) of the runner's options once it is known whether
     the pipeline runs in streaming: values out of range are errors, streaming
@@ -309,6 +326,15 @@ def mode_problems(options, streaming):
         errors.append("--publish_interval_ms=%s must not be negative" % spark.publish_interval_ms)
     if spark.tolerable_failed_batches < 0:
         errors.append("--tolerable_failed_batches=%s must not be negative" % spark.tolerable_failed_batches)
+    if spark.grouped_values_in_memory_bytes < 0:
+        errors.append("--grouped_values_in_memory_bytes=%s must not be negative" % spark.grouped_values_in_memory_bytes)
+    if streaming:
+        for name in BATCH_ONLY:
+            if name in given:
+                warnings.append(
+                    "--%s=%s has no effect: the pipeline runs in streaming, where bundles are "
+                    "micro-batches and a GroupByKey keeps its values in Spark's state store" % (name, given[name])
+                )
     if streaming and given.get("progress_bar") == "on":
         warnings.append(
             "--progress_bar=on has no effect: the pipeline runs in streaming, where each micro-batch "

@@ -176,7 +176,12 @@ class SparkRunner(beam_runner.PipelineRunner):
                 )
             else:
                 execution = BatchExecution(
-                    spark, execution_plan, parallelism, spark_options.bundle_size_bytes, log_settings
+                    spark,
+                    execution_plan,
+                    parallelism,
+                    spark_options.bundle_size_bytes,
+                    log_settings,
+                    spark_options.grouped_values_in_memory_bytes,
                 )
         except BaseException:
             run_conf.restore()

@@ -23,7 +23,7 @@ from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
 from beam_spark_runner import plans
-from beam_spark_runner.worker import context, grouping, log_forwarding
+from beam_spark_runner.worker import context, grouped_values, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 from beam_spark_runner.worker.side_inputs import state_entries
@@ -39,11 +39,22 @@ def key_partition(key: bytes) -> int:
 class BatchExecution:
     """Builds and runs the Spark job(s) of one ExecutionPlan."""
 
-    def __init__(self, spark, plan, parallelism=0, bundle_bytes=32 << 20, log_settings=None):
+    def __init__(
+        self,
+        spark,
+        plan,
+        parallelism=0,
+        bundle_bytes=32 << 20,
+        log_settings=None,
+        grouped_inline_bytes=grouped_values.DEFAULT_INLINE_BYTES,
+    ):
         self.sc = spark.sparkContext
         self.plan = plan
         self.parallelism = parallelism or self.sc.defaultParallelism
         self.bundle_bytes = bundle_bytes
+        # A key's grouped values above this many encoded bytes are streamed
+        # to their consumer (worker/grouped_values.py).
+        self.grouped_inline_bytes = grouped_inline_bytes
         # Where executors send user code's log records (worker/log_forwarding.py).
         self.log_settings = log_settings
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
@@ -208,9 +219,15 @@ class BatchExecution:
                 records = self._union(self._written.get(ref, [])).flatMap(
                     functools.partial(_shuffle_records, components, group)
                 )
-                grouped = records.groupByKey(self.parallelism, key_partition)
+                memory_mb = _memory_mb(self.sc.getConf().get("spark.python.worker.memory", "512m"))
+                grouped = records.partitionBy(self.parallelism, key_partition).mapPartitions(
+                    functools.partial(_group_partition, memory_mb), preservesPartitioning=True
+                )
                 self._grouped[ref] = name_rdd(
-                    grouped.mapPartitions(functools.partial(_grouped_blocks, components, group)), group.display_name
+                    grouped.mapPartitions(
+                        functools.partial(_grouped_blocks, components, group, self.grouped_inline_bytes)
+                    ),
+                    group.display_name,
                 )
         return self._grouped[ref]
 
@@ -287,12 +304,53 @@ def _stage_runner(stage, components, side_entries):
     return runner
 
 
+def _group_partition(memory_mb, records):
+    """One partition's (key, value) records grouped by key, as (key,
+    re-iterable of values): the reduce side of PySpark's `RDD.groupByKey`
+    (its ExternalGroupBy), which spills to disk above `memory_mb` and reads
+    a key's values back as they are iterated. `RDD.groupByKey` also
+    combines on the map side (ExternalMerger), which pickles a hot key's
+    whole value list when it spills: with one key of 1M values under a
+    900 MB worker limit that ran out of memory. So the map side here is a
+    plain `partitionBy`. pyspark.shuffle has no documented API; this is the
+    one place the runner uses it."""
+    from pyspark.shuffle import Aggregator, ExternalGroupBy
+
+    merger = ExternalGroupBy(Aggregator(_one_value_list, _append_value, _extend_values), memory_mb)
+    merger.mergeValues(records)
+    return merger.items()
+
+
+def _memory_mb(size):
+    """A Spark memory size ("512m", "2g", "1024k") in MiB, as PySpark reads
+    spark.python.worker.memory."""
+    units = {"k": 1.0 / 1024, "m": 1, "g": 1 << 10, "t": 1 << 20}
+    size = size.strip().lower()
+    if size[-1:] in units:
+        return int(float(size[:-1]) * units[size[-1]])
+    return int(int(size) / (1 << 20))  # bytes
+
+
+def _one_value_list(value):
+    return [value]
+
+
+def _append_value(values, value):
+    values.append(value)
+    return values
+
+
+def _extend_values(values, more):
+    values.extend(more)
+    return values
+
+
 def _shuffle_records(components, group, block):
     return _group_codec(components, group).shuffle_records(block)
 
 
-def _grouped_blocks(components, group, grouped):
-    return _group_codec(components, group).grouped_blocks(grouped)
+def _grouped_blocks(components, group, inline_bytes, grouped):
+    return _group_codec(components, group).grouped_blocks(grouped, inline_bytes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -304,6 +362,11 @@ def _keyed_elements(components, coder_id, block):
     """(nested-encoded key, element encoding) for each windowed KV of a block."""
     coder = context.components_context(components).coders[coder_id]
     encode_key = coder.wrapped_value_coder.key_coder().get_impl().encode_nested
+    if isinstance(block, grouped_values.GroupedValues):
+        # A streamed group read by a keyed stage: Spark moves it to the
+        # key's partition, as one encoded element.
+        yield block.key, block.encoded()
+        return
     for wv, element in grouping.decode_elements(block, coder.get_impl()):
         yield encode_key(wv.value[0]), element
 

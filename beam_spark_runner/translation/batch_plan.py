@@ -39,12 +39,14 @@ def _port(transform, coder_id):
     return DataPort(transform.unique_name, BufferRef.parse(transform.spec.payload), coder_id)
 
 
-def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
+def build_plan(context, stages, plain_python=True, streamed_groups=False) -> ExecutionPlan:
     """Turns Beam's optimized stages into an ExecutionPlan.
 
     `plain_python`: stages made only of simple callables and combiner phases
     run as plain Python loops (worker/plain_stage.py); False keeps every
-    stage on the SDK harness."""
+    stage on the SDK harness. `streamed_groups` (batch): the SDK harness
+    reads GroupByKey outputs with Beam's state-backed iterable coder, so
+    that a large group can be streamed to it (worker/grouped_values.py)."""
     components = context.components
     data_coders = context.data_channel_coders
     safe = context.safe_coders
@@ -60,7 +62,11 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
             t = _copy(t)
             if t.spec.urn == bundle_processor.DATA_INPUT_URN:
                 coder_id = data_coders[translations.only_element(t.outputs.values())]
-                inputs.append(_port(t, coder_id))
+                port = _port(t, coder_id)
+                inputs.append(port)
+                if streamed_groups and port.buffer.kind == GROUP:
+                    # The runner's side keeps reading `coder_id`.
+                    coder_id = state_backed_group_coder(components, coder_id)
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
             elif t.spec.urn == bundle_processor.DATA_OUTPUT_URN:
                 pcoll = translations.only_element(t.inputs.values())
@@ -119,6 +125,46 @@ def build_plan(context, stages, plain_python=True) -> ExecutionPlan:
             )
         )
     return ExecutionPlan(tuple(stage_plans), groups, components.SerializeToString())
+
+
+def state_backed_group_coder(components, coder_id) -> str:
+    """The id of a coder encoding exactly as `coder_id`, a windowed
+    KV<K, Iterable<V>>, whose Iterable is Beam's state-backed iterable (an
+    encoding may end in a state token the SDK harness reads the rest of the
+    values with, as Beam's FnApiRunner does with `use_state_iterables`),
+    added to `components`; `coder_id` itself if it has another shape."""
+    coders = components.coders
+    windowed = coders[coder_id]
+    if windowed.spec.urn != common_urns.coders.WINDOWED_VALUE.urn:
+        return coder_id
+    kv_id = windowed.component_coder_ids[0]
+    kv = coders[kv_id]
+    if kv.spec.urn != common_urns.coders.KV.urn:
+        return coder_id
+    iterable = coders[kv.component_coder_ids[1]]
+    if iterable.spec.urn != common_urns.coders.ITERABLE.urn:
+        return coder_id
+    new_id = coder_id + "_state_backed"
+    if new_id not in coders:
+        coders[kv_id + "_state_backed_iterable"].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=beam_runner_api_pb2.FunctionSpec(urn=common_urns.coders.STATE_BACKED_ITERABLE.urn, payload=b"1"),
+                component_coder_ids=iterable.component_coder_ids,
+            )
+        )
+        coders[kv_id + "_state_backed"].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=kv.spec,
+                component_coder_ids=[kv.component_coder_ids[0], kv_id + "_state_backed_iterable"],
+            )
+        )
+        coders[new_id].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=windowed.spec,
+                component_coder_ids=[kv_id + "_state_backed", windowed.component_coder_ids[1]],
+            )
+        )
+    return new_id
 
 
 def _group_plan(context, gbk_id, combine=None) -> GroupPlan:

@@ -29,7 +29,7 @@ def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
     requirements.check_pipeline(pipeline_proto)
     pipeline_proto = _rewrite(pipeline_proto)
     context, stages = phases.create_stages(pipeline_proto, drain=drain)
-    return plan_lib.build_plan(context, stages, plain_python=plain_python)
+    return plan_lib.build_plan(context, stages, plain_python=plain_python, streamed_groups=True)
 
 
 def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True):

@@ -72,6 +72,35 @@ def weigh_cached_state(*objs):
 statecache.get_deep_size = weigh_cached_state
 
 
+class _StateServicer(StateServicer):
+    """Beam's in-memory state servicer, which also serves the values of
+    streamed groups (worker/grouped_values.py) under Runner state keys: the
+    state key type Beam's SDK harness reads a state-backed iterable's
+    remaining values with, page by page (continuation token: page number)."""
+
+    def __init__(self):
+        super().__init__()
+        self._streamed = {}  # token -> grouped_values.ValuePages
+
+    def serve_values(self, pages) -> bytes:
+        """Registers `pages` (a ValuePages); returns its state token."""
+        token = b"grouped-values-%d" % len(self._streamed)
+        self._streamed[token] = pages
+        return token
+
+    def forget_values(self):
+        """Drops every registered group (their bundles have ended)."""
+        self._streamed.clear()
+
+    def get_raw(self, state_key, continuation_token=None):
+        if state_key.WhichOneof("type") == "runner":
+            pages = self._streamed.get(state_key.runner.key)
+            if pages is not None:
+                data, more = pages.page(int(continuation_token or 0))
+                return data, (b"%d" % (int(continuation_token or 0) + 1) if more else None)
+        return super().get_raw(state_key, continuation_token)
+
+
 class InProcessSdkHarness:
     """An SDK worker that runs bundles in this process over in-memory planes.
 
@@ -82,7 +111,7 @@ class InProcessSdkHarness:
 
     def __init__(self, descriptor: beam_fn_api_pb2.ProcessBundleDescriptor):
         self.descriptor = descriptor
-        self.state = StateServicer()
+        self.state = _StateServicer()
         self._data = data_plane.InMemoryDataChannel()
         self._cache = sdk_worker.BundleProcessorCache(
             FNAPI_RUNNER_CAPABILITIES,

@@ -18,6 +18,7 @@ from apache_beam.transforms import window
 from apache_beam.utils import windowed_value
 
 from beam_spark_runner.worker import context
+from beam_spark_runner.worker.grouped_values import DEFAULT_INLINE_BYTES, GroupedValues
 from triggers import RETRACTING
 from triggers.batch import group_by_window
 from triggers.closing import ClosingRules
@@ -69,14 +70,31 @@ class GroupCodec:
                 key, value = wkv.value
                 yield encode_key(key), encode_wv(wkv.with_value(value))
 
-    def grouped_blocks(self, grouped):
-        """grouped: iterable of (encoded key, iterable of encoded values)."""
+    def grouped_blocks(self, grouped, inline_bytes=DEFAULT_INLINE_BYTES):
+        """grouped: iterable of (encoded key, re-iterable of encoded values).
+
+        Yields blocks of grouped elements; with trivial windowing, a key
+        whose encoded values exceed `inline_bytes` instead yields a
+        `GroupedValues` that streams them to the consumer (grouped_values.py).
+        Under other windowing one key's values are decoded together."""
         out = create_OutputStream()
         if self.trivial_windowing:
             header, pack = self.global_header, struct.Struct(">i").pack
             for key, values in grouped:
-                values = list(values)
-                out.write(header + key + pack(len(values)) + b"".join(values))
+                head, size = [], 0
+                for value in values:
+                    head.append(value)
+                    size += len(value)
+                    if size > inline_bytes:
+                        break
+                if size > inline_bytes:
+                    del head
+                    if out.size():
+                        yield out.get()
+                        out = create_OutputStream()
+                    yield GroupedValues(header, key, values, inline_bytes)
+                    continue
+                out.write(header + key + pack(len(head)) + b"".join(head))
                 if out.size() >= BLOCK_BYTES:
                     yield out.get()
                     out = create_OutputStream()

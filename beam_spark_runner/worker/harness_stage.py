@@ -24,6 +24,7 @@ from apache_beam.internal import pickler
 
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
+from beam_spark_runner.worker.grouped_values import GroupedValues, streams_groups
 from beam_spark_runner.worker.timers import PendingTimers
 
 # Bytes of input per bundle: big enough to amortize per-bundle cost (and to
@@ -66,6 +67,9 @@ class HarnessStageRunner:
         for state_key, data in side_input_entries:
             self._harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(state_key), data)
         self._input_ids = [p.transform_id for p in stage.inputs]
+        # Inputs the harness reads with Beam's state-backed iterable coder:
+        # a streamed group reaches them as a state token.
+        self._streams_groups = {tid for tid in self._input_ids if streams_groups(descriptor, tid)}
         self._output_index = {p.transform_id: i for i, p in enumerate(stage.outputs)}
         self._feeding_input = {}
         self._resume_delay = None
@@ -124,6 +128,7 @@ class HarnessStageRunner:
         timer."""
         for inputs in self._bundle_inputs(tagged_blocks, bundle_bytes):
             yield from self._run_until_no_residuals(inputs)
+            self._harness.state.forget_values()
 
     def run_round(self, tagged_blocks, bundle_bytes=DEFAULT_BUNDLE_BYTES):
         """Batch stages that finalize bundles: runs each bundle of these
@@ -134,6 +139,7 @@ class HarnessStageRunner:
         self._deferred = []
         for inputs in self._bundle_inputs(tagged_blocks, bundle_bytes):
             outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})
+            self._harness.state.forget_values()
             yield from outputs
             self._after_bundle(finalize)
         for index, element, delay, _ in self._take_deferred():
@@ -144,13 +150,25 @@ class HarnessStageRunner:
         pending = collections.defaultdict(list)
         size = 0
         for index, block in tagged_blocks:
-            pending[self._input_ids[index]].append(block)
+            transform_id = self._input_ids[index]
+            if isinstance(block, GroupedValues):
+                block = self._group_element(transform_id, block)
+            pending[transform_id].append(block)
             size += len(block)
             if size >= bundle_bytes:
                 yield pending
                 pending, size = collections.defaultdict(list), 0
         if pending:
             yield pending
+
+    def _group_element(self, transform_id, grouped):
+        """A streamed group (grouped_values.py) as the bytes written to the
+        data input `transform_id`: with a state token the harness reads the
+        values through, until the bundle ends; in full where the input's
+        coder cannot carry a token."""
+        if transform_id in self._streams_groups:
+            return grouped.with_state_token(self._harness.state.serve_values)
+        return grouped.encoded()
 
     def run_once(self, tagged_blocks):
         """Streaming SDFs: runs one bundle of these inputs and keeps its

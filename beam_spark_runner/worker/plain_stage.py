@@ -127,7 +127,7 @@ class PlainStageRunner:
                 ) from None
         self._chunk_sizers = {step.transform_id: ChunkSizer() for step in spec.steps}
         self._counts = collections.Counter()
-        self._pending = {}  # output index -> (codec, [runs])
+        self._pending = {}  # output index -> [codec, [runs], number of values]
         # Steps are set up once, before the first bundle (`run`), and torn
         # down by `close`; every `run` is one bundle (start / finish).
         self._set_up = False
@@ -157,12 +157,12 @@ class PlainStageRunner:
                 runs = (
                     block.runs if isinstance(block, runs_lib.DecodedBlock) else self._input_codecs[index].decode(block)
                 )
-                self._emit(self.spec.input_pcolls[index], runs)
-                yield from self._flush(FLUSH_ELEMENTS)
+                yield from self._emit(self.spec.input_pcolls[index], runs)
             for spec in self.spec.steps:
                 for pcoll, runs in self._steps[spec.transform_id].finish():
-                    self._emit(pcoll, runs)
-            yield from self._flush(0)
+                    yield from self._emit(pcoll, runs)
+            for index in list(self._pending):
+                yield self._encode(index)
         finally:
             statesampler.set_current_tracker(previous)
 
@@ -170,19 +170,26 @@ class PlainStageRunner:
         """Feeds `runs` of `pcoll` to its data outputs and consumers, depth
         first: a ParDo in chunks of at most CHUNK_ELEMENTS values, a step
         whose output cannot outgrow its input (WindowInto, the combiner
-        phases) all at once."""
+        phases) all at once. Yields (output index, block) whenever an output
+        holds FLUSH_ELEMENTS values, so a value with many outputs is handed
+        to Spark as it goes, not held whole."""
         if not runs:
             return
-        self._counts[pcoll] += runs_lib.count(runs)
+        n = runs_lib.count(runs)
+        self._counts[pcoll] += n
         for index, codec in self._output_codecs.get(pcoll, ()):
-            self._pending.setdefault(index, (codec, []))[1].extend(runs)
+            pending = self._pending.setdefault(index, [codec, [], 0])
+            pending[1].extend(runs)
+            pending[2] += n
+            if pending[2] >= FLUSH_ELEMENTS:
+                yield self._encode(index)
         for spec in self._consumers.get(pcoll, ()):
             step = self._steps[spec.transform_id]
             if step.bounded_output:
                 # Slicing its input would only copy the value lists: what it
                 # outputs is no larger than what is already held.
                 for out_pcoll, out_runs in step.process(runs):
-                    self._emit(out_pcoll, out_runs)
+                    yield from self._emit(out_pcoll, out_runs)
                 continue
             sizer = self._chunk_sizers[spec.transform_id]
             for chunk in runs_lib.chunks(runs, sizer.size):
@@ -190,7 +197,7 @@ class PlainStageRunner:
                 try:
                     for out_pcoll, out_runs in outputs:
                         produced += runs_lib.count(out_runs)
-                        self._emit(out_pcoll, out_runs)
+                        yield from self._emit(out_pcoll, out_runs)
                 finally:
                     # A ParDo's outputs come from a generator: if a later step
                     # failed, end it now (it leaves its metrics scope).
@@ -199,25 +206,29 @@ class PlainStageRunner:
                         close()
                 sizer.observe(runs_lib.count(chunk), produced)
 
-    def _flush(self, min_elements):
-        """Yields encoded blocks of pending outputs (all when min is 0)."""
-        for index in list(self._pending):
-            codec, runs = self._pending[index]
-            if min_elements and runs_lib.count(runs) < min_elements:
-                continue
-            del self._pending[index]
-            try:
-                block = codec.encode(runs)
-            except Exception as e:
-                raise StageFailed(self._encoding_failure(index, codec, e)) from None
-            yield index, block
+    def _encode(self, index):
+        """(index, block) of the pending outputs of output `index`, which
+        are no longer pending."""
+        codec, runs, _ = self._pending.pop(index)
+        try:
+            return index, codec.encode(runs)
+        except Exception as e:
+            raise StageFailed(self._encoding_failure(index, codec, e)) from None
 
     def _encoding_failure(self, index, codec, error):
         """The message for outputs the stage's data coder cannot encode (e.g.
         a DoFn emitting a WindowedValue in a window its PCollection's
-        windowing strategy does not have): names the producing transform."""
+        windowing strategy does not have), or that the worker had no memory
+        left to encode: names the producing transform."""
         pcoll = self.spec.output_pcolls[index]
         producer = next((step.name for step in self.spec.steps if pcoll in (p for _, p in step.outputs)), pcoll)
+        # Beam's OutputStream reports a failed allocation as an assertion.
+        if isinstance(error, MemoryError) or "realloc failed" in str(error):
+            return (
+                "Beam stage %r failed: the Python worker ran out of memory encoding outputs of %r "
+                "(%s: %s); give its workers more memory (spark.executor.pyspark.memory) or make "
+                "fewer outputs per element" % (self.stage.display_name, producer, type(error).__name__, error)
+            )
         return (
             "Beam stage %r failed: an output of %r cannot be encoded with its PCollection's coder "
             "%s (%s: %s). The windows of its elements must be those of the PCollection's "

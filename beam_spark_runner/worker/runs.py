@@ -19,6 +19,8 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_spark_runner.worker.grouped_values import GroupedValues, group_runs
+
 
 # The metadata of a globally windowed element at the minimum timestamp (what
 # reads and impulses produce).
@@ -91,7 +93,10 @@ class RunCodec:
         return self._header_with_empty(template.with_value(b""))[:-1]
 
     def decode(self, block):
-        """The runs of a block of nested-encoded windowed values."""
+        """The runs of a block of nested-encoded windowed values, or of a
+        group streamed from the shuffle (grouped_values.py)."""
+        if isinstance(block, GroupedValues):
+            return group_runs(block, self.coder)
         stream = create_InputStream(block)
         decode = self._impl.decode_from_stream
         runs = []

@@ -21,17 +21,7 @@ FN_API_RUNNER_SKIPS = {
 
 # fn_runner_test.FnApiBasedStateBackedCoderTest (it_validatesrunner, pinned by
 # Beam to FnApiRunner(use_state_iterables=True); run here on SparkRunner).
-STATE_BACKED_CODER_SKIPS = {
-    "test_gbk_many_values": (
-        "asserts that at most 5 of its elements are alive in a worker at once: Beam's "
-        "FnApiRunner with use_state_iterables encodes each output as it is produced and serves "
-        "one key's grouped values page by page. This runner's plain-Python stages hand values "
-        "on in runs (up to 8192 values), and the runner decodes one key's grouped values together in the "
-        "consuming worker, so a key's values must fit in a worker's memory (as in Beam's "
-        "classic Spark runner). Waits for no open issue: state-backed iterables for huge keys "
-        "are outside issues #4 and #5; the limit is documented in docs/conformance.md"
-    ),
-}
+STATE_BACKED_CODER_SKIPS = {}
 
 # "module.TestCaseClass" -> {test name: reason}
 BEAM_SUITE_SKIPS = {}

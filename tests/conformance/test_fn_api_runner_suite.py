@@ -29,12 +29,21 @@ _apply_skips(SparkRunnerFnApiRunnerTest, FN_API_RUNNER_SKIPS)
 
 class SparkRunnerStateBackedCoderTest(fn_runner_test.FnApiBasedStateBackedCoderTest):
     """Beam's it_validatesrunner class next to FnApiRunnerTest: a GroupByKey
-    whose values (200 x 300-character elements for one key) Beam's
-    FnApiRunner serves as state-backed iterables; here the values of a key
-    reach the DoFn from Spark's shuffle."""
+    whose values (200 x 300-character elements for one key) must never be
+    alive more than 5 at a time in a worker. Beam runs it on
+    `FnApiRunner(use_state_iterables=True)`, which streams every group
+    through the state API; the same settings here are
+    `--grouped_values_in_memory_bytes=0` (every group streamed from Spark's
+    shuffle, worker/grouped_values.py) and `--sdk_harness_only`: the test
+    counts live objects in the producing FlatMap too, where the SDK harness
+    encodes each output as it is made, while a plain-Python stage hands
+    outputs on in runs of up to 8192 (worker/plain_stage.py)."""
 
     def create_pipeline(self):
-        return beam.Pipeline(runner=SparkRunner(), options=PipelineOptions([]))
+        return beam.Pipeline(
+            runner=SparkRunner(),
+            options=PipelineOptions(["--grouped_values_in_memory_bytes=0", "--sdk_harness_only"]),
+        )
 
 
 _apply_skips(SparkRunnerStateBackedCoderTest, STATE_BACKED_CODER_SKIPS)

@@ -514,6 +514,43 @@ def test_a_fanning_out_step_hands_its_output_on_in_bounded_pieces(fan_out):
         assert max(pieces[1:]) <= OUTPUT_PIECE
 
 
+def test_outputs_leave_the_stage_while_one_value_is_still_producing():
+    """Values making 100,000 outputs each straight to a shuffle: the stage
+    hands them to Spark in blocks of about FLUSH_ELEMENTS as they are made,
+    not once the input block is done (the runs of 4 such values held 500,000
+    outputs and ran a 768 MB worker out of memory before)."""
+    from beam_spark_runner.worker import runs
+    from beam_spark_runner.worker.plain_stage import FLUSH_ELEMENTS, PlainStageRunner
+    from beam_spark_runner.worker.plain_steps import OUTPUT_PIECE
+
+    made = [0]
+
+    def fan_out(x):
+        for i in range(100_000):
+            made[0] += 1
+            yield x, i
+
+    p = beam.Pipeline()
+    both = (p | "A" >> beam.Create([0]), p | "B" >> beam.Create([1])) | beam.Flatten()
+    _ = both | "FanOut" >> beam.FlatMap(fan_out) | beam.GroupByKey()
+    plan, stage, in_codec, out_codec = _plain_stage_of(p, "FanOut")
+    runner = PlainStageRunner(stage, stage.plain_spec, plan.components)
+    block = in_codec.encode([(runs.GLOBAL_TEMPLATE, [0, 1, 2])])
+    sizes, made_when_yielded = [], []
+    for _, out in runner.run([(0, block)]):
+        sizes.append(sum(len(vs) for _, vs in out_codec.decode(out)))
+        made_when_yielded.append(made[0])
+    runner.close()
+    assert sum(sizes) == 300_000
+    # The first value's outputs come whole (its fan-out was not known yet,
+    # see the test above); after it, blocks of bounded size that leave
+    # while the values are still producing: nothing piles up.
+    assert sizes[0] == 100_000
+    assert max(sizes[1:]) <= FLUSH_ELEMENTS + OUTPUT_PIECE
+    assert made_when_yielded[1] < 100_000 + FLUSH_ELEMENTS + OUTPUT_PIECE
+    assert all(m - sum(sizes[: i + 1]) <= OUTPUT_PIECE for i, m in enumerate(made_when_yielded))
+
+
 def test_window_into_and_the_precombine_get_their_input_whole():
     """Only a ParDo's input is cut into chunks (its fan-out is unknown): a
     WindowInto or a combiner phase outputs no more than it is given, so it

@@ -1,0 +1,88 @@
+"""A GroupByKey of one key whose values do not fit in a Python worker's
+memory, run in its own process (the worker memory limit is a property of
+the SparkSession): `python -m tests.integration.large_group_job VALUES
+LIMIT MODE...` prints one JSON line per mode with what the group summed to,
+or the error that ended the run.
+
+Modes: `plain` and `harness` (the consuming stage on each execution path,
+the group streamed from Spark's shuffle), `in_memory` (the group handed on
+as one encoded element, as before streaming: the control that shows the
+limit is tight enough)."""
+
+import json
+import sys
+import tempfile
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+SHARDS = 8
+WIDTH = 90  # characters per value
+
+
+def values_of(shard, per_shard):
+    base = shard * per_shard
+    for i in range(per_shard):
+        yield "hot", "%0*d" % (WIDTH, base + i)
+
+
+def count_and_sum(kv):
+    key, values = kv
+    n = total = 0
+    for v in values:
+        n += 1
+        total += int(v)
+    return json.dumps([key, n, total])
+
+
+MODES = {
+    "plain": [],
+    "harness": ["--sdk_harness_only"],
+    "in_memory": ["--grouped_values_in_memory_bytes=%d" % (1 << 40)],
+}
+
+
+def run(values, limit, mode, out_dir):
+    options = PipelineOptions(
+        [
+            "--runner=beam_spark_runner.SparkRunner",
+            "--spark_master=local[2]",
+            "--spark_conf=spark.executor.pyspark.memory=%s" % limit,
+            # PySpark's grouping spills above this (its default is 512m).
+            "--spark_conf=spark.python.worker.memory=64m",
+            "--progress_bar=off",
+            # One producing element per SDK-harness bundle: the harness holds
+            # a bundle's outputs until it ends (8 x 125,000 values at once
+            # ran the producer, not the GroupByKey, out of memory).
+            "--bundle_size_bytes=1",
+        ]
+        + MODES[mode]
+    )
+    path = "%s/%s.txt" % (out_dir, mode)
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | beam.Create(range(SHARDS))
+            | beam.Reshuffle()
+            | beam.FlatMap(values_of, values // SHARDS)
+            | beam.GroupByKey()
+            | beam.Map(count_and_sum)
+            | beam.io.WriteToText(path, shard_name_template="")
+        )
+    with open(path) as f:
+        return json.loads(f.read())
+
+
+def main(argv):
+    values, limit, modes = int(argv[0]), argv[1], argv[2:]
+    with tempfile.TemporaryDirectory() as out_dir:
+        for mode in modes:
+            try:
+                key, n, total = run(values, limit, mode, out_dir)
+                print(json.dumps({"mode": mode, "key": key, "count": n, "sum": total}), flush=True)
+            except Exception as e:  # noqa: BLE001 -- the control run is meant to fail
+                print(json.dumps({"mode": mode, "error": "%s: %s" % (type(e).__name__, str(e)[-2000:])}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
