@@ -55,6 +55,8 @@ class BatchExecution:
         # A key's grouped values above this many encoded bytes are streamed
         # to their consumer (worker/grouped_values.py).
         self.grouped_inline_bytes = grouped_inline_bytes
+        # Where PySpark's grouping starts to spill, as RDD.groupByKey reads it.
+        self._grouping_memory_mb = _memory_mb(self.sc.getConf().get("spark.python.worker.memory", "512m"))
         # Where executors send user code's log records (worker/log_forwarding.py).
         self.log_settings = log_settings
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
@@ -219,9 +221,8 @@ class BatchExecution:
                 records = self._union(self._written.get(ref, [])).flatMap(
                     functools.partial(_shuffle_records, components, group)
                 )
-                memory_mb = _memory_mb(self.sc.getConf().get("spark.python.worker.memory", "512m"))
                 grouped = records.partitionBy(self.parallelism, key_partition).mapPartitions(
-                    functools.partial(_group_partition, memory_mb), preservesPartitioning=True
+                    functools.partial(_group_partition, self._grouping_memory_mb), preservesPartitioning=True
                 )
                 self._grouped[ref] = name_rdd(
                     grouped.mapPartitions(
