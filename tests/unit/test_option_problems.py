@@ -78,3 +78,14 @@ def test_streaming_options_given_to_a_batch_run_warn_naming_each():
         "--tolerable_failed_batches",
     ]
     assert all("runs in batch" in w for w in warnings)
+
+
+def test_batch_only_options_in_streaming_are_warned_and_a_negative_group_limit_refused():
+    flags = ["--bundle_size_bytes=1024", "--grouped_values_in_memory_bytes=0"]
+    assert mode_problems(PipelineOptions(flags), streaming=False) == ([], [])
+    errors, warnings = mode_problems(PipelineOptions(flags), streaming=True)
+    assert errors == []
+    assert [w.split("=")[0] for w in warnings] == ["--bundle_size_bytes", "--grouped_values_in_memory_bytes"]
+    assert all("runs in streaming" in w for w in warnings)
+    errors, _ = mode_problems(PipelineOptions(["--grouped_values_in_memory_bytes=-1"]), streaming=False)
+    assert errors == ["--grouped_values_in_memory_bytes=-1 must not be negative"]
