@@ -1,8 +1,9 @@
 """One key's grouped values, streamed from Spark's shuffle to the DoFn.
 
-A batch GroupByKey is PySpark's `groupByKey`, which spills a key's values to
-disk while grouping (`spark.python.worker.memory`) and hands them on as a
-re-iterable that reads them back. A group whose encoded values fit in
+A batch GroupByKey groups with PySpark's `ExternalGroupBy` (the reduce side
+of `RDD.groupByKey`, see execution/batch_execution.py), which spills a key's
+values to disk while grouping (`spark.python.worker.memory`) and hands them
+on as a re-iterable that reads them back. A group whose encoded values fit in
 `inline_bytes` is handed on as one encoded element, decoded in one piece by
 the consumer as before; a larger group leaves the shuffle as a
 `GroupedValues` object in place of a block, and its values stay in Spark's
@@ -46,7 +47,6 @@ def _var_int(n):
 
 
 _STATE_TOKEN_FOLLOWS = _var_int(-1)
-_END_OF_VALUES = _var_int(0)
 
 
 class GroupedValues:
@@ -104,38 +104,38 @@ class ValuePages:
     values once; asking for an earlier page (the DoFn iterates again) starts
     over from the first value."""
 
+    _NOTHING = object()
+
     def __init__(self, values, skip=0):
         self._values = values
         self._skip = skip
         self._iterator = None
         self._next_page = 0
+        # The first value of the next page, read to learn whether one follows.
+        self._peeked = self._NOTHING
 
     def page(self, n):
         if self._iterator is None or n != self._next_page:
             self._iterator = itertools.islice(iter(self._values), self._skip, None)
+            self._peeked = self._NOTHING
             self._next_page = 0
             for _ in range(n):
                 self._read_page()
-        data, more = self._read_page()
-        return data, more
+        return self._read_page()
 
     def _read_page(self):
         chunk, size = [], 0
-        for value in self._iterator:
+        if self._peeked is not self._NOTHING:
+            chunk.append(self._peeked)
+            size = len(self._peeked)
+        for value in self._iterator if size < PAGE_BYTES else ():
             chunk.append(value)
             size += len(value)
             if size >= PAGE_BYTES:
                 break
         self._next_page += 1
-        more = size >= PAGE_BYTES
-        if more:
-            # Peek, so that the last page says it is the last.
-            following = next(self._iterator, None)
-            if following is None:
-                more = False
-            else:
-                self._iterator = itertools.chain((following,), self._iterator)
-        return b"".join(chunk), more
+        self._peeked = next(self._iterator, self._NOTHING) if size >= PAGE_BYTES else self._NOTHING
+        return b"".join(chunk), self._peeked is not self._NOTHING
 
 
 class LazyValues:

@@ -40,6 +40,6 @@ def test_one_key_larger_than_worker_memory_on_both_paths():
     assert set(results) == {"plain", "harness", "in_memory"}, done.stderr[-3000:]
     expected = {"key": "hot", "count": VALUES, "sum": VALUES * (VALUES - 1) // 2}
     for mode in ("plain", "harness"):
-        assert "error" not in results[mode], results[mode]["error"]
+        assert "error" not in results[mode], "%s: %s" % (mode, results[mode]["error"][-1500:])
         assert {k: results[mode][k] for k in expected} == expected, mode
     assert "MemoryError" in results["in_memory"].get("error", ""), results["in_memory"]
