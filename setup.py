@@ -28,6 +28,10 @@ TEST_REQUIRES = [
     "matplotlib",
     "hypothesis",
     "pytest-timeout",
+    # The suite runs in two processes (README's test command): many tests
+    # wait on real time (streaming batches, fault recovery), so two fit the
+    # 30-minute budget on 2 cores where one did not.
+    "pytest-xdist",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
     "ruff==0.17.6",
 ]

@@ -175,6 +175,10 @@ STATEFUL = "stateful"
 GROUP = "group"
 SDF = "sdf"
 SIDE_INPUTS = "side_inputs"
+# Keyed operators that keep each user key's state as its own entry of the
+# state store (streaming/keyed_state.py); the others keep one blob per
+# key-group (their state does not grow with user keys).
+PER_KEY_STATE_KINDS = frozenset({GROUP, STATEFUL})
 
 IMPULSE_SOURCE = "impulse"
 

@@ -1,52 +1,55 @@
-"""New keys per second through a stateful DoFn, against plain PySpark.
+"""Per-batch cost of streaming keyed state as the number of keys held grows.
 
-    python benchmarks/state_scale.py [--keys 200000] [--rounds 3] [--quick]
+    python benchmarks/state_scale.py [--keys 1000,100000,1000000] [--touched 1000] [--ticks 20]
 
-A stateful DoFn keeping one `ReadModifyWriteState` count per key sees K new
-keys (each key once) on SparkRunner, in batch and in streaming (there the
-keys come from a bounded source inside a `--streaming` pipeline, so they
-arrive in one micro-batch). A Beam counter of the keys it saw first must
-come to K. The baseline is the same keyed count written in plain PySpark
-(`reduceByKey`) on the same SparkSession, in the same run. A streaming
-run's fixed cost (starting the query, the micro-batches every run has) is
-measured with one key and taken off, so the streaming rate is that of the
-keys alone.
+One streaming pipeline per K: a stateful DoFn (one `ReadModifyWriteState`
+count per key) and a GroupByKey in the global window with an
+`AfterCount(2)` trigger read the same keys. A first PeriodicImpulse loads
+K keys (100,000 per tick, so no batch holds more than that); a second one,
+starting once the load is due to be done, sends the same `--touched` keys
+every 2 s. Both operators then hold K keys in state while each measured
+micro-batch touches `--touched` of them.
 
-Reported: keys per second of each and their ratio to PySpark's rate. The
-target (issue 23) is 20,000 new keys a second. PySpark counted the same
-keys at about 280,000 a second on the 2-core machine the target was set
-on, so the headline is the lower of the two ratios, against 0.07
-(20,000 / 280,000).
+Reported per K: the median and 90th percentile of the measured batches'
+wall time (Spark's `durationMs.triggerExecution` of the Beam query, the
+batches that start after the load, less the first two), the state rows
+Spark's store holds, and the peak resident memory of the Python workers
+during the measured batches. A Beam counter checks that the stateful DoFn
+saw every key and every touch.
 
-Headline: `stateful_dofn_new_keys ratio=<x> target>=0.07 PASS|MISS`.
+Headline (issue 23): median per-batch time at the largest K over that at
+the smallest, against 1.5: `state_scale ratio=<x> target<=1.5 PASS|MISS`.
 """
 
 import argparse
-import operator
 import os
 import statistics
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from benchmarks.headline import headline  # noqa: E402
 from benchmarks.runner_session import start_runner_session  # noqa: E402
+from spark_progress import iso_ms, progress_listener  # noqa: E402
 
 MASTER = "local[2]"
-TARGET = 0.07
-CHUNK = 10000
+TARGET = 1.5
+LOAD_CHUNK = 100_000
+LOAD_RATE = 4_000  # keys/s the schedule allows for loading (the measured phase waits for it)
+INTERVAL = 2.0
 NAMESPACE = "state_scale"
 
 
-def stateful_count(keys, streaming):
-    """(seconds, new keys the stateful DoFn counted) for K new keys."""
+def _pipeline(keys, touched, ticks, load_start, measure_start):
     import apache_beam as beam
     from apache_beam.metrics import Metrics
-    from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.transforms import userstate
+    from apache_beam.transforms import trigger, userstate, window
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
     from beam_spark_runner import SparkRunner
 
@@ -55,89 +58,187 @@ def stateful_count(keys, streaming):
 
         def __init__(self):
             self.new_keys = Metrics.counter(NAMESPACE, "new_keys")
+            self.touches = Metrics.counter(NAMESPACE, "touches")
 
         def process(self, kv, count=beam.DoFn.StateParam(COUNT)):
-            total = (count.read() or 0) + kv[1]
+            total = (count.read() or 0) + 1
             count.write(total)
             if total == 1:
                 self.new_keys.inc()
-            yield total
+            else:
+                self.touches.inc()
+            yield kv[0], total
 
-    chunks = [(start, min(start + CHUNK, keys)) for start in range(0, keys, CHUNK)]
-    began = time.monotonic()
-    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"] if streaming else []))
-    _ = (
+    load_ticks = -(-keys // LOAD_CHUNK)
+
+    def load(t):
+        first = int(round((float(t) - load_start))) * LOAD_CHUNK
+        return (("k%d" % i, 1) for i in range(first, min(keys, first + LOAD_CHUNK)))
+
+    def touch(_):
+        return (("k%d" % i, 1) for i in range(touched))
+
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--parallelism=2"]))
+    loaded = (
         p
-        | beam.Create(chunks)
-        | beam.FlatMap(lambda c: (("k%d" % i, 1) for i in range(*c)))
-        | beam.ParDo(CountPerKey())
+        | "LoadTicks"
+        >> PeriodicImpulse(start_timestamp=load_start, stop_timestamp=load_start + load_ticks, fire_interval=1)
+        | "Load" >> beam.FlatMap(load)
     )
-    result = p.run()
+    touches = (
+        p
+        | "TouchTicks"
+        >> PeriodicImpulse(
+            start_timestamp=measure_start, stop_timestamp=measure_start + ticks * INTERVAL, fire_interval=INTERVAL
+        )
+        | "Touch" >> beam.FlatMap(touch)
+    )
+    keyed = (loaded, touches) | beam.Flatten()
+    _ = keyed | beam.ParDo(CountPerKey())
+    _ = (
+        keyed
+        | beam.WindowInto(
+            window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterCount(2)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+        | beam.GroupByKey()
+    )
+    return p
+
+
+class WorkerMemory:
+    """Peak resident memory (MB) of the Python worker processes under this
+    process (PySpark's daemon and its forked workers), sampled every 0.2 s
+    while `measuring` is set."""
+
+    def __init__(self):
+        self.peak_mb = 0.0
+        self.measuring = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _workers(self):
+        from procstat import process_table
+
+        table = process_table()
+        children = {}
+        for pid, (ppid, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        out, todo = [], list(children.get(os.getpid(), ()))
+        while todo:
+            pid = todo.pop()
+            todo.extend(children.get(pid, ()))
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"python" in cmd:
+                out.append(pid)
+        return out
+
+    def _loop(self):
+        while not self._stop.wait(0.2):
+            if not self.measuring.is_set():
+                continue
+            total = 0
+            for pid in self._workers():
+                try:
+                    with open("/proc/%d/status" % pid) as f:
+                        for line in f:
+                            if line.startswith("VmRSS:"):
+                                total += int(line.split()[1])
+                except OSError:
+                    continue
+            self.peak_mb = max(self.peak_mb, total / 1024.0)
+
+    def close(self):
+        self._stop.set()
+
+
+def run_one(spark, listener, keys, touched, ticks):
+    from apache_beam.metrics.metric import MetricsFilter
+
+    lead = 25.0  # the query starts before the first tick
+    load_start = time.time() + lead
+    load_ticks = -(-keys // LOAD_CHUNK)
+    measure_start = load_start + load_ticks + keys / LOAD_RATE + 10
+    memory = WorkerMemory()
+    before = set(listener.ids_named("beam-"))
+    result = _pipeline(keys, touched, ticks, load_start, measure_start).run()
+    while time.time() < measure_start:
+        time.sleep(0.5)
+    memory.measuring.set()
     result.wait_until_finish()
-    elapsed = time.monotonic() - began
-    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
-    return elapsed, sum(c.committed for c in counters)
-
-
-def pyspark_count(spark, keys):
-    """(seconds, keys) of the same keyed count in plain PySpark."""
-    began = time.monotonic()
-    counted = (
-        spark.sparkContext.parallelize(range(keys), 2)
-        .map(lambda i: ("k%d" % i, 1))
-        .reduceByKey(operator.add, 2)
-        .count()
-    )
-    return time.monotonic() - began, counted
+    memory.measuring.clear()
+    memory.close()
+    time.sleep(1.0)  # the listener bus delivers the last progress events asynchronously
+    (query_id,) = set(listener.ids_named("beam-")) - before
+    progress = listener.of(query_id)
+    measured = [p for p in progress if iso_ms(p["timestamp"]) >= measure_start * 1000 and p["numInputRows"]]
+    durations = sorted(p["durationMs"]["triggerExecution"] / 1000.0 for p in measured[2:])
+    load_batches = [p for p in progress if iso_ms(p["timestamp"]) < measure_start * 1000 and p["numInputRows"]]
+    late_load = [
+        p
+        for p in load_batches
+        if iso_ms(p["timestamp"]) + p["durationMs"]["triggerExecution"] > (measure_start + INTERVAL) * 1000
+    ]
+    state_rows = max((sum(o.get("numRowsTotal", 0) for o in p.get("stateOperators", ())) for p in progress), default=0)
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    }
+    ok = counters.get("new_keys") == keys and counters.get("touches") == touched * ticks and not late_load
+    return {
+        "keys": keys,
+        "batches": len(durations),
+        "p50_s": statistics.median(durations) if durations else None,
+        "p90_s": durations[int(0.9 * (len(durations) - 1))] if durations else None,
+        "load_s": sum(p["durationMs"]["triggerExecution"] for p in load_batches) / 1000.0,
+        "state_rows": state_rows,
+        "worker_peak_mb": memory.peak_mb,
+        "counters": counters,
+        "ok": ok,
+        "late_load": len(late_load),
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", type=int, default=200000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="20,000 keys, 1 round")
+    parser.add_argument("--keys", default="1000,100000,1000000")
+    parser.add_argument("--touched", type=int, default=1000)
+    parser.add_argument("--ticks", type=int, default=20)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.keys, args.rounds = 20000, 1
-
+    sizes = [int(k) for k in args.keys.split(",")]
     spark = start_runner_session(MASTER, "bench-state-scale")
-
-    sides = {
-        "pyspark": lambda: pyspark_count(spark, args.keys),
-        "batch": lambda: stateful_count(args.keys, streaming=False),
-        "streaming": lambda: stateful_count(args.keys, streaming=True),
-        "streaming_one_key": lambda: stateful_count(1, streaming=True),
-    }
-    expected = {"pyspark": args.keys, "batch": args.keys, "streaming": args.keys, "streaming_one_key": 1}
-    times = {side: [] for side in sides}
-    ok = True
-    for round_index in range(args.rounds + 1):
-        order = list(sides) if round_index % 2 == 0 else list(reversed(list(sides)))
-        for side in order:
-            elapsed, counted = sides[side]()
-            ok = ok and counted == expected[side]
-            if round_index:  # round 0 warms everything up
-                times[side].append(elapsed)
-            print(
-                "round %d %-17s %7.2f s  %d keys%s"
-                % (round_index, side, elapsed, counted, "" if round_index else " (warm-up)"),
-                flush=True,
-            )
-    median = {side: statistics.median(values) for side, values in times.items()}
-    rate = {
-        "pyspark": args.keys / median["pyspark"],
-        "batch": args.keys / median["batch"],
-        "streaming": args.keys / max(1e-9, median["streaming"] - median["streaming_one_key"]),
-    }
-    print("counts as expected: %s" % ok)
-    for side in ("pyspark", "batch", "streaming"):
+    listener = progress_listener(spark)
+    results = []
+    for keys in sizes:
+        r = run_one(spark, listener, keys, args.touched, args.ticks)
+        results.append(r)
         print(
-            "%-9s %9.0f new keys/s  (ratio to PySpark %.3f)" % (side, rate[side], rate[side] / rate["pyspark"]),
+            "K=%-8d batches=%d p50=%.3f s p90=%.3f s  load %.1f s  state rows %d  worker peak %.0f MB  counters %s%s"
+            % (
+                r["keys"],
+                r["batches"],
+                r["p50_s"] or float("nan"),
+                r["p90_s"] or float("nan"),
+                r["load_s"],
+                r["state_rows"],
+                r["worker_peak_mb"],
+                r["counters"],
+                "" if r["ok"] else "  CHECK FAILED (%d load batches ran into the measured phase)" % r["late_load"],
+            ),
             flush=True,
         )
-    print("streaming fixed cost (one key): %.2f s" % median["streaming_one_key"])
-    ratio = min(rate["batch"], rate["streaming"]) / rate["pyspark"]
-    headline("stateful_dofn_new_keys", ratio, TARGET, at_most=False, results_ok=ok)
+    base = results[0]["p50_s"]
+    for r in results[1:]:
+        if base and r["p50_s"]:
+            print("K=%d / K=%d per-batch ratio %.3f" % (r["keys"], results[0]["keys"], r["p50_s"] / base))
+    ratio = results[-1]["p50_s"] / base if base and results[-1]["p50_s"] else None
+    headline("state_scale", ratio, TARGET, at_most=True, results_ok=all(r["ok"] for r in results))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import uuid
 from apache_beam.portability.api import metrics_pb2
 
 from beam_spark_runner.errors import CheckpointMismatchError
+from beam_spark_runner.plans import PER_KEY_STATE_KINDS
 from beam_spark_runner.execution import checkpoint_files, metrics_accumulator as spark_metrics, streaming_commits
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution import ui_metrics
@@ -314,7 +315,13 @@ class StreamingExecution:
             if op.is_keyed:
                 df = df.groupBy("kg").transformWithState(
                     KeyGroupProcessor(
-                        self._token, op.name, op.inputs, pickled, op.pass_on, (self.log_settings, op.display_name)
+                        self._token,
+                        op.name,
+                        op.inputs,
+                        pickled,
+                        op.pass_on,
+                        (self.log_settings, op.display_name),
+                        per_key=op.kind in PER_KEY_STATE_KINDS,
                     ),
                     R.SCHEMA,
                     "Append",

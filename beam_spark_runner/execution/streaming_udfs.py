@@ -17,6 +17,7 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from beam_spark_runner.execution.state_store_calls import KEY_SCHEMA, VALUE_SCHEMA, MapTable, SparkKeyGroupStore
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming import state_blobs
 from beam_spark_runner.streaming.source_planner import SourcePlanner
@@ -117,19 +118,28 @@ def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
 
 
 class KeyGroupProcessor(StatefulProcessor):
-    """transformWithState body: one key-group of a keyed operator per call;
-    the key-group's state is one blob in Spark's state store, compressed
-    (state_blobs)."""
+    """transformWithState body: one key-group of a keyed operator per call.
+    With `per_key` (GroupByKey, stateful DoFn) the operator keeps each key's
+    state as its own entry (streaming/keyed_state.py, in the "beam" value
+    and the "keys" and "due" maps); otherwise the key-group's state is one
+    blob in the "beam" value, compressed (state_blobs)."""
 
-    def __init__(self, token, name, inputs, pickled, pass_on=(), logs=(None, "")):
+    def __init__(self, token, name, inputs, pickled, pass_on=(), logs=(None, ""), per_key=False):
         self._token, self._name, self._pickled = token, name, pickled
         self._logs = logs  # as stateless_batches'
         self._inputs = frozenset(inputs)
         self._pass_on = frozenset(pass_on)
         self._control = R.control_dest(name)
+        self._per_key = per_key
 
     def init(self, handle):
         self._state = handle.getValueState("beam", "blob binary")
+        self._store = None
+        if self._per_key:
+            tables = {
+                name: MapTable(handle.getMapState(name, KEY_SCHEMA, VALUE_SCHEMA), name) for name in ("keys", "due")
+            }
+            self._store = SparkKeyGroupStore(self._state, tables)
 
     def handleInputRows(self, key, rows, timerValues):
         mine, control, batch = [], None, None
@@ -144,18 +154,21 @@ class KeyGroupProcessor(StatefulProcessor):
                 yield row
         if not mine and control is None:
             return
-        saved = self._state.get() if self._state.exists() else None
-        with bulk_data_gc(), forwarding(*self._logs):
-            result = _operator(self._token, self._pickled).run(
-                state_blobs.unpack(saved[0]) if saved else None,
-                mine,
-                control.steps if control is not None else None,
-                draining=control is not None and control.draining,
-            )
-        if result.blob is None:
-            self._state.clear()
+        steps = control.steps if control is not None else None
+        draining = control is not None and control.draining
+        if self._store is not None:
+            with bulk_data_gc(), forwarding(*self._logs):
+                result = _operator(self._token, self._pickled).run(self._store, mine, steps, draining=draining)
         else:
-            self._state.update((state_blobs.pack(result.blob),))
+            saved = self._state.get() if self._state.exists() else None
+            with bulk_data_gc(), forwarding(*self._logs):
+                result = _operator(self._token, self._pickled).run(
+                    state_blobs.unpack(saved[0]) if saved else None, mine, steps, draining=draining
+                )
+            if result.blob is None:
+                self._state.clear()
+            else:
+                self._state.update((state_blobs.pack(result.blob),))
         for out in result.rows:
             yield Row(**dict(zip(R.FIELDS, out)))
         if control is not None:

@@ -38,6 +38,7 @@ from apache_beam.metrics import monitoring_infos
 
 from beam_spark_runner.metrics_merge import merge as merge_monitoring_infos
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from beam_spark_runner.streaming.window_expiry import WindowExpiry
@@ -254,6 +255,13 @@ class StatefulStageOperator(_StageBase):
         self._main_impls = {
             d: context.coder_impl(plan.components, plan.keyed_dests[d]) for d in op.inputs if plan.keyed_dests.get(d)
         }
+        self._key_impls = {
+            d: context.components_context(plan.components)
+            .coders[plan.keyed_dests[d]]
+            .wrapped_value_coder.key_coder()
+            .get_impl()
+            for d in self._main_impls
+        }
 
     def _live_rows(self, rows, wm):
         """`rows` without the windows expired at `wm` (Beam drops late input
@@ -276,16 +284,25 @@ class StatefulStageOperator(_StageBase):
                 kept.append(row[:4] + (impl.encode_nested(live),) + row[5:])
         return kept, dropped
 
-    def run(self, blob, data_rows, steps, draining=False):
-        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "user": None, "timers": None}
+    def run(self, store, data_rows, steps, draining=False):
+        """`store`: the key-group's `keyed_state.Store`. Per user key: its
+        user state and pending timers, loaded into the harness only for the
+        keys with data, a due timer or an expiring window; the key-group's
+        data (elements waiting for side inputs) is `KeyedState.extra`."""
+        state = KeyedState(store, MIN_MICROS, MIN_MICROS)
         runner = self.runner
-        runner.harness.restore_state(saved["user"])
+        runner.harness.restore_state(None)
         if runner.timers is not None:
-            runner.timers.restore(saved["timers"])
+            runner.timers.restore(None)
+        keys = _HarnessKeys(self, state)
+        saved = state.extra or {}
+        if state.legacy is not None:
+            saved = keys.move_in(state.legacy)
         waiting = WaitingForSides(self._side_inputs, saved, runner.harness) if self._side_inputs else None
         out = []
-        wm, pt = saved["wm"], saved["pt"]
+        wm, pt = state.wm, state.pt
         dropped = 0
+        keys.load(row[3] for row in data_rows if row[1] in self._main_impls)
         for what, seq, item, now in _clocked(_schedule(data_rows, steps), pt):
             with frozen_wall_clock(now):  # a re-run task computes the same
                 if what == "data":
@@ -300,8 +317,10 @@ class StatefulStageOperator(_StageBase):
                     wm, pt = max(wm, item[0]), max(pt, item[1])
                     if waiting is not None:
                         waiting.advance(item)
+                    keys.load(state.due(wm, pt))
                 if waiting is not None:
                     for ready_seq, bundle in waiting.ready_bundles(self._input_index):
+                        keys.load(self._key_of(self.op.inputs[index], element) for index, element in bundle)
                         self._emit(runner.process(bundle), ready_seq, out)
                 if what == "step" and runner.timers:
                     if waiting is not None:
@@ -314,18 +333,16 @@ class StatefulStageOperator(_StageBase):
                     self._expiry.collect(runner.harness, runner.timers, wm)
                     if waiting is not None:
                         waiting.collect(wm)
-        user = runner.harness.snapshot_state()
-        timers = runner.timers.snapshot() if runner.timers is not None else None
-        hold = runner.timers.earliest_hold() if runner.timers is not None else None
-        event_hold = runner.timers.earliest_hold(self._event_time_families) if runner.timers is not None else None
-        state = {"wm": wm, "pt": pt, "user": user, "timers": timers}
-        empty = not user[0] and not timers
+        keys.save_all()
+        hold, event_hold = state.hold(), state.event_hold()
+        extra = None
         if waiting is not None:  # waiting main input holds the output watermark too
             hold, event_hold = _earliest(hold, waiting.hold()), _earliest(event_hold, waiting.hold())
-            state.update(waiting.saved())
-            empty = empty and waiting.is_empty()
+            extra = None if waiting.is_empty() else waiting.saved()
             _warn_dropped_for_side_input(self.op, waiting.dropped)
-        new_blob = None if empty and wm == MIN_MICROS else pickle.dumps(state)
+        state.wm, state.pt, state.extra = wm, pt, extra
+        wake = state.next_processing_time()
+        state.commit()
         metrics = self._take_reports(
             len(data_rows),
             out,
@@ -334,16 +351,33 @@ class StatefulStageOperator(_StageBase):
                 "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0,
             },
         )
-        wake = runner.timers.earliest_fire(self._processing_time_families) if runner.timers is not None else None
-        return KeyGroupResult(new_blob, out + metrics, hold, event_hold, wake)
+        return KeyGroupResult(None, out + metrics, hold, event_hold, wake)
 
-    @functools.cached_property
-    def _event_time_families(self):
-        return [key for key in self.runner.timers.families if self.runner.timer_domain(key) == EVENT_TIME]
+    def _key_of(self, dest, element):
+        """The encoded user key of a main-input element (as RowWriter
+        encodes it in a row's `key`)."""
+        wv = self._main_impls[dest].decode_nested(element)
+        return self._key_impls[dest].encode_nested(wv.value[0])
 
-    @functools.cached_property
-    def _processing_time_families(self):
-        return [key for key in self.runner.timers.families if self.runner.timer_domain(key) != EVENT_TIME]
+    def key_wake(self, windows, timers):
+        """A key's wake-up: its earliest event-time timer or window expiry,
+        its earliest processing-time timer, and its holds. `windows`:
+        encoded windows of its state; `timers`: {family key: [timer]}."""
+        event, processing, hold, event_hold = None, None, None, None
+        for family, pending in timers.items():
+            is_event = self.runner.timer_domain(family) == EVENT_TIME
+            for timer in pending:
+                fire, held = timer.fire_timestamp.micros, timer.hold_timestamp.micros
+                if is_event:
+                    event = _earliest(event, fire)
+                    event_hold = _earliest(event_hold, held)
+                else:
+                    processing = _earliest(processing, fire)
+                hold = _earliest(hold, held)
+        if self._expiry.enabled:
+            expiry = self._expiry.earliest_expiry(windows, [w for ts in timers.values() for t in ts for w in t.windows])
+            event = _earliest(event, expiry)
+        return Wake(event, processing, hold, event_hold)
 
     def _is_due(self, wm, pt, family_key, timer):
         domain = self.runner.timer_domain(family_key)
@@ -356,6 +390,68 @@ def _earliest(a, b):
     if a is None:
         return b
     return a if b is None else min(a, b)
+
+
+class _HarnessKeys:
+    """The keys of one batch of a StatefulStageOperator: loads a key's
+    state and timers into the harness before its first bundle, and at the
+    end saves every key the batch loaded or created, split out of the
+    harness by key. A key is the encoded user key of the rows (RowWriter),
+    which is also how the SDK encodes it in state keys and timers."""
+
+    def __init__(self, operator, state):
+        self._op, self._state = operator, state
+        self._runner = operator.runner
+        self._loaded = set()
+
+    def load(self, keys):
+        new = sorted({k for k in keys if k not in self._loaded})
+        if not new:
+            return
+        self._state.prefetch(new)
+        for key in new:
+            self._loaded.add(key)
+            payload = self._state.load(key)
+            if payload is None:
+                continue
+            user, timers = pickle.loads(payload)
+            self._runner.harness.add_state(user)
+            if self._runner.timers is not None:
+                self._runner.timers.add(timers)
+
+    def move_in(self, legacy):
+        """Format 1 (one pickled dict per key-group: "wm", "pt", "user",
+        "timers" and the side-input wait's fields): loaded whole, so the
+        batch saves every key in the per-key layout. Returns the rest."""
+        state, runner = self._state, self._runner
+        state.wm, state.pt = legacy["wm"], legacy["pt"]
+        runner.harness.restore_state(legacy["user"])
+        if runner.timers is not None:
+            runner.timers.restore(legacy["timers"])
+        for key in self._split():
+            self._loaded.add(key)
+        return {k: v for k, v in legacy.items() if k not in ("wm", "pt", "user", "timers")}
+
+    def _split(self):
+        """{key: (user state, windows, {family: [timer]})} of the harness."""
+        runner = self._runner
+        out = {key: (user, windows, {}) for key, (user, windows) in runner.harness.user_state_by_key().items()}
+        if runner.timers is not None:
+            for key, timers in runner.timers.by_key(runner.timer_key).items():
+                out.setdefault(key, (({}, {}), [], {}))[2].update(timers)
+        return out
+
+    def save_all(self):
+        split = self._split()
+        timers = self._runner.timers
+        for key in sorted(self._loaded | set(split)):
+            entry = split.get(key)
+            if entry is None:
+                self._state.save(key, None)
+                continue
+            user, windows, pending = entry
+            payload = pickle.dumps((user, timers.encode(pending) if timers is not None else {}))
+            self._state.save(key, payload, self._op.key_wake(windows, pending))
 
 
 class SdfOperator(_StageBase):
@@ -536,25 +632,28 @@ class GroupOperator:
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
         )
 
-    def run(self, blob, data_rows, steps, draining=False):
-        """State: per user key its reducer's pickled snapshot and a wake-up
-        entry (earliest watermark it must see: next event-time timer or
-        window GC; next processing-time timer; its hold). A batch restores
-        only the keys with data or with a wake-up due, so its cost follows
-        the batch, not every key the key-group holds."""
-        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "keys": {}, "wake": {}}
-        keys, wake = saved["keys"], saved["wake"]
-        clock = ManualClock.at_us(saved["pt"])
+    def run(self, store, data_rows, steps, draining=False):
+        """`store`: the key-group's `keyed_state.Store`. State: per user key
+        its reducer's pickled snapshot and its wake-up (the earliest
+        watermark it must see: next event-time timer or window end or GC;
+        the next processing-time timer; its hold). A batch restores only
+        the keys with data or with a wake-up due, so its cost follows the
+        batch, not every key the key-group holds."""
+        state = KeyedState(store, MIN_MICROS, MIN_MICROS)
+        if state.legacy is not None:
+            self._move_in(state, state.legacy)
+        clock = ManualClock.at_us(state.pt)
         spec = self._spec
         active = {}
-        wm, pt = saved["wm"], saved["pt"]
+        wm, pt = state.wm, state.pt
         out = []
         decode = self._codec.pre_impl.decode_nested
+        state.prefetch(row[3] for row in data_rows)
 
         def reducer_of(key):
             reducer = active.get(key)
             if reducer is None:
-                snapshot = keys.get(key)
+                snapshot = state.load(key)
                 reducer = active[key] = (
                     spec.new_reducer(clock=clock) if snapshot is None else spec.restore(pickle.loads(snapshot), clock)
                 )
@@ -575,9 +674,8 @@ class GroupOperator:
                 # time (a processing-time trigger's deadline counts from
                 # it), even if no key's reducer is restored at the step.
                 clock.set_us(pt)
-                for key, (wake_wm, wake_pt, _) in wake.items():
-                    if key not in active and (wake_wm <= wm or wake_pt <= pt):
-                        reducer_of(key)
+                for key in state.due(wm, pt):
+                    reducer_of(key)
                 for key, reducer in active.items():
                     panes.extend((key, p) for p in reducer.advance_processing_time_us(pt))
                     panes.extend((key, p) for p in reducer.advance_watermark_us(wm))
@@ -587,15 +685,12 @@ class GroupOperator:
         dropped = sum(reducer.dropped_late for reducer in active.values())
         for key, reducer in active.items():
             if reducer.state.is_empty():
-                keys.pop(key, None)
-                wake.pop(key, None)
+                state.save(key, None)
             else:
-                keys[key] = pickle.dumps(reducer.snapshot())
-                wake[key] = self._wake_up(reducer)
-        holds = [h for _, _, h in wake.values() if h is not None]
-        new_blob = None
-        if keys or wm != MIN_MICROS:
-            new_blob = pickle.dumps({"wm": wm, "pt": pt, "keys": keys, "wake": wake})
+                state.save(key, pickle.dumps(reducer.snapshot()), self._wake_up(reducer))
+        state.wm, state.pt = wm, pt
+        hold, wake = state.hold(), state.next_processing_time()
+        state.commit()
         metrics = _metrics_row(
             self.op.name,
             (),
@@ -603,14 +698,24 @@ class GroupOperator:
             sum(1 for r in out if r[0] == R.DATA),
             {"dropped_due_to_lateness": dropped},
         )
-        wake_pt = min((w for _, w, _ in wake.values() if w < MAX_MICROS), default=None)
-        return KeyGroupResult(new_blob, out + metrics, min(holds, default=None), wake=wake_pt)
+        return KeyGroupResult(None, out + metrics, hold, wake=wake)
+
+    @staticmethod
+    def _move_in(state, legacy):
+        """Format 1 (one pickled dict per key-group: "wm", "pt", "keys":
+        {key: snapshot}, "wake": {key: (watermark, processing time,
+        hold)}) into the per-key layout."""
+        state.wm, state.pt = legacy["wm"], legacy["pt"]
+        for key, snapshot in legacy["keys"].items():
+            wm, pt, hold = legacy["wake"].get(key, (MIN_MICROS, MIN_MICROS, None))
+            state.save(key, snapshot, _reducer_wake(wm, pt, hold))
 
     @staticmethod
     def _wake_up(reducer):
-        """(watermark, processing time, hold) in micros at which this key's
-        reducer must run again without new data, and what it holds back."""
-        return reducer.next_wake_up_us() + (reducer.state.earliest_hold(),)
+        """When this key's reducer must run again without new data, and
+        what it holds back."""
+        wm, pt = reducer.next_wake_up_us()
+        return _reducer_wake(wm, pt, reducer.state.earliest_hold())
 
     def _encode(self, panes, seq):
         decode_key = self._codec.key_impl.decode_nested
@@ -622,6 +727,17 @@ class GroupOperator:
                 keys[key] = decode_key(key)
             encode(pane.with_value((keys[key], pane.value)), stream, True)
         return self._writer.rows(self._dest, stream.get(), seq)
+
+
+def _reducer_wake(wm, pt, hold):
+    """A reducer's wake-up (triggers.driver: MAX_US is "nothing before the
+    end of time") as a keyed_state.Wake."""
+    return Wake(
+        wm if wm <= MAX_MICROS else None,
+        pt if pt < MAX_MICROS else None,
+        hold,
+        hold,
+    )
 
 
 def build(op, plan, key_groups):

@@ -47,6 +47,19 @@ class WindowExpiry:
         """Is `window` past its end plus the allowed lateness at watermark `wm`?"""
         return window.max_timestamp().micros + self._lateness_us < wm
 
+    def _window(self, encoded):
+        window = self._decoded.get(encoded)
+        if window is None:
+            window = self._decoded[encoded] = self._window_coder.decode(encoded)
+        return window
+
+    def earliest_expiry(self, encoded_windows, windows=()):
+        """The earliest watermark (micros) at which one of these windows
+        (encoded, as in state keys, or decoded) has expired; None if none."""
+        ends = [self._window(e).max_timestamp().micros for e in set(encoded_windows)]
+        ends.extend(w.max_timestamp().micros for w in windows)
+        return min(ends) + self._lateness_us + 1 if ends else None
+
     def collect(self, harness, timers, wm):
         """Drops the user state and pending timers of windows expired at `wm`."""
 
@@ -54,11 +67,7 @@ class WindowExpiry:
             which = key.WhichOneof("type")
             if which not in _USER_STATE_TYPES:
                 return False
-            encoded = getattr(key, which).window
-            window = self._decoded.get(encoded)
-            if window is None:
-                window = self._decoded[encoded] = self._window_coder.decode(encoded)
-            return self.expired(window, wm)
+            return self.expired(self._window(getattr(key, which).window), wm)
 
         harness.drop_user_state(state_expired)
         if timers is not None:

@@ -189,6 +189,42 @@ class InProcessSdkHarness:
             {k: list(v) for k, v in state._ordered_list_keys.items() if v},
         )
 
+    def user_state_by_key(self):
+        """User state (side inputs excluded) grouped by the encoded user key
+        of each StateKey: {key: ((entries, ordered), [window bytes])}, the
+        first part as `snapshot_state()` gives it for that key alone."""
+        from apache_beam.portability.api import beam_fn_api_pb2
+
+        state = self.state
+        side = self._side_keys
+        out = {}
+
+        def part(state_key_bytes):
+            parsed = beam_fn_api_pb2.StateKey.FromString(state_key_bytes)
+            which = getattr(parsed, parsed.WhichOneof("type"))
+            entry = out.get(which.key)
+            if entry is None:
+                entry = out[which.key] = (({}, {}), [])
+            entry[1].append(which.window)
+            return entry[0]
+
+        for k, v in state._state.items():
+            if v and k not in side:
+                part(k)[0][k] = list(v)
+        for k, v in state._ordered_list_keys.items():
+            if v:
+                part(k)[1][k] = list(v)
+        return out
+
+    def add_state(self, snapshot):
+        """Adds a `snapshot_state()` result (of other keys) to the state."""
+        entries, ordered = snapshot
+        state = self.state
+        for k, v in entries.items():
+            state._state[k] = list(v)
+        for k, v in ordered.items():
+            state._ordered_list_keys[k].update(v)
+
     def restore_state(self, snapshot):
         """Replaces all state with a `snapshot_state()` result (None: empty)."""
         state = self.state

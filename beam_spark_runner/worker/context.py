@@ -18,3 +18,10 @@ def components_context(components: bytes) -> pipeline_context.PipelineContext:
 
 def coder_impl(components: bytes, coder_id: str):
     return components_context(components).coders[coder_id].get_impl()
+
+
+@functools.lru_cache(maxsize=64)
+def component_coder_ids(components: bytes, coder_id: str):
+    """The component coder ids of a coder (e.g. a timer coder's key and
+    window coders)."""
+    return tuple(beam_runner_api_pb2.Components.FromString(components).coders[coder_id].component_coder_ids)

@@ -80,6 +80,7 @@ class HarnessStageRunner:
         self.finalizations = []
         self.monitoring_infos = []
         self._timer_domains = {}
+        self._timer_key_impls = {}
         self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
 
     def _timer_coders(self, components):
@@ -90,6 +91,8 @@ class HarnessStageRunner:
             )
             coder_id = payload.timer_family_specs[family].timer_family_coder_id
             impls[(transform_id, family)] = context.coder_impl(components, coder_id)
+            key_coder_id = context.component_coder_ids(components, coder_id)[0]
+            self._timer_key_impls[(transform_id, family)] = context.coder_impl(components, key_coder_id)
             self._timer_domains[(transform_id, family)] = payload.timer_family_specs[family].time_domain
         return impls
 
@@ -118,6 +121,11 @@ class HarnessStageRunner:
     @property
     def harness(self):
         return self._harness
+
+    def timer_key(self, family_key, timer):
+        """The timer's user key, encoded as the SDK encodes it in its user
+        state keys (nested, with the stage's key coder)."""
+        return self._timer_key_impls[family_key].encode_nested(timer.user_key)
 
     def timer_domain(self, family_key):
         """beam_runner_api_pb2.TimeDomain of a (transform id, family) key."""

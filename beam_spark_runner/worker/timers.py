@@ -81,6 +81,30 @@ class PendingTimers:
             default=None,
         )
 
+    def by_key(self, key_of):
+        """Pending timers grouped by user key: {key: {family key: [timer]}};
+        `key_of(family key, timer)` encodes a timer's key."""
+        out = {}
+        for family, pending in self._pending.items():
+            for timer in pending.values():
+                out.setdefault(key_of(family, timer), {}).setdefault(family, []).append(timer)
+        return out
+
+    def encode(self, timers_by_family):
+        """{family key: [timer]} as `snapshot` gives it: {family key: [encoded timer]}."""
+        return {
+            family: [self._impls[family].encode_nested(t) for t in timers]
+            for family, timers in timers_by_family.items()
+        }
+
+    def add(self, snapshot):
+        """Adds the timers of a `snapshot()` result, keeping those pending."""
+        for key, encoded in (snapshot or {}).items():
+            impl = self._impls[key]
+            for data in encoded:
+                timer = impl.decode_nested(data)
+                self._pending[key][_identity(timer)] = timer
+
     def snapshot(self):
         """Pending timers as {family key: [encoded timer]} (picklable)."""
         return {

@@ -10,6 +10,7 @@ from apache_beam.transforms import window
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
 from beam_spark_runner.plans import GROUP, SDF
+from beam_spark_runner.streaming.keyed_state import DictStore
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import (
     IDLE_WAIT_SECONDS,
@@ -158,9 +159,10 @@ def test_a_group_by_key_wakes_at_its_processing_time_trigger():
     key = codec.key_impl.encode_nested("k")
     row = R.data("gbk:" + group_op.name, element, 0, 0, key)
     now = START
-    started = operator.run(None, [], [[AFTER_ALL, 0, now]])  # the first batch: no data yet
+    store = DictStore()
+    started = operator.run(store, [], [[AFTER_ALL, 0, now]])  # the first batch: no data yet
     assert started.wake is None
-    buffered = operator.run(started.blob, [row], [[AFTER_ALL, 0, now]])
+    buffered = operator.run(store, [row], [[AFTER_ALL, 0, now]])
     assert buffered.wake == now + 30 * SECOND  # the pane is due 30 s after its first element
-    fired = operator.run(buffered.blob, [], [[AFTER_ALL, 0, now + 30 * SECOND]])
+    fired = operator.run(store, [], [[AFTER_ALL, 0, now + 30 * SECOND]])
     assert [r for r in fired.rows if r[0] == R.DATA] and fired.wake is None

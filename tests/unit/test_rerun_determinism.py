@@ -23,6 +23,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.plans import SDF, STATEFUL
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.keyed_state import DictStore
 from beam_spark_runner.streaming.operators import SdfOperator, StatefulStageOperator
 from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
@@ -102,17 +103,20 @@ def test_a_stateful_dofn_reads_the_batch_time_as_now_in_process_and_timers():
     op = next(op for op in plan.operators if op.kind == STATEFUL)
     operator = StatefulStageOperator(op, plan, 1)
     impl = operator._main_impls[op.inputs[0]]
-    row = R.data(op.inputs[0], impl.encode_nested(WindowedValue(("k", 1), 0, [window.GlobalWindow()])), 0)
+    key = operator._key_impls[op.inputs[0]].encode_nested("k")
+    row = R.data(op.inputs[0], impl.encode_nested(WindowedValue(("k", 1), 0, [window.GlobalWindow()])), 0, 0, key)
     batch_time = 1_000 * SECOND
 
-    first = operator.run(None, [row], [[0, 0, batch_time]])
-    again = operator.run(None, [row], [[0, 0, batch_time]])
-    assert _data_rows(again) == _data_rows(first) and again.blob == first.blob
+    store, rerun_store = DictStore(), DictStore()
+    first = operator.run(store, [row], [[0, 0, batch_time]])
+    again = operator.run(rerun_store, [row], [[0, 0, batch_time]])
+    assert _data_rows(again) == _data_rows(first)
+    assert (rerun_store.meta, rerun_store.tables) == (store.meta, store.tables)
     (out,) = _data_rows(first)
     assert str(batch_time).encode() in out[4]  # process saw the batch's time as now
 
     assert first.wake == batch_time + 5 * SECOND  # the processing-time timer: the key-group's next work
-    fired = operator.run(first.blob, [], [[1, 0, batch_time + 5 * SECOND]])
+    fired = operator.run(store, [], [[1, 0, batch_time + 5 * SECOND]])
     (flushed,) = _data_rows(fired)
     assert str(batch_time + 5 * SECOND).encode() in flushed[4]  # so did the timer, at its own batch's time
     assert fired.wake is None  # nothing pending

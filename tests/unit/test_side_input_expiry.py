@@ -6,6 +6,7 @@ through the plan's own operators and Beam's SDK harness, without Spark."""
 
 import apache_beam as beam
 
+from beam_spark_runner.streaming.keyed_state import DictStore, KeyedState
 from beam_spark_runner.streaming import side_input_wait
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from tests.splittable_dofns import ScaledPositions
@@ -171,16 +172,18 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     def outputs(result):
         return _output_values(result, op, plan)
 
-    def side_windows(blob):
-        return len(pickle.loads(blob)["side"][side_dest])
+    store = DictStore()
 
-    first = operator.run(None, [side_row(2, 0), side_row(3, 10), side_row(4, 20), main_row("a", 1, 5)], step(5, 30))
-    assert outputs(first) == [("a", 2)] and side_windows(first.blob) == 3
+    def side_windows():
+        return len(KeyedState(store, 0, 0).extra["side"][side_dest])
+
+    first = operator.run(store, [side_row(2, 0), side_row(3, 10), side_row(4, 20), main_row("a", 1, 5)], step(5, 30))
+    assert outputs(first) == [("a", 2)] and side_windows() == 3
     # The watermark passes 10: side window [0, 10) goes; [10, 20) still serves.
-    second = operator.run(first.blob, [main_row("a", 2, 15)], step(12, 30))
-    assert outputs(second) == [("a", 6)] and side_windows(second.blob) == 2
-    third = operator.run(second.blob, [main_row("a", 10, 25)], step(21, 30))
-    assert outputs(third) == [("a", 40)] and side_windows(third.blob) == 1
+    second = operator.run(store, [main_row("a", 2, 15)], step(12, 30))
+    assert outputs(second) == [("a", 6)] and side_windows() == 2
+    third = operator.run(store, [main_row("a", 10, 25)], step(21, 30))
+    assert outputs(third) == [("a", 40)] and side_windows() == 1
 
 
 def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():

@@ -14,6 +14,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 from beam_spark_runner.translation.planner import is_streaming, pipeline_proto_of, plan_streaming_pipeline
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.keyed_state import DictStore, KeyedState
 from beam_spark_runner.streaming.operators import GroupOperator
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import AFTER_ALL, SourcePlanner, write_holds
@@ -278,16 +279,17 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
     key = codec.key_impl.encode_nested(b"a")
     row = R.data("gbk:" + group_op.name, element, 0, R.key_group(key, 2), key)
     # Element, no step yet: buffered, held at the end of its window.
-    buffered = operator.run(None, [row], [[AFTER_ALL, MIN_MICROS, 0]])
+    store = DictStore()
+    buffered = operator.run(store, [row], [[AFTER_ALL, MIN_MICROS, 0]])
     data_rows = lambda result: [r for r in result.rows if r[0] == R.DATA]
     assert data_rows(buffered) == [] and buffered.hold == w.max_timestamp().micros
     # The watermark passes the window: one on-time pane, nothing held.
-    fired = operator.run(buffered.blob, [], [[AFTER_ALL, 10_000_000, 0]])
-    assert fired.hold is None and fired.blob is not None
+    fired = operator.run(store, [], [[AFTER_ALL, 10_000_000, 0]])
+    assert fired.hold is None and store.meta is not None  # the watermark is kept
     (out,) = data_rows(fired)
     decoded = operator._codec.post_impl.decode_nested(out[4])
     assert decoded.value == (b"a", [b"1"]) and decoded.windows == (w,)
-    assert pickle.loads(fired.blob)["keys"] == {}
+    assert KeyedState(store, MIN_MICROS, MIN_MICROS).key_count == 0
 
 
 def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, monkeypatch):
@@ -304,9 +306,8 @@ def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, m
         return R.data("gbk:" + group_op.name, element, 0, 0, encoded_key)
 
     # 50 keys with a window ending at 5 s, one key with a window ending at 100 s.
-    state = operator.run(
-        None, [row(b"k%d" % i, 1) for i in range(50)] + [row(b"late", 97)], [[AFTER_ALL, MIN_MICROS, 0]]
-    ).blob
+    state = DictStore()
+    operator.run(state, [row(b"k%d" % i, 1) for i in range(50)] + [row(b"late", 97)], [[AFTER_ALL, MIN_MICROS, 0]])
     restored = []
     original = operator._spec.restore
     monkeypatch.setattr(operator._spec, "restore", lambda snap, clock=None: restored.append(1) or original(snap, clock))
@@ -314,7 +315,7 @@ def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, m
     quiet = operator.run(state, [], [[AFTER_ALL, 2_000_000, 0]])
     assert restored == [] and quiet.hold == 4_999_999
     # The watermark passes 5 s: exactly the 50 keys whose window ends there.
-    fired = operator.run(quiet.blob, [], [[AFTER_ALL, 10_000_000, 0]])
+    fired = operator.run(state, [], [[AFTER_ALL, 10_000_000, 0]])
     assert len(restored) == 50
     assert len([r for r in fired.rows if r[0] == R.DATA]) == 1  # one block, 50 panes
     assert fired.hold == 99_999_999
@@ -594,14 +595,14 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
                     out.append([sdk_value.decode_nested(runner_value.encode_nested(v)) for v in wv.value[1]])
         return out
 
-    blob, totals = None, []
+    store, totals = DictStore(), []
     for batch in range(1, 6):
-        result = operator.run(blob, [partial_sum(batch), partial_sum(10 * batch)], [[AFTER_ALL, MIN_MICROS, batch]])
-        blob = result.blob
+        result = operator.run(store, [partial_sum(batch), partial_sum(10 * batch)], [[AFTER_ALL, MIN_MICROS, batch]])
         totals.append(panes(result))
     assert totals == [[[11 * sum(range(1, b + 1))]] for b in range(1, 6)]
-    (snapshot,) = pickle.loads(blob)["keys"].values()
+    (key,) = [r[3] for r in [partial_sum(1)]]
+    snapshot = KeyedState(store, MIN_MICROS, MIN_MICROS).load(key)
     (window_state,) = pickle.loads(snapshot)[0]
     assert len(window_state[1]) == 1  # one buffered accumulator
-    on_time = operator.run(blob, [], [[AFTER_ALL, 20_000_000, 6]])
+    on_time = operator.run(store, [], [[AFTER_ALL, 20_000_000, 6]])
     assert panes(on_time) == [[165]]
