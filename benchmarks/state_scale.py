@@ -13,8 +13,10 @@ micro-batch touches `--touched` of them.
 Reported per K: the median and 90th percentile of the measured batches'
 wall time (Spark's `durationMs.triggerExecution` of the Beam query, the
 batches that start after the load, less the first two), the state rows
-Spark's store holds, and the peak resident memory of the Python workers
-during the measured batches. A Beam counter checks that the stateful DoFn
+Spark's store holds, and the memory (Pss) of the Python workers during the
+measured batches (until the last touch is due; the batch where the input
+ends makes every key due): the peak, and the total at the first sample
+(workers are reused, and Python keeps the heap the load batches grew). A Beam counter checks that the stateful DoFn
 saw every key and every touch.
 
 Headline (issue 23): median per-batch time at the largest K over that at
@@ -108,12 +110,15 @@ def _pipeline(keys, touched, ticks, load_start, measure_start):
 
 
 class WorkerMemory:
-    """Peak resident memory (MB) of the Python worker processes under this
-    process (PySpark's daemon and its forked workers), sampled every 0.2 s
-    while `measuring` is set."""
+    """Peak memory (MB) of the Python worker processes under this process
+    (PySpark's daemons and their forked workers), sampled every 0.2 s while
+    `measuring` is set: the sum of their proportional set sizes (Pss), so
+    pages the forked workers share with their daemon count once."""
 
     def __init__(self):
         self.peak_mb = 0.0
+        self.first_mb = None  # at the first sample of the measured phase
+        self.processes = 0  # most worker processes seen at once
         self.measuring = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -144,14 +149,18 @@ class WorkerMemory:
             if not self.measuring.is_set():
                 continue
             total = 0
-            for pid in self._workers():
+            workers = self._workers()
+            self.processes = max(self.processes, len(workers))
+            for pid in workers:
                 try:
-                    with open("/proc/%d/status" % pid) as f:
+                    with open("/proc/%d/smaps_rollup" % pid) as f:
                         for line in f:
-                            if line.startswith("VmRSS:"):
+                            if line.startswith("Pss:"):
                                 total += int(line.split()[1])
                 except OSError:
                     continue
+            if self.first_mb is None:
+                self.first_mb = total / 1024.0
             self.peak_mb = max(self.peak_mb, total / 1024.0)
 
     def close(self):
@@ -171,9 +180,13 @@ def run_one(spark, listener, keys, touched, ticks):
     while time.time() < measure_start:
         time.sleep(0.5)
     memory.measuring.set()
-    result.wait_until_finish()
+    # Until the last touch is due: the batch after it, where the input
+    # ends, finds every key due (its global window closes) and loads all K.
+    while time.time() < measure_start + ticks * INTERVAL:
+        time.sleep(0.5)
     memory.measuring.clear()
     memory.close()
+    result.wait_until_finish()
     time.sleep(1.0)  # the listener bus delivers the last progress events asynchronously
     (query_id,) = set(listener.ids_named("beam-")) - before
     progress = listener.of(query_id)
@@ -199,6 +212,8 @@ def run_one(spark, listener, keys, touched, ticks):
         "load_s": sum(p["durationMs"]["triggerExecution"] for p in load_batches) / 1000.0,
         "state_rows": state_rows,
         "worker_peak_mb": memory.peak_mb,
+        "worker_first_mb": memory.first_mb or 0.0,
+        "worker_processes": memory.processes,
         "counters": counters,
         "ok": ok,
         "late_load": len(late_load),
@@ -219,7 +234,8 @@ def main(argv=None):
         r = run_one(spark, listener, keys, args.touched, args.ticks)
         results.append(r)
         print(
-            "K=%-8d batches=%d p50=%.3f s p90=%.3f s  load %.1f s  state rows %d  worker peak %.0f MB  counters %s%s"
+            "K=%-8d batches=%d p50=%.3f s p90=%.3f s  load %.1f s  state rows %d  "
+            "workers: peak %.0f MB, %.0f MB at the first measured batch, %d processes  counters %s%s"
             % (
                 r["keys"],
                 r["batches"],
@@ -228,6 +244,8 @@ def main(argv=None):
                 r["load_s"],
                 r["state_rows"],
                 r["worker_peak_mb"],
+                r["worker_first_mb"],
+                r["worker_processes"],
                 r["counters"],
                 "" if r["ok"] else "  CHECK FAILED (%d load batches ran into the measured phase)" % r["late_load"],
             ),

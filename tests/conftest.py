@@ -1,5 +1,6 @@
-"""Test-process setup: one SparkSession for the whole process, started by the
-first test that needs it (integration, conformance and fault tests: their
+"""Test-process setup: one SparkSession for the whole process (the README's
+test command runs two such processes, pytest-xdist), started by the first
+test that needs it (integration, conformance and fault tests: their
 conftest.py asks for it; unit and core tests never start Spark).
 
 SparkRunner reuses an active SparkSession, so every pipeline a test runs
