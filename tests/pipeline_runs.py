@@ -27,6 +27,7 @@ SPARK = "SparkRunner"
 PORTABLE = "PortableRunner"
 SERVED = "SparkRunner via job service"
 PROPERTY = "pipeline_runners"
+BEAM_TEST = "beam_test"
 
 _current = None  # runners of the pipelines the running test ran so far
 _records = {}  # nodeid -> {"beam": bool, "outcome": ..., "runners": [...]}
@@ -95,13 +96,27 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    # Carried on the reports, which pytest-xdist hands from its worker
+    # processes to the one that prints the summary (pytest_runtest_logreport).
+    if call.when == "setup":
+        item.user_properties.append((BEAM_TEST, "1" if _is_beam_test(item) else "0"))
     if call.when == "call":
         item.user_properties.append((PROPERTY, ",".join(_current or ())))
-    outcome = yield
-    report = outcome.get_result()
-    record = _records.setdefault(item.nodeid, {"beam": _is_beam_test(item), "outcome": "passed", "runners": []})
+    yield
+
+
+def pytest_runtest_logreport(report):
+    record_report(_records, report)
+
+
+def record_report(records, report):
+    """Adds one phase's report to `records` (nodeid -> record)."""
+    properties = dict(report.user_properties)
+    record = records.setdefault(report.nodeid, {"beam": False, "outcome": "passed", "runners": []})
+    if BEAM_TEST in properties:
+        record["beam"] = properties[BEAM_TEST] == "1"
     if report.when == "call":
-        record["runners"] = list(_current or ())
+        record["runners"] = [r for r in properties.get(PROPERTY, "").split(",") if r]
     if report.failed:
         record["outcome"] = "failed"
     elif report.skipped and record["outcome"] == "passed":
@@ -117,6 +132,8 @@ def summary(records):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller counts
     counts = summary(_records)
     if sum(counts.values()):
         terminalreporter.write_line(

@@ -44,3 +44,32 @@ def test_pipeline_run_is_recorded_with_its_runner(monkeypatch):
         pass
 
     assert pipeline_runs.runner_label(MySpark()) == "SparkRunner"
+
+
+def test_records_come_from_the_reports_alone_as_pytest_xdist_forwards_them():
+    from types import SimpleNamespace
+
+    def report(nodeid, when, properties, outcome="passed"):
+        return SimpleNamespace(
+            nodeid=nodeid,
+            when=when,
+            user_properties=properties,
+            failed=outcome == "failed",
+            skipped=outcome == "skipped",
+        )
+
+    beam_test = [(pipeline_runs.BEAM_TEST, "1")]
+    ran = beam_test + [(pipeline_runs.PROPERTY, "SparkRunner")]
+    records = {}
+    for r in [
+        report("a", "setup", beam_test),
+        report("a", "call", ran),
+        report("a", "teardown", ran),
+        report("b", "setup", beam_test, "skipped"),
+        report("c", "setup", [(pipeline_runs.BEAM_TEST, "0")]),
+        report("c", "call", [(pipeline_runs.BEAM_TEST, "0"), (pipeline_runs.PROPERTY, "SparkRunner")]),
+        report("d", "setup", beam_test),
+        report("d", "call", beam_test + [(pipeline_runs.PROPERTY, "")], "failed"),
+    ]:
+        pipeline_runs.record_report(records, r)
+    assert summary(records) == {"spark": 1, "no pipeline": 0, "other runner": 0, "failed": 1, "skipped": 1}
