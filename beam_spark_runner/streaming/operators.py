@@ -4,13 +4,16 @@
   addressed to it, one bundle per `seq`; returns the DATA rows it writes
   (same `seq`) and a METRICS row.
 * `GroupOperator`, `StatefulStageOperator`, `SideInputOperator` and
-  `SdfOperator`: `run(blob, data_rows, steps, draining=False)` handles one
-  key-group of a keyed operator for one batch. `blob` is the key-group's
-  state as the previous batch left it (None at first); `steps` are the
-  CONTROL row's time steps (None if the key-group got no CONTROL row);
-  `draining`: the pipeline drains (only splittable DoFns act on it: the
-  watermark going to +infinity does the rest). Returns
-  `KeyGroupResult(blob, rows, hold)`.
+  `SdfOperator`: `run(state, data_rows, steps, draining=False)` handles one
+  key-group of a keyed operator for one batch. `state`: for GroupOperator
+  and StatefulStageOperator (plans.PER_KEY_STATE_KINDS) the key-group's
+  `keyed_state.Store`, read per key and written back before `run` returns;
+  for the others the key-group's blob as the previous batch left it (None
+  at first), the new one returned in the result. `steps` are the CONTROL
+  row's time steps (None if the key-group got no CONTROL row); `draining`:
+  the pipeline drains (only splittable DoFns act on it: the watermark
+  going to +infinity does the rest). Returns
+  `KeyGroupResult(blob, rows, hold)` (blob None for per-key operators).
 
 Order within a batch (what makes MillWheel's rule hold): data rows are taken
 in `seq` order; those with `seq` up to a step's `seq` are processed before
@@ -21,7 +24,8 @@ if it was behind the watermark when it arrived, and a stage emits nothing
 before the output watermark its readers were given.
 
 State is pickled Python data: per user key, the reduce driver's snapshot
-(GroupByKey), or the SDK's user state and pending timers (stateful DoFn).
+(GroupByKey), or the SDK's user state and pending timers (stateful DoFn),
+each key its own entry (keyed_state.py).
 """
 
 import collections
