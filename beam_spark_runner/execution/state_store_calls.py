@@ -70,9 +70,9 @@ class _Wire:
         try:
             client = map_state._mapStateClient
             api = client._stateful_processor_api_client
-            wire = cls(api, client.user_key_schema, client.value_schema, name)
-            api._serialize_to_bytes, api._deserialize_from_bytes, api._receive_proto_message, api.sockfile
-            return wire
+            for needed in ("_serialize_to_bytes", "_deserialize_from_bytes", "_receive_proto_message", "sockfile"):
+                getattr(api, needed)  # all there now, or fall back now (not mid-batch)
+            return cls(api, client.user_key_schema, client.value_schema, name)
         except (AttributeError, ImportError) as e:
             _LOG.warning("PySpark's state API has changed (%s): state calls go one at a time", e)
             return None

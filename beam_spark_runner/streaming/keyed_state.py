@@ -426,6 +426,7 @@ class KeyedState:
         self._write_bucket(domain, bucket, entries, summary)
 
     def _write_bucket(self, domain, bucket, entries, summary):
+        """Stores `entries` (not empty) as chunks from `summary.chunks` on."""
         chunks, items = summary.chunks, []
         for start in range(0, len(entries), CHUNK):
             part = entries[start : start + CHUNK]
