@@ -30,7 +30,6 @@ each key its own entry (keyed_state.py).
 
 import collections
 import dataclasses
-import functools
 import logging
 import pickle
 from typing import Any, List, Optional
@@ -45,7 +44,6 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
-from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
@@ -128,7 +126,7 @@ def _by_seq(data_rows):
     return sorted(groups.items())
 
 
-def _schedule(data_rows, steps):
+def schedule(data_rows, steps):
     """Interleaves data (by seq) and time steps: yields ("data", seq, rows)
     and ("step", seq, (wm, pt[, side watermarks])) in processing order."""
     data = _by_seq(data_rows)
@@ -144,8 +142,8 @@ def _schedule(data_rows, steps):
         yield "data", seq, group
 
 
-def _clocked(schedule, pt):
-    """`schedule` (from `_schedule`) with the wall clock each item runs
+def clocked(schedule, pt):
+    """`schedule` (from `schedule`) with the wall clock each item runs
     under: a step's processing time; for data, that of the step after it
     (the batch's, journaled in Spark's offsets), or of the last step when
     none follows; None before any time is known. `pt` is the processing
@@ -179,7 +177,7 @@ def _metrics_row(name, infos, records_in=0, records_out=0, counters=None):
     return [R.metrics(name, pickle.dumps([i.SerializeToString() for i in merge_monitoring_infos(infos)]))]
 
 
-class _StageBase:
+class StageBase:
     """An operator running a fused stage. The stage's ProcessBundleDescriptor
     is parsed once, here, and handed to everything that reads it (the stage
     runner, side-input waiting, window expiry)."""
@@ -224,7 +222,7 @@ class _StageBase:
         return rows
 
 
-class StatelessOperator(_StageBase):
+class StatelessOperator(StageBase):
     """A fused stage without state: one bundle per `seq`. A stage the plain
     path can run (worker/plain_stage.py) runs there, as in batch."""
 
@@ -241,224 +239,14 @@ class StatelessOperator(_StageBase):
         return out + self._take_reports(len(data_rows), out)
 
 
-class StatefulStageOperator(_StageBase):
-    """A stage with user state and/or timers, one key-group at a time: the
-    harness's state and timers are swapped in from the blob and out again.
-
-    With side inputs, a main-input element waits in state until its side
-    windows are ready (`side_input_wait.WaitingForSides`) and holds the output watermark at
-    its timestamp meanwhile; timers fire with the side input data seen so
-    far. Side windows go with the windows that could read them: once the
-    watermark passes their end plus the allowed lateness, after the step's
-    timers fired."""
-
-    def __init__(self, op, plan, key_groups):
-        super().__init__(op, plan, key_groups)
-        self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
-        self._expiry = WindowExpiry(self.descriptor, plan.components)
-        self._main_impls = {
-            d: context.coder_impl(plan.components, plan.keyed_dests[d]) for d in op.inputs if plan.keyed_dests.get(d)
-        }
-        self._key_impls = {
-            d: context.components_context(plan.components)
-            .coders[plan.keyed_dests[d]]
-            .wrapped_value_coder.key_coder()
-            .get_impl()
-            for d in self._main_impls
-        }
-
-    def _live_rows(self, rows, wm):
-        """`rows` without the windows expired at `wm` (Beam drops late input
-        of a stateful DoFn); returns (rows, elements dropped)."""
-        if not self._expiry.enabled:
-            return rows, 0
-        kept, dropped = [], 0
-        for row in rows:
-            impl = self._main_impls.get(row[1])
-            if impl is None:  # a side input row
-                kept.append(row)
-                continue
-            wv = impl.decode_nested(row[4])
-            live = self._expiry.live(wv, wm)
-            if live is None:
-                dropped += 1
-            elif live is wv:
-                kept.append(row)
-            else:
-                kept.append(row[:4] + (impl.encode_nested(live),) + row[5:])
-        return kept, dropped
-
-    def run(self, store, data_rows, steps, draining=False):
-        """`store`: the key-group's `keyed_state.Store`. Per user key: its
-        user state and pending timers, loaded into the harness only for the
-        keys with data, a due timer or an expiring window; the key-group's
-        data (elements waiting for side inputs) is `KeyedState.extra`."""
-        state = KeyedState(store, MIN_MICROS, MIN_MICROS)
-        runner = self.runner
-        runner.harness.restore_state(None)
-        if runner.timers is not None:
-            runner.timers.restore(None)
-        keys = _HarnessKeys(self, state)
-        saved = state.extra or {}
-        if state.legacy is not None:
-            saved = keys.move_in(state.legacy)
-        waiting = WaitingForSides(self._side_inputs, saved, runner.harness) if self._side_inputs else None
-        out = []
-        wm, pt = state.wm, state.pt
-        dropped = 0
-        keys.load(row[3] for row in data_rows if row[1] in self._main_impls)
-        for what, seq, item, now in _clocked(_schedule(data_rows, steps), pt):
-            with frozen_wall_clock(now):  # a re-run task computes the same
-                if what == "data":
-                    item, late = self._live_rows(item, wm)
-                    dropped += late
-                    if waiting is None:
-                        if item:
-                            self._emit(runner.process(self._bundle(item)), seq, out)
-                        continue
-                    waiting.take(item, seq)
-                else:
-                    wm, pt = max(wm, item[0]), max(pt, item[1])
-                    if waiting is not None:
-                        waiting.advance(item)
-                    keys.load(state.due(wm, pt))
-                if waiting is not None:
-                    for ready_seq, bundle in waiting.ready_bundles(self._input_index):
-                        keys.load(self._key_of(self.op.inputs[index], element) for index, element in bundle)
-                        self._emit(runner.process(bundle), ready_seq, out)
-                if what == "step" and runner.timers:
-                    if waiting is not None:
-                        waiting.install()
-                    self._emit(runner.fire_timers(functools.partial(self._is_due, wm, pt)), seq, out)
-                if what == "step" and self._expiry.enabled:
-                    # After the step's timers fired: a window's own timers run
-                    # before its state goes (they are due by its expiry), and
-                    # before the side windows only it could still read.
-                    self._expiry.collect(runner.harness, runner.timers, wm)
-                    if waiting is not None:
-                        waiting.collect(wm)
-        keys.save_all()
-        hold, event_hold = state.hold(), state.event_hold()
-        extra = None
-        if waiting is not None:  # waiting main input holds the output watermark too
-            hold, event_hold = _earliest(hold, waiting.hold()), _earliest(event_hold, waiting.hold())
-            extra = None if waiting.is_empty() else waiting.saved()
-            _warn_dropped_for_side_input(self.op, waiting.dropped)
-        state.wm, state.pt, state.extra = wm, pt, extra
-        wake = state.next_processing_time()
-        state.commit()
-        metrics = self._take_reports(
-            len(data_rows),
-            out,
-            {
-                "dropped_due_to_lateness": dropped,
-                "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0,
-            },
-        )
-        return KeyGroupResult(None, out + metrics, hold, event_hold, wake)
-
-    def _key_of(self, dest, element):
-        """The encoded user key of a main-input element (as RowWriter
-        encodes it in a row's `key`)."""
-        wv = self._main_impls[dest].decode_nested(element)
-        return self._key_impls[dest].encode_nested(wv.value[0])
-
-    def key_wake(self, windows, timers):
-        """A key's wake-up: its earliest event-time timer or window expiry,
-        its earliest processing-time timer, and its holds. `windows`:
-        encoded windows of its state; `timers`: {family key: [timer]}."""
-        event, processing, hold, event_hold = None, None, None, None
-        for family, pending in timers.items():
-            is_event = self.runner.timer_domain(family) == EVENT_TIME
-            for timer in pending:
-                fire, held = timer.fire_timestamp.micros, timer.hold_timestamp.micros
-                if is_event:
-                    event = _earliest(event, fire)
-                    event_hold = _earliest(event_hold, held)
-                else:
-                    processing = _earliest(processing, fire)
-                hold = _earliest(hold, held)
-        if self._expiry.enabled:
-            expiry = self._expiry.earliest_expiry(windows, [w for ts in timers.values() for t in ts for w in t.windows])
-            event = _earliest(event, expiry)
-        return Wake(event, processing, hold, event_hold)
-
-    def _is_due(self, wm, pt, family_key, timer):
-        domain = self.runner.timer_domain(family_key)
-        limit = wm if domain == EVENT_TIME else pt
-        return timer.fire_timestamp.micros <= limit
-
-
-def _earliest(a, b):
+def earliest(a, b):
     """The earlier of two holds (micros or None)."""
     if a is None:
         return b
     return a if b is None else min(a, b)
 
 
-class _HarnessKeys:
-    """The keys of one batch of a StatefulStageOperator: loads a key's
-    state and timers into the harness before its first bundle, and at the
-    end saves every key the batch loaded or created, split out of the
-    harness by key. A key is the encoded user key of the rows (RowWriter),
-    which is also how the SDK encodes it in state keys and timers."""
-
-    def __init__(self, operator, state):
-        self._op, self._state = operator, state
-        self._runner = operator.runner
-        self._loaded = set()
-
-    def load(self, keys):
-        new = sorted({k for k in keys if k not in self._loaded})
-        if not new:
-            return
-        self._state.prefetch(new)
-        for key in new:
-            self._loaded.add(key)
-            payload = self._state.load(key)
-            if payload is None:
-                continue
-            user, timers = pickle.loads(payload)
-            self._runner.harness.add_state(user)
-            if self._runner.timers is not None:
-                self._runner.timers.add(timers)
-
-    def move_in(self, legacy):
-        """Format 1 (one pickled dict per key-group: "wm", "pt", "user",
-        "timers" and the side-input wait's fields): loaded whole, so the
-        batch saves every key in the per-key layout. Returns the rest."""
-        state, runner = self._state, self._runner
-        state.wm, state.pt = legacy["wm"], legacy["pt"]
-        runner.harness.restore_state(legacy["user"])
-        if runner.timers is not None:
-            runner.timers.restore(legacy["timers"])
-        for key in self._split():
-            self._loaded.add(key)
-        return {k: v for k, v in legacy.items() if k not in ("wm", "pt", "user", "timers")}
-
-    def _split(self):
-        """{key: (user state, windows, {family: [timer]})} of the harness."""
-        runner = self._runner
-        out = {key: (user, windows, {}) for key, (user, windows) in runner.harness.user_state_by_key().items()}
-        if runner.timers is not None:
-            for key, timers in runner.timers.by_key(runner.timer_key).items():
-                out.setdefault(key, (({}, {}), [], {}))[2].update(timers)
-        return out
-
-    def save_all(self):
-        split = self._split()
-        timers = self._runner.timers
-        for key in sorted(self._loaded | set(split)):
-            entry = split.get(key)
-            if entry is None:
-                self._state.save(key, None)
-                continue
-            user, windows, pending = entry
-            payload = pickle.dumps((user, timers.encode(pending) if timers is not None else {}))
-            self._state.save(key, payload, self._op.key_wake(windows, pending))
-
-
-class SdfOperator(_StageBase):
+class SdfOperator(StageBase):
     """A stage running a splittable DoFn on unbounded input, one key-group
     at a time. A bundle's residuals (self-checkpoints) are not resumed in the
     same batch: they are kept in state with the processing time they may
@@ -495,7 +283,7 @@ class SdfOperator(_StageBase):
             residuals = self._truncated(residuals)
         waiting = WaitingForSides(self._side_inputs, saved, self.runner.harness) if self._side_inputs else None
         out = []
-        for what, seq, item, now in _clocked(_schedule(data_rows, steps), pt):
+        for what, seq, item, now in clocked(schedule(data_rows, steps), pt):
             # Under the batch's journaled clock: a re-run task (Spark re-runs
             # one whose output an executor took with it) claims the same work.
             with frozen_wall_clock(now):
@@ -528,11 +316,11 @@ class SdfOperator(_StageBase):
         empty = not residuals
         dropped = 0
         if waiting is not None:
-            hold = _earliest(hold, waiting.hold())
+            hold = earliest(hold, waiting.hold())
             state.update(waiting.saved())
             empty = empty and waiting.is_empty()
             dropped = waiting.dropped
-            _warn_dropped_for_side_input(self.op, dropped)
+            warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
         return KeyGroupResult(
             new_blob,
@@ -583,7 +371,7 @@ class SdfOperator(_StageBase):
         return self._truncator
 
 
-class SideInputOperator(_StageBase):
+class SideInputOperator(StageBase):
     """A stateless stage reading side inputs, one key-group at a time (every
     key-group receives all side input rows). A main input element waits in
     state until its side windows are ready (`side_input_wait.SideInputs`) and holds the
@@ -599,7 +387,7 @@ class SideInputOperator(_StageBase):
         harness.restore_state(None)
         waiting = WaitingForSides(self._side_inputs, saved, harness, collect=True)
         out = []
-        for what, seq, item in _schedule(data_rows, steps):
+        for what, seq, item in schedule(data_rows, steps):
             if what == "data":
                 waiting.take(item, seq)
             else:
@@ -607,12 +395,12 @@ class SideInputOperator(_StageBase):
             for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                 self._emit(self.runner.process(bundle), ready_seq, out)
         new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
-        _warn_dropped_for_side_input(self.op, waiting.dropped)
+        warn_dropped_for_side_input(self.op, waiting.dropped)
         metrics = self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
         return KeyGroupResult(new_blob, out + metrics, waiting.hold())
 
 
-def _warn_dropped_for_side_input(op, dropped):
+def warn_dropped_for_side_input(op, dropped):
     if dropped:
         _LOG.warning(
             "%s dropped %d late main-input element(s) whose side-input windows had expired "
@@ -663,7 +451,7 @@ class GroupOperator:
                 )
             return reducer
 
-        for what, seq, item in _schedule(data_rows, steps):
+        for what, seq, item in schedule(data_rows, steps):
             panes = []
             if what == "data":
                 by_key = collections.defaultdict(list)
@@ -755,5 +543,7 @@ def build(op, plan, key_groups):
     if op.kind == SDF:
         return SdfOperator(op, plan, key_groups)
     if op.kind == STATEFUL:
+        from beam_spark_runner.streaming.stateful_operator import StatefulStageOperator
+
         return StatefulStageOperator(op, plan, key_groups)
     return StatelessOperator(op, plan, key_groups)

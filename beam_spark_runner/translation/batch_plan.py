@@ -117,7 +117,7 @@ def build_plan(context, stages, plain_python=True, streamed_groups=False) -> Exe
                 sdk_transforms=tuple(names),
                 plain_spec=(
                     plan_plain_stage(descriptor, [p.transform_id for p in inputs], [p.transform_id for p in outputs])
-                    if plain_python and not side_inputs and not stage.timers and native is None
+                    if plain_python and not side_inputs and native is None
                     else None
                 ),
                 native=native,

@@ -4,9 +4,11 @@
 the `PlainStageSpec` worker/plain_stage.py runs, or None when any transform
 of the stage needs Beam's SDK harness: every transform must be a ParDo the
 plain path can run (`worker.plain_callables.plain_callable`: Map, FlatMap,
-Filter, MapTuple, simple DoFn classes), a WindowInto, or a phase of a lifted
-combiner (precombine, merge, extract, convert, grouped values). Pure
-planning: no Spark.
+Filter, MapTuple, simple DoFn classes; or, reading a stage input, one
+stateful ParDo `plain_stateful_dofn` accepts), a WindowInto, or a phase of
+a lifted combiner (precombine, merge, extract, convert, grouped values),
+or a Flatten of one input.
+Pure planning: no Spark.
 """
 
 from typing import Optional
@@ -14,9 +16,10 @@ from typing import Optional
 from apache_beam.portability import common_urns
 from apache_beam.runners.worker import bundle_processor
 
-from beam_spark_runner.worker.plain_callables import plain_callable
+from beam_spark_runner.worker.plain_callables import plain_callable, plain_stateful_dofn
 from beam_spark_runner.worker.plain_stage import PlainStageSpec, StepSpec
-from beam_spark_runner.worker.plain_steps import ASSIGN_WINDOWS, PARDO, PRECOMBINE
+from beam_spark_runner.worker.plain_steps import ASSIGN_WINDOWS, FLATTEN, PARDO, PRECOMBINE
+from beam_spark_runner.worker.stateful_step import STATEFUL_PARDO
 
 _COMBINE = common_urns.combine_components
 # URN -> phase of PhasedCombineFnExecutor; precombine is handled separately.
@@ -29,6 +32,7 @@ _COMBINE_PHASES = {
 _PRECOMBINE_URN = _COMBINE.COMBINE_PER_KEY_PRECOMBINE.urn
 _PAR_DO_URN = common_urns.primitives.PAR_DO.urn
 _ASSIGN_WINDOWS_URN = common_urns.primitives.ASSIGN_WINDOWS.urn
+_FLATTEN_URN = common_urns.primitives.FLATTEN.urn
 
 
 def plan_plain_stage(descriptor, input_ids, output_ids) -> Optional[PlainStageSpec]:
@@ -48,13 +52,18 @@ def plan_plain_stage(descriptor, input_ids, output_ids) -> Optional[PlainStageSp
         input_pcoll = next(iter(t.inputs.values()))
         outputs = tuple(sorted(t.outputs.items()))
         if urn == _PAR_DO_URN:
-            if plain_callable(t) is None:
+            if plain_callable(t) is not None:
+                kind = PARDO
+            elif plain_stateful_dofn(t):
+                kind = STATEFUL_PARDO
+            else:
                 return None
-            kind = PARDO
         elif urn == _PRECOMBINE_URN:
             kind = PRECOMBINE
         elif urn == _ASSIGN_WINDOWS_URN:
             kind = ASSIGN_WINDOWS
+        elif urn == _FLATTEN_URN:
+            kind = FLATTEN
         elif urn in _COMBINE_PHASES:
             kind = _COMBINE_PHASES[urn]
         else:
@@ -63,6 +72,10 @@ def plan_plain_stage(descriptor, input_ids, output_ids) -> Optional[PlainStageSp
     if not steps:
         return None
     input_pcolls = tuple(next(iter(transforms[i].outputs.values())) for i in input_ids)
+    stateful = [s for s in steps if s.kind == STATEFUL_PARDO]
+    # The runner keys a stateful ParDo's input, so it must read a stage input.
+    if len(stateful) > 1 or (stateful and stateful[0].input_pcoll not in input_pcolls):
+        return None
     output_pcolls = tuple(next(iter(transforms[o].inputs.values())) for o in output_ids)
     ordered = _topological(steps, input_pcolls)
     if ordered is None:

@@ -168,3 +168,48 @@ def _lifecycle_without_params(signature):
         if len(method.args) > len(method.defaults):
             return False  # a required argument only the harness could fill
     return True
+
+
+# State kinds the runner keeps itself (worker/user_state.py); ordered-list,
+# map and multimap state need the harness.
+_RUNNER_STATE_KINDS = frozenset(["read_modify_write_spec", "bag_spec", "set_spec", "combining_spec"])
+
+
+def plain_stateful_dofn(transform, loading=False):
+    """Whether a ParDo with state and/or timers can run on the plain path
+    (worker/stateful_step.py): a pickled Python DoFn, its state of the
+    kinds the runner keeps (ReadModifyWrite, bag, set, combining), no side
+    inputs, no splittable DoFn, no bundle finalization, no time-sorted
+    input, no window-expiration callback, no batched DoFn. The DoFn's
+    parameters (state, timers, key, window, timestamp, pane, dynamic timer
+    tag) are passed by Beam's own DoFnRunner. `loading` as `plain_callable`."""
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
+    if (
+        not (payload.state_specs or payload.timer_family_specs)
+        or payload.side_inputs
+        or payload.restriction_coder_id
+        or payload.requests_finalization
+        or payload.requires_time_sorted_input
+        or payload.on_window_expiration_timer_family_spec
+        or payload.do_fn.urn != python_urns.PICKLED_DOFN_INFO
+    ):
+        return False
+    if any(spec.WhichOneof("spec") not in _RUNNER_STATE_KINDS for spec in payload.state_specs.values()):
+        return False
+    try:
+        dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
+    except Exception:
+        if loading:
+            raise
+        return False
+    if not isinstance(dofn, core.DoFn) or isinstance(dofn, core.CallableWrapperDoFn):
+        return False
+    try:
+        if dofn._process_batch_defined or dofn._process_yields_batches:
+            return False
+        signature = runners_common.DoFnSignature(dofn)
+    except Exception:
+        return False
+    if signature.is_splittable_dofn() or signature.has_bundle_finalization():
+        return False
+    return not any(isinstance(a, _DOFN_PARAM_TYPE) for a in list(args) + list(kwargs.values()))

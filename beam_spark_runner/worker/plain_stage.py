@@ -41,15 +41,18 @@ from beam_spark_runner.worker import context, runs as runs_lib
 from beam_spark_runner.worker.plain_callables import plain_callable
 from beam_spark_runner.worker.plain_steps import (
     ASSIGN_WINDOWS,
+    FLATTEN,
     PARDO,
     PRECOMBINE,
     AssignWindowsStep,
     CombinePhaseStep,
+    FlattenStep,
     ParDoStep,
     PrecombineStep,
     StepFailed,
 )
 from beam_spark_runner.worker.harness_stage import StageFailed
+from beam_spark_runner.worker.stateful_step import STATEFUL_PARDO, StatefulParDoStep, timer_domains
 
 _ELEMENT_COUNT = monitoring_infos.ELEMENT_COUNT_URN
 # Output blocks are cut once this many elements are pending for an output.
@@ -125,6 +128,9 @@ class PlainStageRunner:
                     "Beam stage %r failed:\n%s\n[while loading %r]"
                     % (stage.display_name, traceback.format_exc().rstrip(), step.name)
                 ) from None
+        # The stage's stateful ParDo, if it has one (its root step).
+        self.stateful = next((s for s in self._steps.values() if isinstance(s, StatefulParDoStep)), None)
+        self._timer_domains = timer_domains(self.stateful.families) if self.stateful is not None else {}
         self._chunk_sizers = {step.transform_id: ChunkSizer() for step in spec.steps}
         self._counts = collections.Counter()
         self._pending = {}  # output index -> [codec, [runs], number of values]
@@ -133,13 +139,31 @@ class PlainStageRunner:
         self._set_up = False
 
     def run(self, tagged_blocks, bundle_bytes=None):
-        """Yields (output index, block) for all input blocks: one bundle."""
+        """Yields (output index, block) for all input blocks: one bundle.
+        A stateful stage then fires its timers in rounds (bounded input:
+        the watermark is +infinity), a callback's new timers in the next."""
+        return self._guarded(self._run(tagged_blocks, fire_all=True))
+
+    def process(self, tagged_blocks, bundle_bytes=None):
+        """Streaming: one bundle of these inputs; fires no timer."""
+        return self._guarded(self._run(tagged_blocks))
+
+    def fire_timers(self, is_due):
+        """Streaming: one bundle firing the pending timers `is_due(family
+        key, timer)` accepts, in rounds, in fire order within a round."""
+        return self._guarded(self._run((), is_due=is_due))
+
+    def timer_domain(self, family_key):
+        """beam_runner_api_pb2.TimeDomain of a (transform id, family) key."""
+        return self._timer_domains[family_key]
+
+    def _guarded(self, outputs):
         try:
-            yield from self._run(tagged_blocks)
+            yield from outputs
         except StepFailed as e:
             raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, e)) from None
 
-    def _run(self, tagged_blocks):
+    def _run(self, tagged_blocks, fire_all=False, is_due=None):
         # The sampler is only the current tracker (user metrics find their
         # transform's container through it); its sampling thread is not
         # started: we report no msec counters.
@@ -153,11 +177,16 @@ class PlainStageRunner:
             self._pending = {}  # what a failed bundle left is not output
             for step in self._steps.values():
                 step.start_bundle()
-            for index, block in tagged_blocks:
-                runs = (
-                    block.runs if isinstance(block, runs_lib.DecodedBlock) else self._input_codecs[index].decode(block)
-                )
+            for index, runs in self._coalesced(tagged_blocks):
                 yield from self._emit(self.spec.input_pcolls[index], runs)
+            if self.stateful is not None and (fire_all or is_due is not None):
+                table = self.stateful.table
+                while True:
+                    fired = table.take_due(is_due)
+                    if not fired:
+                        break
+                    for pcoll, runs in self.stateful.fire(fired):
+                        yield from self._emit(pcoll, runs)
             for spec in self.spec.steps:
                 for pcoll, runs in self._steps[spec.transform_id].finish():
                     yield from self._emit(pcoll, runs)
@@ -165,6 +194,33 @@ class PlainStageRunner:
                 yield self._encode(index)
         finally:
             statesampler.set_current_tracker(previous)
+
+    def _coalesced(self, tagged_blocks):
+        """(input index, runs) of the blocks, consecutive blocks of one
+        input handed on together (up to FLUSH_ELEMENTS values) with their
+        runs merged where the metadata matches: streaming hands each
+        element over as its own block, and a step called once per element
+        costs several times one called per chunk."""
+        pending_index, pending, held = None, [], 0
+        copied = False  # the last pending run's values are our own copy
+        for index, block in tagged_blocks:
+            runs = block.runs if isinstance(block, runs_lib.DecodedBlock) else self._input_codecs[index].decode(block)
+            if index != pending_index or held >= FLUSH_ELEMENTS:
+                if pending:
+                    yield pending_index, pending
+                pending_index, pending, held = index, [], 0
+            for run in runs:
+                if pending and runs_lib.same_metadata(pending[-1][0], run[0]):
+                    if not copied:
+                        pending[-1] = (pending[-1][0], list(pending[-1][1]))
+                        copied = True
+                    pending[-1][1].extend(run[1])
+                else:
+                    pending.append(run)
+                    copied = False
+                held += len(run[1])
+        if pending:
+            yield pending_index, pending
 
     def _emit(self, pcoll, runs):
         """Feeds `runs` of `pcoll` to its data outputs and consumers, depth
@@ -302,6 +358,10 @@ def _make_step(spec, transform, descriptor, ctx, scoped):
         if plain is None:
             raise ValueError("%s was planned as a plain-Python step but is not one" % spec.name)
         return ParDoStep(spec, plain, windowing.windowfn, scoped)
+    if spec.kind == FLATTEN:
+        return FlattenStep(spec, scoped)
+    if spec.kind == STATEFUL_PARDO:
+        return StatefulParDoStep(spec, transform, descriptor, ctx, scoped)
     if spec.kind == ASSIGN_WINDOWS:
         strategy = beam_runner_api_pb2.WindowingStrategy.FromString(transform.spec.payload)
         return AssignWindowsStep(spec, core.Windowing.from_runner_api(strategy, ctx).windowfn, scoped)

@@ -37,6 +37,7 @@ from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
 PARDO = "pardo"
 ASSIGN_WINDOWS = "assign_windows"
 PRECOMBINE = "precombine"
+FLATTEN = "flatten"
 # Outputs the harness treats specially (common._OutputHandler).
 _SPECIAL_OUTPUTS = (core.pvalue.TaggedOutput, WindowedValue, TimestampedValue)
 # Output types that are certainly not special: checked in C over a run.
@@ -572,3 +573,13 @@ class CombinePhaseStep(Step):
     def teardown(self):
         with self._scoped:
             self._executor.combine_fn.teardown()
+
+
+class FlattenStep(Step):
+    """A Flatten of one input inside a stage (Beam's fusion leaves one per
+    reader where a Flatten's input and output coders differ, e.g. in
+    `assert_that`): the values pass unchanged; the output port's coder
+    encodes them."""
+
+    def process(self, runs):
+        return [(self._main, runs)]

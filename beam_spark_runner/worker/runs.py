@@ -67,6 +67,13 @@ def chunks(runs, size):
         yield chunk
 
 
+def same_metadata(a, b):
+    """Do two templates share timestamp, windows and pane?"""
+    return a is b or (
+        a.timestamp_micros == b.timestamp_micros and a.windows == b.windows and a.pane_info == b.pane_info
+    )
+
+
 def count(runs):
     return sum(len(values) for _, values in runs)
 

@@ -18,6 +18,7 @@ import os
 import unittest
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_stream_test
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.transforms import deduplicate_test, trigger_test
@@ -122,7 +123,18 @@ SparkTestStreamTest = type(
 
 # A processing-time timer still pending when the TestStream ends: the run
 # must end anyway (the timer can never fire), as on Beam's DirectRunner.
+# Deduplicate's stateful DoFn (set state, event- and processing-time timers)
+# runs on the runner's own stateful path here ...
 SparkDeduplicateTest = type("SparkDeduplicateTest", (deduplicate_test.DeduplicateTest,), {"__module__": __name__})
+
+
+class SparkDeduplicateOnHarnessTest(deduplicate_test.DeduplicateTest):
+    """... and in Beam's SDK harness here (--sdk_harness_only)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.set_runner(SparkRunner())
+        self.set_options(PipelineOptions(["--sdk_harness_only"]))
 
 
 def test_ci_subsets_and_skips_name_tests_beam_has():

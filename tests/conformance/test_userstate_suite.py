@@ -3,6 +3,12 @@ wheel, on SparkRunner: stateful DoFns with bag, set, read-modify-write and
 combining state, event-time and dynamic timers, timer output timestamps,
 mostly fed by TestStream (so they run on the streaming runner).
 
+The suite runs twice: `SparkStatefulDoFnTest` on the runner's own stateful
+DoFn path (worker/stateful_step.py; a DoFn it does not take, e.g. one with
+ordered-list state, runs in the harness there too) and
+`SparkStatefulDoFnOnHarnessTest` with `--sdk_harness_only`, every stateful
+DoFn in Beam's SDK harness.
+
 The test bodies (pipelines and assertions) are Beam's, unmodified. Beam's
 tests collect their output with `record_dofn()`, a DoFn appending to a list
 on the test class: that only works when DoFns run in the test process. Here
@@ -25,6 +31,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.transforms import core, userstate_test
 
 from beam_spark_runner import SparkRunner
+from beam_spark_runner.options import SparkRunnerOptions
 
 # Not bound to a module-level name: pytest would collect it as it stands.
 _RECORDED = "StatefulDoFnOnDirectRunnerTest"
@@ -71,12 +78,16 @@ def _read_records(directory):
 
 class _RecordingSparkTestPipeline(TestPipeline):
     """TestPipeline on SparkRunner that, after a run, loads what
-    `_RecordToFiles` wrote into Beam's `all_records` list."""
+    `_RecordToFiles` wrote into Beam's `all_records` list. With
+    `harness_only`, the stateful DoFns run in Beam's SDK harness
+    (`--sdk_harness_only`) instead of the runner's own stateful path."""
 
     directory = None
+    harness_only = False
 
     def __init__(self, runner=None, options=None, *args, **kwargs):
         super().__init__(runner or SparkRunner(), options, *args, **kwargs)
+        self.options.view_as(SparkRunnerOptions).sdk_harness_only = self.harness_only
 
     def run(self, test_runner_api="AUTO"):
         result = super().run(test_runner_api)
@@ -94,13 +105,17 @@ def spark_test_pipeline_in_userstate_test():
 
 
 class _RecordingAcrossProcesses:
+    harness_only = False
+
     def setUp(self):
         super().setUp()
         self._directory = tempfile.mkdtemp(prefix="beam-spark-records-")
         _RecordingSparkTestPipeline.directory = self._directory
+        _RecordingSparkTestPipeline.harness_only = self.harness_only
 
     def tearDown(self):
         _RecordingSparkTestPipeline.directory = None
+        _RecordingSparkTestPipeline.harness_only = False
         shutil.rmtree(self._directory, ignore_errors=True)
         super().tearDown()
 
@@ -108,16 +123,19 @@ class _RecordingAcrossProcesses:
         return _RecordToFiles(self._directory)
 
 
-def _on_spark(case):
-    attrs = {"__module__": __name__}
+def _on_spark(case, name, harness_only):
+    attrs = {"__module__": __name__, "harness_only": harness_only}
     for name, reason in SKIPS.items():
         if not hasattr(case, name):
             raise AttributeError("skip list names %s, which does not exist" % name)
         attrs[name] = unittest.skip(reason)(getattr(case, name))
-    return type("SparkStatefulDoFnTest", (_RecordingAcrossProcesses, case), attrs)
+    return type(name, (_RecordingAcrossProcesses, case), attrs)
 
 
-SparkStatefulDoFnTest = _on_spark(getattr(userstate_test, _RECORDED))
+# The runner's own stateful DoFn path (worker/stateful_step.py), where the
+# DoFns qualify, and Beam's SDK harness (--sdk_harness_only).
+SparkStatefulDoFnTest = _on_spark(getattr(userstate_test, _RECORDED), "SparkStatefulDoFnTest", False)
+SparkStatefulDoFnOnHarnessTest = _on_spark(getattr(userstate_test, _RECORDED), "SparkStatefulDoFnOnHarnessTest", True)
 
 
 def test_records_written_in_another_process_come_back_in_order(tmp_path):

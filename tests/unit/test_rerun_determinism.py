@@ -24,7 +24,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_spark_runner.plans import SDF, STATEFUL
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import DictStore
-from beam_spark_runner.streaming.operators import SdfOperator, StatefulStageOperator
+from beam_spark_runner.streaming.operators import SdfOperator
+from beam_spark_runner.streaming.stateful_operator import StatefulStageOperator
 from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from windowing.timestamps import MAX_US
