@@ -33,6 +33,8 @@ from beam_spark_runner.worker.plain_stage import PlainStageRunner
 from beam_spark_runner.worker.user_state import describe_record
 from windowing.timestamps import MIN_US as MIN_MICROS
 
+_NO_WAKE = Wake(None, None, None, None)
+
 
 class StatefulStageOperator(StageBase):
     """A stage with user state and/or timers, one key-group at a time: each
@@ -312,12 +314,16 @@ class _PlainKeys:
         self._table.drop_expired(lambda window: expiry.expired(window, wm))
 
     def save_all(self):
-        table, op = self._table, self._op
+        table, op, save = self._table, self._op, self._state.save
+        windows_matter = op.expiry.enabled
         for key in sorted(self._loaded | set(table.keys)):
-            key_state = table.keys.get(key)
+            key_state = table.keys.pop(key, None)
             if key_state is None or key_state.is_empty():
-                table.keys.pop(key, None)
-                self._state.save(key, None)
+                save(key, None)
                 continue
-            wake = op.key_wake((), table.timers_by_family(key_state), key_state.windows())
-            self._state.save(key, table.encode_key(key), wake)
+            if key_state.timers or windows_matter:
+                windows = key_state.windows() if windows_matter else ()
+                wake = op.key_wake((), table.timers_by_family(key_state), windows)
+            else:
+                wake = _NO_WAKE  # what key_wake gives a key without timers or expiring windows
+            save(key, table.encode_state(key_state), wake)

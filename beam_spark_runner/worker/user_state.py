@@ -236,6 +236,7 @@ class UserStateTable(userstate.UserStateContext):
         self._window_coder = window_coder
         self._families = families
         self.keys = {}  # encoded key -> KeyState
+        self._window_bytes = {}  # window -> its encoding (most keys share a few windows)
         self._current = (None, None)  # (key object, encoded key) last encoded
 
     def encoded_key(self, key):
@@ -322,9 +323,12 @@ class UserStateTable(userstate.UserStateContext):
         state = self.keys.pop(encoded_key, None)
         if state is None or state.is_empty():
             return None
-        window_coder = self._window_coder
+        return self.encode_state(state)
+
+    def encode_state(self, state):
+        """The record of a KeyState holding something."""
         cells = {
-            (name, window_coder.encode(window)): cell.encoded(self._specs[name].coder)
+            (name, self._encoded_window(window)): cell.encoded(self._specs[name].coder)
             for (name, window), cell in state.cells.items()
             if not cell.is_empty()
         }
@@ -332,6 +336,14 @@ class UserStateTable(userstate.UserStateContext):
         for (family_id, _, _), timer in state.timers.items():
             timers.setdefault(family_id, []).append(self._families[family_id].coder_impl.encode_nested(timer))
         return pickle.dumps((KEY_RECORD_VERSION, cells, timers), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _encoded_window(self, window):
+        encoded = self._window_bytes.get(window)
+        if encoded is None:
+            if len(self._window_bytes) > 4096:  # windows come and go: keep the cache small
+                self._window_bytes.clear()
+            encoded = self._window_bytes[window] = self._window_coder.encode(window)
+        return encoded
 
     def load_key(self, encoded_key, record):
         """Adds a key's state and timers from an `encode_key` record, or
