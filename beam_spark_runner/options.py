@@ -127,7 +127,8 @@ class SparkRunnerOptions(PipelineOptions):
             default=False,
             help="Run every stage through Beam's SDK harness, also those the runner "
             "would run as plain Python loops (Map/FlatMap/Filter chains, simple DoFn "
-            "classes, WindowInto and combiner phases).",
+            "classes, WindowInto and combiner phases, stateful DoFns with the runner's "
+            "own state and timers).",
         )
         parser.add_argument(
             "--beam_io_only",

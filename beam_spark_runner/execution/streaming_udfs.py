@@ -74,11 +74,11 @@ def _operator(token, pickled):
     key = (token, pickled)
     if key not in _OPERATORS:
         from beam_spark_runner.execution import main_session
-        from beam_spark_runner.streaming import operators
+        from beam_spark_runner.streaming import operator_factory
 
         main_session.install()  # the driver script's classes as __main__.<name>
         op, plan, key_groups = pickle.loads(pickled)
-        _OPERATORS[key] = operators.build(op, plan, key_groups)
+        _OPERATORS[key] = operator_factory.build(op, plan, key_groups)
     return _OPERATORS[key]
 
 

@@ -24,8 +24,9 @@ if it was behind the watermark when it arrived, and a stage emits nothing
 before the output watermark its readers were given.
 
 State is pickled Python data: per user key, the reduce driver's snapshot
-(GroupByKey), or the SDK's user state and pending timers (stateful DoFn),
-each key its own entry (keyed_state.py).
+(GroupByKey), or the stateful DoFn's user state and pending timers
+(`StatefulStageOperator`, in stateful_operator.py), each key its own entry
+(keyed_state.py).
 """
 
 import collections
@@ -275,7 +276,7 @@ class SdfOperator(StageBase):
         each residual a bundle leaves, as it comes. What truncates to
         nothing is dropped, so an unbounded source's hold goes and its
         output watermark reaches +infinity."""
-        saved = pickle.loads(blob) if blob else {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}
+        saved = _load_blob(blob, {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}, SDF_BLOB_VERSION, self.op)
         wm, pt = saved["wm"], saved["pt"]
         residuals = list(saved["residuals"])
         self._draining = draining
@@ -321,7 +322,7 @@ class SdfOperator(StageBase):
             empty = empty and waiting.is_empty()
             dropped = waiting.dropped
             warn_dropped_for_side_input(self.op, dropped)
-        new_blob = None if empty and pt == MIN_MICROS else pickle.dumps(state)
+        new_blob = None if empty and pt == MIN_MICROS else _dump_blob(state, SDF_BLOB_VERSION)
         return KeyGroupResult(
             new_blob,
             out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}),
@@ -382,7 +383,7 @@ class SideInputOperator(StageBase):
         self._side_inputs = SideInputs(op, plan, self.descriptor)
 
     def run(self, blob, data_rows, steps, draining=False):
-        saved = pickle.loads(blob) if blob else {"pt": MIN_MICROS}
+        saved = _load_blob(blob, {"pt": MIN_MICROS}, SIDE_INPUT_BLOB_VERSION, self.op)
         harness = self.runner.harness
         harness.restore_state(None)
         waiting = WaitingForSides(self._side_inputs, saved, harness, collect=True)
@@ -394,10 +395,38 @@ class SideInputOperator(StageBase):
                 waiting.advance(item)
             for ready_seq, bundle in waiting.ready_bundles(self._input_index):
                 self._emit(self.runner.process(bundle), ready_seq, out)
-        new_blob = None if waiting.is_empty() else pickle.dumps(dict(waiting.saved(), pt=saved["pt"]))
+        new_blob = (
+            None if waiting.is_empty() else _dump_blob(dict(waiting.saved(), pt=saved["pt"]), SIDE_INPUT_BLOB_VERSION)
+        )
         warn_dropped_for_side_input(self.op, waiting.dropped)
         metrics = self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": waiting.dropped})
         return KeyGroupResult(new_blob, out + metrics, waiting.hold())
+
+
+# Format versions of the key-group blobs of the splittable-DoFn and
+# side-input operators: pickled dicts with the version under "v" (a blob
+# without it was written before the field existed, in version 1).
+SDF_BLOB_VERSION = 1
+SIDE_INPUT_BLOB_VERSION = 1
+
+
+def _load_blob(blob, default, version, op):
+    """The dict a `_dump_blob` blob holds (`default` for none); a blob of
+    another version is refused, naming the operator and both versions."""
+    if not blob:
+        return default
+    saved = pickle.loads(blob)
+    found = saved.pop("v", 1)
+    if found != version:
+        raise ValueError(
+            "%s: its checkpointed key-group state has format version %r; this runner reads version %d"
+            % (op.display_name, found, version)
+        )
+    return saved
+
+
+def _dump_blob(state, version):
+    return pickle.dumps(dict(state, v=version))
 
 
 def warn_dropped_for_side_input(op, dropped):
@@ -530,20 +559,3 @@ def _reducer_wake(wm, pt, hold):
         hold,
         hold,
     )
-
-
-def build(op, plan, key_groups):
-    """The operator object for a plan Operator (see streaming_plan)."""
-    from beam_spark_runner.plans import GROUP, SDF, SIDE_INPUTS, STATEFUL
-
-    if op.kind == GROUP:
-        return GroupOperator(op, plan, key_groups)
-    if op.kind == SIDE_INPUTS:
-        return SideInputOperator(op, plan, key_groups)
-    if op.kind == SDF:
-        return SdfOperator(op, plan, key_groups)
-    if op.kind == STATEFUL:
-        from beam_spark_runner.streaming.stateful_operator import StatefulStageOperator
-
-        return StatefulStageOperator(op, plan, key_groups)
-    return StatelessOperator(op, plan, key_groups)

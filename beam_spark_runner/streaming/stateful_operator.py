@@ -14,6 +14,9 @@ out of the harness by key.
 import functools
 import pickle
 
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.operators import (
     EVENT_TIME,
@@ -30,7 +33,7 @@ from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
-from beam_spark_runner.worker.user_state import describe_record
+from beam_spark_runner.worker.user_state import harness_state_of, state_coders_of
 from windowing.timestamps import MIN_US as MIN_MICROS
 
 _NO_WAKE = Wake(None, None, None, None)
@@ -60,6 +63,7 @@ class StatefulStageOperator(StageBase):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
         self.expiry = WindowExpiry(self.descriptor, plan.components)
+        self._coders = context.components_context(plan.components).coders
         self._main_impls = {
             d: context.coder_impl(plan.components, plan.keyed_dests[d]) for d in op.inputs if plan.keyed_dests.get(d)
         }
@@ -70,6 +74,15 @@ class StatefulStageOperator(StageBase):
             .get_impl()
             for d in self._main_impls
         }
+
+    def stateful_transform(self):
+        """(transform id, {state id: coder}) of the stage's stateful ParDo."""
+        for transform_id, transform in self.descriptor.transforms.items():
+            if transform.spec.urn == common_urns.primitives.PAR_DO.urn:
+                payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+                if payload.state_specs or payload.timer_family_specs:
+                    return transform_id, state_coders_of(payload, self._coders)
+        raise ValueError("Stage %r has no stateful ParDo" % self.op.display_name)
 
     def _live_rows(self, rows, wm):
         """`rows` without the windows expired at `wm` (Beam drops late input
@@ -225,12 +238,8 @@ class _HarnessKeys:
             if payload is None:
                 continue
             record = pickle.loads(payload)
-            if len(record) != 2:
-                raise ValueError(
-                    "Stage %r runs in Beam's SDK harness, but its checkpoint holds a key's state "
-                    "written by the runner's own stateful DoFn path (%s): resume it on that path "
-                    "(without --sdk_harness_only)" % (self._op.op.display_name, describe_record(record))
-                )
+            if len(record) != 2:  # written on the runner's own path
+                record = harness_state_of(record, key, *self._op.stateful_transform())
             user, timers = record
             self._runner.harness.add_state(user)
             if self._runner.timers is not None:

@@ -29,7 +29,7 @@ import copy
 import pickle
 from typing import Dict, NamedTuple, Tuple
 
-from apache_beam.coders.coder_impl import create_InputStream
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
@@ -39,7 +39,16 @@ from apache_beam.utils.timestamp import Timestamp
 KEY_RECORD_VERSION = 1
 
 
-class _ReadModifyWrite(userstate.ReadModifyWriteRuntimeState):
+class _Cell:
+    """What every cell shares: nothing to commit (the table is the state)."""
+
+    __slots__ = ()
+
+    def commit(self):
+        pass
+
+
+class _ReadModifyWrite(_Cell, userstate.ReadModifyWriteRuntimeState):
     __slots__ = ("value",)
 
     def __init__(self):
@@ -54,9 +63,6 @@ class _ReadModifyWrite(userstate.ReadModifyWriteRuntimeState):
     def clear(self):
         self.value = None
 
-    def commit(self):
-        pass
-
     def is_empty(self):
         return self.value is None
 
@@ -67,7 +73,7 @@ class _ReadModifyWrite(userstate.ReadModifyWriteRuntimeState):
         self.value = coder.decode(encoded[0])
 
 
-class _Bag(userstate.BagRuntimeState):
+class _Bag(_Cell, userstate.BagRuntimeState):
     __slots__ = ("values",)
 
     def __init__(self):
@@ -82,9 +88,6 @@ class _Bag(userstate.BagRuntimeState):
     def clear(self):
         self.values = []
 
-    def commit(self):
-        pass
-
     def is_empty(self):
         return not self.values
 
@@ -95,7 +98,7 @@ class _Bag(userstate.BagRuntimeState):
         self.values = [coder.decode(e) for e in encoded]
 
 
-class _Set(userstate.SetRuntimeState):
+class _Set(_Cell, userstate.SetRuntimeState):
     __slots__ = ("values",)
 
     def __init__(self):
@@ -110,9 +113,6 @@ class _Set(userstate.SetRuntimeState):
     def clear(self):
         self.values = set()
 
-    def commit(self):
-        pass
-
     def is_empty(self):
         return not self.values
 
@@ -123,7 +123,7 @@ class _Set(userstate.SetRuntimeState):
         self.values = {coder.decode(e) for e in encoded}
 
 
-class _Combining(userstate.CombiningValueRuntimeState):
+class _Combining(_Cell, userstate.CombiningValueRuntimeState):
     __slots__ = ("combine_fn", "accumulator")
 
     def __init__(self, combine_fn):
@@ -141,9 +141,6 @@ class _Combining(userstate.CombiningValueRuntimeState):
 
     def clear(self):
         self.accumulator = None
-
-    def commit(self):
-        pass
 
     def is_empty(self):
         return self.accumulator is None
@@ -337,6 +334,24 @@ class UserStateTable(userstate.UserStateContext):
             timers.setdefault(family_id, []).append(self._families[family_id].coder_impl.encode_nested(timer))
         return pickle.dumps((KEY_RECORD_VERSION, cells, timers), protocol=pickle.HIGHEST_PROTOCOL)
 
+    def _spec_named(self, name):
+        spec = self._specs.get(name)
+        if spec is None:
+            raise ValueError(
+                "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
+                "declares (it declares %s)" % (name, sorted(self._specs))
+            )
+        return spec
+
+    def _family_named(self, family_id):
+        family = self._families.get(family_id)
+        if family is None:
+            raise ValueError(
+                "A stateful DoFn's checkpointed timers have a timer family %r its DoFn no "
+                "longer declares (it declares %s)" % (family_id, sorted(self._families))
+            )
+        return family
+
     def _encoded_window(self, window):
         encoded = self._window_bytes.get(window)
         if encoded is None:
@@ -363,22 +378,12 @@ class UserStateTable(userstate.UserStateContext):
         state = self.key_state(encoded_key)
         window_coder = self._window_coder
         for (name, window), encoded in cells.items():
-            spec = self._specs.get(name)
-            if spec is None:
-                raise ValueError(
-                    "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
-                    "declares (it declares %s)" % (name, sorted(self._specs))
-                )
+            spec = self._spec_named(name)
             cell = self._new_cell(name)
             cell.load(spec.coder, encoded)
             state.cells[(name, window_coder.decode(window))] = cell
         for family_id, encoded in timers.items():
-            family = self._families.get(family_id)
-            if family is None:
-                raise ValueError(
-                    "A stateful DoFn's checkpointed timers have a timer family %r its DoFn no "
-                    "longer declares (it declares %s)" % (family_id, sorted(self._families))
-                )
+            family = self._family_named(family_id)
             for data in encoded:
                 timer = family.coder_impl.decode_nested(data)
                 state.timers[(family_id, timer.dynamic_timer_tag, timer.windows[0])] = timer
@@ -399,12 +404,7 @@ class UserStateTable(userstate.UserStateContext):
                     "stateful DoFn path does not keep" % parsed.WhichOneof("type")
                 )
             bag = parsed.bag_user_state
-            spec = self._specs.get(bag.user_state_id)
-            if spec is None:
-                raise ValueError(
-                    "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
-                    "declares (it declares %s)" % (bag.user_state_id, sorted(self._specs))
-                )
+            spec = self._spec_named(bag.user_state_id)
             impl = spec.coder.get_impl()
             values = []
             for chunk in chunks:
@@ -423,12 +423,7 @@ class UserStateTable(userstate.UserStateContext):
             self.key_state(bag.key).cells[(spec.name, window_coder.decode(bag.window))] = cell
             added.add(bag.key)
         for (_, family_id), encoded in timers.items():
-            family = self._families.get(family_id)
-            if family is None:
-                raise ValueError(
-                    "A stateful DoFn's checkpointed timers have a timer family %r its DoFn no "
-                    "longer declares (it declares %s)" % (family_id, sorted(self._families))
-                )
+            family = self._family_named(family_id)
             for data in encoded:
                 timer = family.coder_impl.decode_nested(data)
                 key = self._key_impl.encode_nested(timer.user_key)
@@ -447,8 +442,54 @@ def combine_fns_of(state_specs):
     }
 
 
-def describe_record(record):
-    """What a key's unpickled record is, for error messages."""
-    if isinstance(record, tuple) and len(record) == 3:
-        return "key record format version %r" % (record[0],)
-    return "a %s of %d items" % (type(record).__name__, len(record))
+def harness_state_of(record, encoded_key, transform_id, state_coders):
+    """One key's `UserStateTable.encode_key` record (unpickled) as the SDK
+    harness path keeps a key: ((state entries, {}), {(transform id, family
+    id): [encoded Timer]}), for a checkpoint of the runner's path resumed
+    with every stateful DoFn in the harness. `state_coders`: {state id:
+    coder} of the ParDo's state specs (the coders the record's values
+    were written with; the harness keeps each state kind as a bag of
+    nested encodings)."""
+    version, cells, timers = record
+    if version != KEY_RECORD_VERSION:
+        raise ValueError(
+            "A stateful DoFn's key record has format version %r; this runner reads version %d"
+            % (version, KEY_RECORD_VERSION)
+        )
+    entries = {}
+    for (name, window), encoded in cells.items():
+        coder = state_coders.get(name)
+        if coder is None:
+            raise ValueError(
+                "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
+                "declares (it declares %s)" % (name, sorted(state_coders))
+            )
+        impl, out = coder.get_impl(), create_OutputStream()
+        for data in encoded:
+            impl.encode_to_stream(coder.decode(data), out, True)
+        state_key = beam_fn_api_pb2.StateKey(
+            bag_user_state=beam_fn_api_pb2.StateKey.BagUserState(
+                transform_id=transform_id, user_state_id=name, window=window, key=encoded_key
+            )
+        )
+        entries[state_key.SerializeToString()] = [out.get()]
+    return (entries, {}), {(transform_id, family_id): list(encoded) for family_id, encoded in timers.items()}
+
+
+def state_coders_of(payload, coders):
+    """{state id: coder} of a ParDoPayload's state specs, the coder each
+    kind's values are encoded with; `coders`: the pipeline context's coders."""
+    out = {}
+    for name, spec in payload.state_specs.items():
+        kind = spec.WhichOneof("spec")
+        field = getattr(spec, kind)
+        coder_id = {
+            "read_modify_write_spec": "coder_id",
+            "bag_spec": "element_coder_id",
+            "set_spec": "element_coder_id",
+            "combining_spec": "accumulator_coder_id",
+            "ordered_list_spec": "element_coder_id",
+        }.get(kind)
+        if coder_id is not None:
+            out[name] = coders[getattr(field, coder_id)]
+    return out

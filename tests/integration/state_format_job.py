@@ -30,8 +30,8 @@ TICKS = 60
 KEYS = 3
 
 
-def ticks_of(key):
-    return [i for i in range(TICKS) if i % KEYS == key]
+def ticks_of(key, ticks=TICKS):
+    return [i for i in range(ticks) if i % KEYS == key]
 
 
 class _Write(beam.DoFn):
@@ -57,19 +57,23 @@ class _Count(beam.DoFn):
         yield "count_%d_%d" % (kv[0], n), ""
 
 
-def pipeline(checkpoint, out, runner=None):
+def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=()):
+    """`start`, `ticks`: the first tick's time and how many; `extra_args`:
+    more pipeline options (e.g. --sdk_harness_only)."""
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
     from beam_spark_runner import SparkRunner
 
     p = beam.Pipeline(
         runner=runner or SparkRunner(),
-        options=PipelineOptions(["--streaming", "--checkpoint_dir=%s" % checkpoint, "--parallelism=2"]),
+        options=PipelineOptions(
+            ["--streaming", "--checkpoint_dir=%s" % checkpoint, "--parallelism=2"] + list(extra_args)
+        ),
     )
     ticks = (
         p
-        | PeriodicImpulse(start_timestamp=START, stop_timestamp=START + TICKS, fire_interval=1)
-        | "Index" >> beam.Map(lambda t: int(t) - START)
+        | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + ticks, fire_interval=1)
+        | "Index" >> beam.Map(lambda t, start=start: int(t) - start)
     )
     keyed = ticks | "Key" >> beam.Map(lambda i: (i % KEYS, i))
     _ = (
@@ -89,7 +93,12 @@ def pipeline(checkpoint, out, runner=None):
 
 def main(checkpoint, out, stop_after):
     os.makedirs(out, exist_ok=True)
-    result = pipeline(checkpoint, out).run()
+    run_until(pipeline(checkpoint, out), out, stop_after)
+
+
+def run_until(p, out, stop_after):
+    """Runs `p` and cancels it once `stop_after` counts were written."""
+    result = p.run()
     deadline = time.time() + 300
     while time.time() < deadline:
         counts = [n for n in os.listdir(out) if n.startswith("count_")]
@@ -98,7 +107,9 @@ def main(checkpoint, out, stop_after):
         time.sleep(0.2)
     time.sleep(3)  # a couple more batches commit what was written
     result.cancel()
-    print(result.wait_until_finish(), sorted(os.listdir(out)))
+    state = result.wait_until_finish()
+    print(state, sorted(os.listdir(out)))
+    return state
 
 
 if __name__ == "__main__":

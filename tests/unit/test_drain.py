@@ -174,3 +174,25 @@ def test_a_result_without_a_drain_is_a_batch_run():
         result.drain()
     execution.ended.set()
     assert result.wait_until_finish() == PipelineState.DONE
+
+
+def test_the_splittable_dofn_blob_carries_its_format_version():
+    """Blobs record `v` (SDF_BLOB_VERSION); one without it is version 1
+    (written before the field); another version is refused by name."""
+    from beam_spark_runner.streaming.operators import SDF_BLOB_VERSION
+
+    op, operator = _tail_operator()
+    truncator = operator._truncator_of()
+    element = WindowedValue((("log", 1000), (OffsetRange(0, 1000), None)), 0, [window.GlobalWindow()])
+    (dest,) = [d for i, d in enumerate(op.inputs) if i == truncator.main_index]
+    row = R.data(dest, truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
+    step = [[0, MAX_MICROS, 10**6]]
+    running = operator.run(None, [row], step)
+    saved = pickle.loads(running.blob)
+    assert saved["v"] == SDF_BLOB_VERSION == 1
+    without = pickle.dumps({k: v for k, v in saved.items() if k != "v"})
+    assert _residual_restrictions(operator, operator.run(without, [], [[1, MAX_MICROS, 10**6]]).blob) == [
+        OffsetRange(1, 1000)
+    ]
+    with pytest.raises(ValueError, match="format version 2; this runner reads version 1"):
+        operator.run(pickle.dumps(dict(saved, v=2)), [], step)

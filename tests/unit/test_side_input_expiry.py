@@ -124,7 +124,7 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
-    from beam_spark_runner.streaming import operators, rows as R
+    from beam_spark_runner.streaming import operator_factory, rows as R
     from beam_spark_runner.plans import STATEFUL
     from beam_spark_runner.worker import context
 
@@ -146,7 +146,7 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (op,) = [o for o in plan.operators if o.kind == STATEFUL]
-    operator = operators.build(op, plan, 2)
+    operator = operator_factory.build(op, plan, 2)
     ((side_dest, side_plan),) = op.side_inputs
     (main_dest,) = [d for d in op.inputs if d != side_dest]
     side_impl = context.coder_impl(plan.components, side_plan.coder_id)
@@ -200,7 +200,7 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
-    from beam_spark_runner.streaming import operators, rows as R
+    from beam_spark_runner.streaming import operator_factory, rows as R
     from beam_spark_runner.plans import SDF, SIDE_INPUTS
     from beam_spark_runner.worker import context
 
@@ -245,9 +245,9 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     sides = [side_row(2, 0), side_row(3, 10), side_row(4, 20)]
     w = window.IntervalWindow(0, 10)
     main = R.data(main_dest, main_impl.encode_nested(WindowedValue(("a", 3), 5, (w,))), 0)
-    paired = operators.build(restrictions, plan, 2).run(None, sides + [main], step(5, 1))
+    paired = operator_factory.build(restrictions, plan, 2).run(None, sides + [main], step(5, 1))
     split_rows = [r for r in paired.rows if r[0] == R.DATA]
-    operator = operators.build(sdf, plan, 2)
+    operator = operator_factory.build(sdf, plan, 2)
     first = operator.run(None, sides + split_rows, step(5, 1))
     assert outputs(first) == [("a", 0)] and side_windows_and_residuals(first.blob) == (3, 1)
     # The watermark passes 10; the residual (window [0, 10)) still reads it.

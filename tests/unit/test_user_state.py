@@ -21,6 +21,7 @@ from beam_spark_runner.worker.user_state import (
     TimerFamily,
     UserStateTable,
     combine_fns_of,
+    harness_state_of,
 )
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", coders.VarIntCoder())
@@ -226,3 +227,35 @@ def test_the_global_window_is_a_window_like_any_other():
     other = UserStateTable([COUNT], {}, coders.StrUtf8Coder(), coders.coders.GlobalWindowCoder(), {})
     other.load_key(other.encoded_key("k"), record)
     assert other.get_state(COUNT, "k", GlobalWindow()).read() == 1
+
+
+def test_a_record_of_the_runners_path_moves_into_the_harness_and_back():
+    """harness_state_of writes what the harness path keeps for a key (each
+    kind a bag of nested encodings under its StateKey, timers per
+    (transform, family)); reading that back gives the same state."""
+    table = _table()
+    table.get_state(COUNT, "k", W1).write(4)
+    table.get_state(BAG, "k", W2).add("x")
+    table.get_state(BAG, "k", W2).add("y")
+    table.get_state(SEEN, "k", W1).add(9)
+    table.get_state(TOTAL, "k", W1).add(2)
+    table.get_timer(EVENT, "k", W1, Timestamp(1), PANE).set(12)
+    key = _key(table, "k")
+    record = pickle.loads(table.encode_key(key))
+    coders_by_id = {spec.name: spec.coder for spec in SPECS}
+    (entries, ordered), timers = harness_state_of(record, key, "ParDo(Fn)", coders_by_id)
+    assert ordered == {}
+    parsed = {beam_fn_api_pb2.StateKey.FromString(k).bag_user_state.user_state_id for k in entries}
+    assert parsed == {COUNT.name, BAG.name, SEEN.name, TOTAL.name}
+    assert list(timers) == [("ParDo(Fn)", EVENT.name)]
+    # The harness's own encoding of the bag: nested values, concatenated.
+    (bag_key,) = [k for k in entries if beam_fn_api_pb2.StateKey.FromString(k).bag_user_state.user_state_id == BAG.name]
+    assert entries[bag_key] == [_harness_entry(BAG.name, "k", W2, BAG.coder, ["x", "y"])[1][0]]
+
+    back = _table()
+    back.load_harness_state(entries, timers)
+    assert back.get_state(COUNT, "k", W1).read() == 4
+    assert list(back.get_state(BAG, "k", W2).read()) == ["x", "y"]
+    assert back.get_state(SEEN, "k", W1).read() == {9}
+    assert back.get_state(TOTAL, "k", W1).read() == 2
+    assert [t.fire_timestamp for _, t in back.take_due()] == [Timestamp(12)]
