@@ -57,6 +57,15 @@ class _Count(beam.DoFn):
         yield "count_%d_%d" % (kv[0], n), ""
 
 
+def _index_from(start):
+    """The tick's index. For START, exactly the lambda the checkpoint under
+    tests/data was written with: Beam infers the PCollection's coder from
+    it, and the restored state is encoded with that coder."""
+    if start == START:
+        return lambda t: int(t) - START
+    return lambda t: int(t) - start
+
+
 def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=()):
     """`start`, `ticks`: the first tick's time and how many; `extra_args`:
     more pipeline options (e.g. --sdk_harness_only)."""
@@ -73,7 +82,7 @@ def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=
     ticks = (
         p
         | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + ticks, fire_interval=1)
-        | "Index" >> beam.Map(lambda t, start=start: int(t) - start)
+        | "Index" >> beam.Map(_index_from(start))
     )
     keyed = ticks | "Key" >> beam.Map(lambda i: (i % KEYS, i))
     _ = (
