@@ -335,22 +335,10 @@ class UserStateTable(userstate.UserStateContext):
         return pickle.dumps((KEY_RECORD_VERSION, cells, timers), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _spec_named(self, name):
-        spec = self._specs.get(name)
-        if spec is None:
-            raise ValueError(
-                "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
-                "declares (it declares %s)" % (name, sorted(self._specs))
-            )
-        return spec
+        return _declared(self._specs, name, "state id")
 
     def _family_named(self, family_id):
-        family = self._families.get(family_id)
-        if family is None:
-            raise ValueError(
-                "A stateful DoFn's checkpointed timers have a timer family %r its DoFn no "
-                "longer declares (it declares %s)" % (family_id, sorted(self._families))
-            )
-        return family
+        return _declared(self._families, family_id, "timer family")
 
     def _encoded_window(self, window):
         encoded = self._window_bytes.get(window)
@@ -369,12 +357,7 @@ class UserStateTable(userstate.UserStateContext):
             (entries, _), timers = record
             self.load_harness_state(entries, timers)
             return
-        version, cells, timers = record
-        if version != KEY_RECORD_VERSION:
-            raise ValueError(
-                "A stateful DoFn's key record has format version %r; this runner reads version %d"
-                % (version, KEY_RECORD_VERSION)
-            )
+        _, cells, timers = _checked(record)
         state = self.key_state(encoded_key)
         window_coder = self._window_coder
         for (name, window), encoded in cells.items():
@@ -442,6 +425,28 @@ def combine_fns_of(state_specs):
     }
 
 
+def _checked(record):
+    """A key record (version, cells, timers), refused if of another version."""
+    if record[0] != KEY_RECORD_VERSION:
+        raise ValueError(
+            "A stateful DoFn's key record has format version %r; this runner reads version %d"
+            % (record[0], KEY_RECORD_VERSION)
+        )
+    return record
+
+
+def _declared(declared, name, what):
+    """`declared[name]`, or an error naming what the checkpoint holds and
+    what the DoFn declares now."""
+    found = declared.get(name)
+    if found is None:
+        raise ValueError(
+            "A stateful DoFn's checkpoint holds a %s %r its DoFn no longer declares (it declares %s)"
+            % (what, name, sorted(declared))
+        )
+    return found
+
+
 def harness_state_of(record, encoded_key, transform_id, state_coders):
     """One key's `UserStateTable.encode_key` record (unpickled) as the SDK
     harness path keeps a key: ((state entries, {}), {(transform id, family
@@ -450,20 +455,10 @@ def harness_state_of(record, encoded_key, transform_id, state_coders):
     coder} of the ParDo's state specs (the coders the record's values
     were written with; the harness keeps each state kind as a bag of
     nested encodings)."""
-    version, cells, timers = record
-    if version != KEY_RECORD_VERSION:
-        raise ValueError(
-            "A stateful DoFn's key record has format version %r; this runner reads version %d"
-            % (version, KEY_RECORD_VERSION)
-        )
+    _, cells, timers = _checked(record)
     entries = {}
     for (name, window), encoded in cells.items():
-        coder = state_coders.get(name)
-        if coder is None:
-            raise ValueError(
-                "A stateful DoFn's checkpointed state has a state id %r its DoFn no longer "
-                "declares (it declares %s)" % (name, sorted(state_coders))
-            )
+        coder = _declared(state_coders, name, "state id")
         impl, out = coder.get_impl(), create_OutputStream()
         for data in encoded:
             impl.encode_to_stream(coder.decode(data), out, True)
