@@ -15,9 +15,11 @@ from apache_beam.internal import pickler
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners import common as runners_common
 from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.worker.plain_steps import Step
+from beam_spark_runner.worker.runs import same_metadata
 from beam_spark_runner.worker.user_state import TimerFamily, UserStateTable, combine_fns_of
 
 STATEFUL_PARDO = "stateful_pardo"
@@ -32,16 +34,10 @@ class _Collect(runners_common.Receiver):
 
     def receive(self, wv):
         runs = self.runs
-        if runs:
-            template, values = runs[-1]
-            if (
-                template.timestamp_micros == wv.timestamp_micros
-                and template.windows == wv.windows
-                and template.pane_info == wv.pane_info
-            ):
-                values.append(wv.value)
-                return
-        runs.append((wv, [wv.value]))
+        if runs and same_metadata(runs[-1][0], wv):
+            runs[-1][1].append(wv.value)
+        else:
+            runs.append((wv, [wv.value]))
 
 
 class _Drop(runners_common.Receiver):
@@ -66,7 +62,6 @@ class StatefulParDoStep(Step):
         super().__init__(spec, scoped)
         payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
         dofn, args, kwargs = pickler.loads(payload.do_fn.payload)[:3]
-        self._dofn = dofn
         input_pcoll = descriptor.pcollections[spec.input_pcoll]
         windowing = ctx.windowing_strategies[input_pcoll.windowing_strategy_id]
         key_coder = ctx.coders[input_pcoll.coder_id].key_coder()
@@ -178,6 +173,4 @@ class StatefulParDoStep(Step):
 
 def timer_domains(families):
     """{family key: beam_runner_api_pb2.TimeDomain} of TimerFamilies."""
-    from apache_beam.transforms.timeutil import TimeDomain
-
     return {f.key: TimeDomain.to_runner_api(f.spec.time_domain) for f in families.values()}
