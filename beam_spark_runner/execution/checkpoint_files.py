@@ -59,6 +59,15 @@ class LocalCheckpointFiles:
     def exists(self, relative):
         return os.path.exists(self._path(relative))
 
+    @staticmethod
+    def exists_at(uri):
+        """Whether the file an absolute path or `file:` URI names exists
+        (True for a URI of another file system: not checked here)."""
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme == "file":
+            return os.path.exists(parsed.path)
+        return os.path.exists(uri) if parsed.scheme == "" else True
+
     def read(self, relative):
         try:
             with open(self._path(relative), "rb") as f:
@@ -122,6 +131,11 @@ class CheckpointFiles:
 
     def exists(self, relative):
         return bool(self._fs.exists(self._path(relative)))
+
+    def exists_at(self, uri):
+        """Whether the file an absolute URI names exists, on its own file system."""
+        path = self._Path(uri)
+        return bool(path.getFileSystem(self._fs.getConf()).exists(path))
 
     def read(self, relative):
         """The file's bytes, or None if it does not exist."""

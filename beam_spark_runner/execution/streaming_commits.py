@@ -74,6 +74,38 @@ def damaged_spark_logs(files, entries=2):
     return problems
 
 
+def moved_state_schemas(files):
+    """Spark's operator metadata (`spark/state/<operator>/_metadata/v2/<n>`,
+    the newest entry of each keyed operator) names its state schema files by
+    absolute URI, fixed where the checkpoint was first written. Copied or
+    moved elsewhere, the checkpoint still points there, and Spark fails on
+    the first batch with a bare "File ... does not exist". Returns, per
+    schema file that cannot be found, "<metadata uri>: <recorded uri>"."""
+    problems = []
+    state_dir = checkpoint_files.join(checkpoint_files.SPARK_DIR, "state")
+    for operator in files.list(state_dir):
+        directory = checkpoint_files.join(state_dir, operator, "_metadata", "v2")
+        batches = sorted(int(name) for name in files.list(directory) if name.isdigit())
+        if not batches:
+            continue
+        path = checkpoint_files.join(directory, str(batches[-1]))
+        for recorded in _schema_paths(files.read(path)):
+            if not files.exists_at(recorded):
+                problems.append("%s: %s" % (files.uri(path), recorded))
+    return problems
+
+
+def _schema_paths(data):
+    """The state schema file URIs in one operator metadata entry (a version
+    line, then JSON); none if it cannot be read (Spark reports that)."""
+    lines = (data or b"").decode("utf-8", "replace").split("\n", 1)
+    if len(lines) < 2 or _json_problem(lines[1]):
+        return []
+    metadata = json.loads(lines[1])
+    infos = metadata.get("stateStoreInfo", []) if isinstance(metadata, dict) else []
+    return [p for info in infos if isinstance(info, dict) for p in info.get("stateSchemaFilePaths", [])]
+
+
 def _log_entry_problem(data):
     """What is wrong with one entry of Spark's offset or commit log (a
     version line "v<n>", then JSON lines, "-" for a source without offset),

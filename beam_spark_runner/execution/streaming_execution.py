@@ -386,6 +386,14 @@ class StreamingExecution:
                 "the state unreadable. Restore the file from a copy, or start with a new "
                 "--checkpoint_dir (docs/reliability.md, 'A damaged checkpoint')." % (self.run_dir, "\n  ".join(damaged))
             )
+        moved = streaming_commits.moved_state_schemas(self._files)
+        if moved:
+            raise CheckpointMismatchError(
+                "The checkpoint at %s names state schema files that do not exist:\n  %s\n"
+                "Spark records them by absolute path where the checkpoint was first written, so a "
+                "checkpoint copied or moved from there cannot be resumed by Spark. Run it from its "
+                "original location (docs/reliability.md, 'A moved checkpoint')." % (self.run_dir, "\n  ".join(moved))
+            )
 
     def _restore_holds(self):
         """Copies the latest hold reports from the checkpoint to the scratch

@@ -17,17 +17,44 @@ import time
 import pytest
 from apache_beam.runners.runner import PipelineState
 
+from beam_spark_runner.errors import CheckpointMismatchError
 from tests.integration import state_format_job as job
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "state_format_1_checkpoint.tar.gz")
 
 
-def test_a_format_1_checkpoint_resumes_with_its_state(tmp_path):
+# Where the fixture's checkpoint was written: Spark's operator metadata
+# (state/<operator>/_metadata/v2/<batch>) records its state schema files by
+# absolute path, so a checkpoint read from another directory must have
+# those paths moved with it.
+FIXTURE_WRITTEN_AT = "file:/tmp/fmt/checkpoint/"
+
+
+def _extract_fixture(tmp_path):
+    """The fixture's checkpoint under `tmp_path`, its recorded schema paths
+    pointing there (their checksum files dropped: Hadoop's local file
+    system checks a file against its .crc only when one exists)."""
     with tarfile.open(FIXTURE) as archive:
         archive.extractall(tmp_path, filter="data")
+    checkpoint = tmp_path / "checkpoint"
+    moved = 0
+    for metadata in checkpoint.glob("spark/state/*/_metadata/v2/*"):
+        if metadata.name.startswith("."):
+            continue
+        text = metadata.read_text()
+        if FIXTURE_WRITTEN_AT in text:
+            metadata.write_text(text.replace(FIXTURE_WRITTEN_AT, "file:%s/" % checkpoint))
+            (metadata.parent / (".%s.crc" % metadata.name)).unlink(missing_ok=True)
+            moved += 1
+    assert moved, "the fixture records no schema path under %s" % FIXTURE_WRITTEN_AT
+    return checkpoint
+
+
+def test_a_format_1_checkpoint_resumes_with_its_state(tmp_path):
+    checkpoint = _extract_fixture(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    result = job.pipeline(str(tmp_path / "checkpoint"), str(out)).run()
+    result = job.pipeline(str(checkpoint), str(out)).run()
     assert result.wait_until_finish() == PipelineState.DONE
     written = set(os.listdir(out))
     for key in range(job.KEYS):
@@ -38,6 +65,22 @@ def test_a_format_1_checkpoint_resumes_with_its_state(tmp_path):
         assert "count_%d_%d" % (key, len(ticks)) in written
         # ... which this run did not recount from the start.
         assert "count_%d_1" % key not in written, sorted(written)
+
+
+def test_a_moved_checkpoint_is_refused_naming_where_it_was_written(tmp_path):
+    """Spark records state schema files by absolute path: resumed from
+    another directory, the runner says so before Spark fails on a missing
+    file with no word of why."""
+    written_at = _extract_fixture(tmp_path / "first")
+    os.rename(tmp_path / "first", tmp_path / "moved")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(CheckpointMismatchError) as refused:
+        job.pipeline(str(tmp_path / "moved" / "checkpoint"), str(out)).run().wait_until_finish()
+    message = str(refused.value)
+    assert "file:%s/spark/state/0/_stateSchema/default/" % written_at in message, message
+    assert "moved" in message and "original location" in message
+    assert not os.listdir(out)
 
 
 def _assert_resumed(out, ticks):

@@ -1,7 +1,10 @@
 """The runner's checkpoint files on the local file system, with Python's own
 calls (execution/checkpoint_files.py), without Spark."""
 
+import json
+
 from beam_spark_runner.execution.checkpoint_files import LocalCheckpointFiles, open_checkpoint_files
+from beam_spark_runner.execution.streaming_commits import moved_state_schemas
 
 
 def test_local_paths_and_file_uris_use_python_calls(tmp_path):
@@ -35,3 +38,26 @@ def test_hadoop_checksum_files_are_hidden_and_dropped_with_their_file(tmp_path):
     (tmp_path / "beam" / ".plan.json.crc").write_bytes(b"crc of old")
     files.write("beam/plan.json", b"new")
     assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == ["plan.json"]
+
+
+def _operator_metadata(root, operator, batch, schema_uris):
+    directory = root / "spark" / "state" / str(operator) / "_metadata" / "v2"
+    directory.mkdir(parents=True, exist_ok=True)
+    entry = {"operatorInfo": {"operatorId": operator}, "stateStoreInfo": [{"stateSchemaFilePaths": schema_uris}]}
+    (directory / str(batch)).write_text("v2\n" + json.dumps(entry))
+
+
+def test_schema_files_recorded_where_the_checkpoint_no_longer_is_are_named(tmp_path):
+    here = tmp_path / "checkpoint"
+    schema = here / "spark" / "state" / "0" / "_stateSchema" / "default" / "0_a"
+    schema.parent.mkdir(parents=True)
+    schema.write_text("schema")
+    files = LocalCheckpointFiles(str(here), str(here))
+    _operator_metadata(here, 0, 0, ["file:%s" % schema])
+    assert moved_state_schemas(files) == []  # where Spark wrote it
+
+    gone = "file:/nonexistent/checkpoint/spark/state/1/_stateSchema/default/0_b"
+    _operator_metadata(here, 1, 0, ["file:%s" % schema])
+    _operator_metadata(here, 1, 3, [gone])  # only the newest entry counts
+    (problem,) = moved_state_schemas(files)
+    assert problem == "%s/spark/state/1/_metadata/v2/3: %s" % (here, gone)
