@@ -435,8 +435,8 @@ class StreamingExecution:
         for row in rows:
             if row.kind == R.REPORT:
                 op = row.dest[len("report:") :]
-                report = json.loads(row.payload)
-                holds.setdefault(op, {})[row.kg] = [report["hold"], report["event_hold"], report.get("wake")]
+                report = R.parse_report(row.payload)
+                holds.setdefault(op, {})[row.kg] = [report.hold, report.event_hold, report.wake]
             elif row.kind == R.FINALIZE:
                 finalizers.append(bytes(row.payload))
             elif row.kind == R.METRICS:
@@ -446,7 +446,7 @@ class StreamingExecution:
                     self._metrics.setdefault(row.dest, []).extend(infos)
             elif row.kind == R.STATUS:
                 status = json.loads(row.payload)
-            elif row.kind == R.DATA:
+            elif row.kind in R.DATA_KINDS:
                 _LOG.warning("Data for %s reached the end of the streaming query; nothing reads it", row.dest)
         if status is None:
             return

@@ -82,6 +82,9 @@ def _operator(token, pickled):
     return _OPERATORS[key]
 
 
+# The Row class of the query's rows, for transformWithState's output.
+_SparkRow = Row(*R.FIELDS)
+
 _ARROW_TYPES = (pa.int32(), pa.string(), pa.int32(), pa.binary(), pa.binary(), pa.int64(), pa.int64())
 
 
@@ -93,23 +96,24 @@ def _record_batch(rows):
 
 
 def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
-    """mapInArrow body: DATA rows for `inputs` run through the operator, all
-    other rows, and those for `pass_on` too, pass through. `logs`: (LogSettings
+    """mapInArrow body: DATA and KEYED rows for `inputs` run through the
+    operator, all other rows, and those for `pass_on` too, pass through. `logs`: (LogSettings
     or None, operator name), where user code's log records go."""
     wanted = pa.array(list(inputs), pa.string())
     kept = pa.array(list(pass_on), pa.string())
+    data_kinds = pa.array(R.DATA_KINDS, pa.int32())
     mine = []
     with bulk_data_gc():
         for batch in batches:
             is_mine = pc.fill_null(
-                pc.and_(pc.equal(batch.column("kind"), R.DATA), pc.is_in(batch.column("dest"), wanted)), False
+                pc.and_(pc.is_in(batch.column("kind"), data_kinds), pc.is_in(batch.column("dest"), wanted)), False
             )
             passing = batch.filter(pc.or_(pc.invert(is_mine), pc.is_in(batch.column("dest"), kept)))
             if passing.num_rows:
                 yield passing
             selected = batch.filter(is_mine)
             if selected.num_rows:
-                mine.extend(zip(*(selected.column(f).to_pylist() for f in R.FIELDS)))
+                mine.extend(map(R.QueryRow._make, zip(*(selected.column(f).to_pylist() for f in R.FIELDS))))
         if mine:
             with forwarding(*logs):
                 out = _operator(token, pickled).run(mine)
@@ -143,15 +147,16 @@ class KeyGroupProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         mine, control, batch = [], None, None
-        for row in rows:
-            if row.kind == R.DATA and row.dest in self._inputs:
-                mine.append(tuple(row))
+        for spark_row in rows:
+            row = R.QueryRow._make(spark_row)
+            if row.kind in R.DATA_KINDS and row.dest in self._inputs:
+                mine.append(row)
                 if row.dest in self._pass_on:
-                    yield row
+                    yield spark_row
             elif row.kind == R.CONTROL and row.dest == self._control:
                 control, batch = R.parse_control(row.payload), row.batch
             else:
-                yield row
+                yield spark_row
         if not mine and control is None:
             return
         steps = control.steps if control is not None else None
@@ -170,17 +175,10 @@ class KeyGroupProcessor(StatefulProcessor):
             else:
                 self._state.update((state_blobs.pack(result.blob),))
         for out in result.rows:
-            yield Row(**dict(zip(R.FIELDS, out)))
+            yield _SparkRow(*out)
         if control is not None:
-            yield Row(
-                **dict(
-                    zip(
-                        R.FIELDS,
-                        R.report(
-                            self._name, key[0], batch, result.hold, result.hold_without_processing_time, result.wake
-                        ),
-                    )
-                )
+            yield _SparkRow(
+                *R.report(self._name, key[0], batch, result.hold, result.hold_without_processing_time, result.wake)
             )
 
     def close(self):

@@ -1,7 +1,8 @@
 """What each streaming operator does with one micro-batch, without Spark.
 
-* `StatelessOperator.run(data_rows)`: a fused stage over the DATA rows
-  addressed to it, one bundle per `seq`; returns the DATA rows it writes
+* `StatelessOperator.run(data_rows)`: a fused stage over the DATA and KEYED
+  rows addressed to it (KEYED rows are unpacked into one DATA row per
+  element first, as every operator's `run` does), one bundle per `seq`; returns the DATA rows it writes
   (same `seq`) and a METRICS row.
 * `GroupOperator`, `StatefulStageOperator`, `SideInputOperator` and
   `SdfOperator`: `run(state, data_rows, steps, draining=False)` handles one
@@ -33,6 +34,7 @@ import collections
 import dataclasses
 import logging
 import pickle
+import zlib
 from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
@@ -84,23 +86,26 @@ class KeyGroupResult:
 
 
 class RowWriter:
-    """Addresses a stage's output blocks: keyed destinations get one row per
-    element with its key and key-group, others one row per block."""
+    """Addresses a stage's output blocks: a keyed destination gets its
+    elements with their keys in KEYED rows, one or more per key-group
+    (rows.keyed); others one row per block."""
 
     def __init__(self, keyed_dests, components, key_groups, element_coders=None, broadcast_dests=()):
         self._keyed = keyed_dests
         self._broadcast = frozenset(broadcast_dests)
         self._components = components
         self._key_groups = key_groups
+        self._labels = R.key_group_labels(key_groups)
         self._element_coders = element_coders or {}
+        self._key_encoders = {}
 
     def _element_impl(self, dest):
         return context.coder_impl(self._components, self._element_coders[dest])
 
-    def rows(self, dest, block, seq):
+    def rows(self, dest, block, seq) -> List[R.QueryRow]:
         if dest in self._broadcast:
             # A side input: every key-group of its reader needs all of it.
-            return [R.data(dest, block, seq, kg) for kg in R.key_group_labels(self._key_groups)]
+            return [R.data(dest, block, seq, kg) for kg in self._labels]
         if dest not in self._keyed:
             return [R.data(dest, block, seq)]
         coder_id = self._keyed[dest]
@@ -110,20 +115,35 @@ class RowWriter:
                 R.data(dest, element, seq, R.key_group(element, self._key_groups))
                 for element in grouping.split_elements(block, self._element_impl(dest))
             ]
-        coder = context.components_context(self._components).coders[coder_id]
-        encode_key = coder.wrapped_value_coder.key_coder().get_impl().encode_nested
-        out = []
-        for wv, element in grouping.decode_elements(block, coder.get_impl()):
+        impl, encode_key = self._key_encoder(coder_id)
+        labels, groups = self._labels, len(self._labels)
+        by_kg = {}
+        for wv, element in grouping.decode_elements(block, impl):
             key = encode_key(wv.value[0])
-            out.append(R.data(dest, element, seq, R.key_group(key, self._key_groups), key))
+            parts = by_kg.setdefault(labels[zlib.crc32(key) % groups], [])
+            parts.append(key)
+            parts.append(element)
+        out = []
+        for kg, parts in by_kg.items():
+            out.extend(R.keyed(dest, kg, seq, parts))
         return out
+
+    def _key_encoder(self, coder_id):
+        """(element coder impl, the key coder's nested encode) of a keyed
+        destination's windowed KV coder."""
+        found = self._key_encoders.get(coder_id)
+        if found is None:
+            coder = context.components_context(self._components).coders[coder_id]
+            found = (coder.get_impl(), coder.wrapped_value_coder.key_coder().get_impl().encode_nested)
+            self._key_encoders[coder_id] = found
+        return found
 
 
 def _by_seq(data_rows):
     """[(seq, [row, ...])] in seq order."""
     groups = collections.defaultdict(list)
     for row in data_rows:
-        groups[row[5]].append(row)
+        groups[row.seq].append(row)
     return sorted(groups.items())
 
 
@@ -204,7 +224,7 @@ class StageBase:
         return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
     def _bundle(self, group):
-        return [(self._input_index[row[1]], row[4]) for row in group]
+        return [(self._input_index[row.dest], row.payload) for row in group]
 
     def _emit(self, outputs, seq, out):
         for index, block in outputs:
@@ -215,7 +235,7 @@ class StageBase:
         bundle whose finalization callbacks wait for the batch to be
         durable."""
         infos = self.runner.take_monitoring_infos()
-        rows = _metrics_row(self.op.name, infos, records_in, sum(1 for r in out if r[0] == R.DATA), counters)
+        rows = _metrics_row(self.op.name, infos, records_in, R.element_count(out), counters)
         finalizations = getattr(self.runner, "finalizations", None)
         if finalizations:
             rows.extend(R.finalize(self.op.name, pickle.dumps((self.op.display_name, b))) for b in finalizations)
@@ -234,6 +254,7 @@ class StatelessOperator(StageBase):
         return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
     def run(self, data_rows):
+        data_rows = R.unpacked(data_rows)
         out = []
         for seq, group in _by_seq(data_rows):
             self._emit(self.runner.run(self._bundle(group)), seq, out)
@@ -276,6 +297,7 @@ class SdfOperator(StageBase):
         each residual a bundle leaves, as it comes. What truncates to
         nothing is dropped, so an unbounded source's hold goes and its
         output watermark reaches +infinity."""
+        data_rows = R.unpacked(data_rows)
         saved = _load_blob(blob, {"wm": MIN_MICROS, "pt": MIN_MICROS, "residuals": []}, SDF_BLOB_VERSION, self.op)
         wm, pt = saved["wm"], saved["pt"]
         residuals = list(saved["residuals"])
@@ -383,6 +405,7 @@ class SideInputOperator(StageBase):
         self._side_inputs = SideInputs(op, plan, self.descriptor)
 
     def run(self, blob, data_rows, steps, draining=False):
+        data_rows = R.unpacked(data_rows)
         saved = _load_blob(blob, {"pt": MIN_MICROS}, SIDE_INPUT_BLOB_VERSION, self.op)
         harness = self.runner.harness
         harness.restore_state(None)
@@ -460,6 +483,7 @@ class GroupOperator:
         the next processing-time timer; its hold). A batch restores only
         the keys with data or with a wake-up due, so its cost follows the
         batch, not every key the key-group holds."""
+        data_rows = R.unpacked(data_rows)
         state = KeyedState(store, MIN_MICROS, MIN_MICROS)
         if state.legacy is not None:
             self._move_in(state, state.legacy)
@@ -469,7 +493,7 @@ class GroupOperator:
         wm, pt = state.wm, state.pt
         out = []
         decode = self._codec.pre_impl.decode_nested
-        state.prefetch(row[3] for row in data_rows)
+        state.prefetch(row.key for row in data_rows)
 
         def reducer_of(key):
             reducer = active.get(key)
@@ -485,8 +509,8 @@ class GroupOperator:
             if what == "data":
                 by_key = collections.defaultdict(list)
                 for row in item:
-                    wkv = decode(row[4])
-                    by_key[row[3]].append(wkv.with_value(wkv.value[1]))
+                    wkv = decode(row.payload)
+                    by_key[row.key].append(wkv.with_value(wkv.value[1]))
                 for key, wvs in by_key.items():
                     panes.extend((key, p) for p in reducer_of(key).process_us(wvs, wm))
             else:
@@ -516,7 +540,7 @@ class GroupOperator:
             self.op.name,
             (),
             len(data_rows),
-            sum(1 for r in out if r[0] == R.DATA),
+            R.element_count(out),
             {"dropped_due_to_lateness": dropped},
         )
         return KeyGroupResult(None, out + metrics, hold, wake=wake)

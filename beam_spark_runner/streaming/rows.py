@@ -1,39 +1,72 @@
 """The one row shape every operator of a streaming query reads and writes.
 
-A row is a tuple in `FIELDS` order (Spark schema `SCHEMA`):
+A row is a `QueryRow` (a named tuple in `FIELDS` order, Spark schema
+`SCHEMA`); its `kind` says what it carries:
 
-* DATA: `payload` holds encoded elements for `dest` (a block, or one element
-  with its nested-encoded `key` and key-group `kg` when `dest` is keyed);
-  `seq` orders data within a batch: the index of the source event it stems
-  from (operators handle each `seq` as its own bundle, in order);
+* DATA: `payload` holds encoded elements for `dest`: a block (runs of
+  encoded elements) for a destination read without a user key, or, inside
+  an operator, one element with its nested-encoded `key` and key-group `kg`
+  for a keyed destination (what `unpacked` makes of KEYED rows); `seq`
+  orders data within a batch: the index of the source event it stems from
+  (operators handle each `seq` as its own bundle, in order);
+* KEYED: the elements of one keyed destination, key-group and `seq`, each
+  with its key (`keyed`; `unpacked` gives them back as DATA rows, in
+  order). Between operators keyed data travels this way, many elements to a
+  row: every row Spark hands a Python operator costs it a conversion per
+  column (about 9 us a row in transformWithState), so one row per element
+  cost more than the operators' own work per element;
 * CONTROL: addressed to one keyed operator and key-group; `payload` is the
   JSON list of time steps `[[seq, input watermark, processing time], ...]`
   (microseconds) the operator applies in this batch: data rows up to a
   step's `seq` are processed before that step; in a batch of a draining
   pipeline, `{"steps": [...], "draining": true}` (see `Control`);
 * REPORT: a keyed operator's end-of-batch hold for one key-group (JSON
-  payload `{"hold": micros or null}`), sent to the driver;
+  payload, see `Report`), sent to the driver;
 * METRICS: serialized MonitoringInfos of one operator invocation (`payload`);
 * STATUS: the batch's planned offset (JSON in `payload`), for the driver;
 * FINALIZE: a bundle's finalization callbacks (pickled (stage name,
   pickled callbacks) in `payload`), which the driver runs once the batch
   is durable (streaming/checkpoint_coordinator.py).
 
-Operators consume the DATA and CONTROL rows addressed to them and pass every
-other row through unchanged, so the query is one chain and each stateful
-operator appears exactly once in Spark's plan.
+Operators consume the DATA, KEYED and CONTROL rows addressed to them and
+pass every other row through unchanged, so the query is one chain and each
+stateful operator appears exactly once in Spark's plan.
+
+Rows live for one micro-batch (Spark's shuffle between operators): none is
+kept in a checkpoint, so the layout has no format version.
 """
 
 import json
+import struct
 import zlib
-from typing import NamedTuple, Tuple
+from itertools import accumulate
+from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from beam_spark_runner.streaming.key_groups import labels as key_group_labels
 
-FIELDS = ("kind", "dest", "kg", "key", "payload", "seq", "batch")
+
+class QueryRow(NamedTuple):
+    """One row of the streaming query (see the module's docstring)."""
+
+    kind: int
+    dest: str
+    kg: int
+    key: Optional[bytes]
+    payload: bytes
+    seq: Optional[int]
+    batch: Optional[int]
+
+
+FIELDS = QueryRow._fields
 SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
 
-DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE = 0, 1, 2, 3, 4, 5
+DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE, KEYED = 0, 1, 2, 3, 4, 5, 6
+DATA_KINDS = (DATA, KEYED)
+
+# Encoded bytes of elements (and keys) per KEYED row, at most (one element
+# larger than this gets a row of its own): Spark moves a row as one value.
+KEYED_ROW_BYTES = 1 << 20
+_U32 = struct.Struct(">I")
 
 STATUS_DEST = "status"
 
@@ -46,32 +79,102 @@ def report_dest(operator_name: str) -> str:
     return "report:" + operator_name
 
 
-def data(dest, payload, seq, kg=0, key=None):
-    return (DATA, dest, kg, key, payload, seq, None)
+def data(dest, payload, seq, kg=0, key=None) -> QueryRow:
+    return QueryRow(DATA, dest, kg, key, payload, seq, None)
 
 
-def control(operator_name, kg, batch, steps, draining=False):
+def keyed(dest, kg, seq, keys_and_elements: Sequence[bytes]) -> List[QueryRow]:
+    """KEYED rows for `dest`, key-group `kg` and `seq`: `keys_and_elements`
+    alternates each element's encoded key and its encoding. Each row holds
+    consecutive elements up to `KEYED_ROW_BYTES`; its payload is the count
+    n, then 2n lengths (key, element, key, ...), each a big-endian uint32,
+    then the bytes they measure."""
+    rows, start, size = [], 0, 0
+    for i in range(0, len(keys_and_elements), 2):
+        entry = len(keys_and_elements[i]) + len(keys_and_elements[i + 1])
+        if size and size + entry > KEYED_ROW_BYTES:
+            rows.append(_keyed_row(dest, kg, seq, keys_and_elements[start:i]))
+            start, size = i, 0
+        size += entry
+    if start < len(keys_and_elements):
+        rows.append(_keyed_row(dest, kg, seq, keys_and_elements[start:]))
+    return rows
+
+
+def _keyed_row(dest, kg, seq, parts):
+    header = struct.pack(">%dI" % (len(parts) + 1), len(parts) // 2, *map(len, parts))
+    return QueryRow(KEYED, dest, kg, None, header + b"".join(parts), seq, None)
+
+
+def keyed_entries(payload: bytes):
+    """The (key, element) pairs of a KEYED row's payload, in order."""
+    (count,) = _U32.unpack_from(payload, 0)
+    lengths = struct.unpack_from(">%dI" % (2 * count), payload, 4)
+    ends = list(accumulate(lengths, initial=4 * (2 * count + 1)))
+    return [(payload[ends[i] : ends[i + 1]], payload[ends[i + 1] : ends[i + 2]]) for i in range(0, 2 * count, 2)]
+
+
+def unpacked(rows: Iterable[tuple]) -> List[QueryRow]:
+    """`rows` as `QueryRow`s, each KEYED row replaced by one DATA row per
+    element it holds (with its key), in order."""
+    out = []
+    for row in rows:
+        if row[0] == KEYED:
+            dest, kg, seq = row[1], row[2], row[5]
+            out.extend(QueryRow(DATA, dest, kg, key, element, seq, None) for key, element in keyed_entries(row[4]))
+        else:
+            out.append(row if type(row) is QueryRow else QueryRow._make(row))
+    return out
+
+
+def element_count(rows: Iterable[tuple]) -> int:
+    """The data rows among `rows`, a KEYED row counting the elements it
+    holds (what operators report as rows in and out)."""
+    count = 0
+    for row in rows:
+        if row[0] == DATA:
+            count += 1
+        elif row[0] == KEYED:
+            count += _U32.unpack_from(row[4], 0)[0]
+    return count
+
+
+def control(operator_name, kg, batch, steps, draining=False) -> QueryRow:
     payload = {"steps": steps, "draining": True} if draining else steps
-    return (CONTROL, control_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
+    return QueryRow(CONTROL, control_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
-def report(operator_name, kg, batch, hold, event_hold, wake=None):
-    """`event_hold`: the part of `hold` not due to processing-time timers;
-    `wake`: the processing time the key-group next has work at (None: none)."""
-    payload = {"hold": hold, "event_hold": event_hold, "wake": wake}
-    return (REPORT, report_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
+class Report(NamedTuple):
+    """A keyed operator's end-of-batch report for one key-group: `hold`
+    (micros; None: nothing held), `event_hold` (the part of it not due to
+    processing-time timers), `wake` (the processing time the key-group
+    next has work at; None: none)."""
+
+    hold: Optional[int]
+    event_hold: Optional[int]
+    wake: Optional[int] = None
 
 
-def metrics(operator_name, payload):
-    return (METRICS, operator_name, 0, None, payload, None, None)
+def report(operator_name, kg, batch, hold, event_hold, wake=None) -> QueryRow:
+    payload = Report(hold, event_hold, wake)._asdict()
+    return QueryRow(REPORT, report_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
-def finalize(operator_name, payload):
-    return (FINALIZE, operator_name, 0, None, payload, None, None)
+def parse_report(payload) -> Report:
+    decoded = json.loads(payload)
+    return Report(decoded["hold"], decoded["event_hold"], decoded.get("wake"))
 
 
-def status(batch, payload):
-    return (STATUS, STATUS_DEST, 0, None, payload, None, batch)
+def metrics(operator_name, payload) -> QueryRow:
+    return QueryRow(METRICS, operator_name, 0, None, payload, None, None)
+
+
+def finalize(operator_name, payload) -> QueryRow:
+    return QueryRow(FINALIZE, operator_name, 0, None, payload, None, None)
+
+
+def status(batch, payload) -> QueryRow:
+    return QueryRow(STATUS, STATUS_DEST, 0, None, payload, None, batch)
 
 
 def key_group(encoded_key: bytes, key_groups: int) -> int:
@@ -81,7 +184,8 @@ def key_group(encoded_key: bytes, key_groups: int) -> int:
 
 
 def input_partitions(rows, partitions):
-    """The source's rows split into `partitions` lists. Keyed DATA rows stay
+    """The source's rows split into `partitions` lists. Keyed data rows (KEYED,
+    and DATA with a key) stay
     in order with every other row of their key-group, in one partition: a
     keyed operator then sees one key's elements of a source event in the
     order the event lists them (TestStream.add_elements([...]) for one key),
@@ -90,8 +194,8 @@ def input_partitions(rows, partitions):
     out = [[] for _ in range(partitions)]
     spread = 0
     for row in rows:
-        if row[0] == DATA and row[3] is not None:
-            out[row[2] % partitions].append(row)
+        if row.kind == KEYED or (row.kind == DATA and row.key is not None):
+            out[row.kg % partitions].append(row)
         else:
             out[spread % partitions].append(row)
             spread += 1

@@ -60,14 +60,14 @@ class WaitingForSides:
         """DATA rows of one seq: side rows are kept (or go through their
         trigger), main rows wait."""
         for row in rows:
-            dest = row[1]
+            dest = row.dest
             firing = self._firings.get(dest)
             if firing is not None:
-                if firing.take(row[4], self.side_wm.get(dest, MIN_MICROS)):
+                if firing.take(row.payload, self.side_wm.get(dest, MIN_MICROS)):
                     self._show_latest(dest)
             elif dest in self._sides.dests:
-                end = self._sides.window_end(dest, row[4])
-                self.side.setdefault(dest, []).append((end, row[4]))
+                end = self._sides.window_end(dest, row.payload)
+                self.side.setdefault(dest, []).append((end, row.payload))
                 self._stale = True
             else:
                 self.pending.append(self._sides.pending(row, seq))
@@ -279,8 +279,8 @@ class SideInputs:
         """A main-input row as a pending entry: (dest, element, seq,
         timestamp micros, {side dest: latest side window end it needs},
         {side dest: earliest side window end it needs})."""
-        timestamp, latest, earliest = self.needs(row[1], row[4])
-        return (row[1], row[4], seq, timestamp, latest, earliest)
+        timestamp, latest, earliest = self.needs(row.dest, row.payload)
+        return (row.dest, row.payload, seq, timestamp, latest, earliest)
 
     def needs(self, dest, element):
         """What an encoded main-input element of `dest` reads: (its

@@ -17,6 +17,7 @@ import pickle
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.operators import (
     EVENT_TIME,
@@ -91,18 +92,18 @@ class StatefulStageOperator(StageBase):
             return rows, 0
         kept, dropped = [], 0
         for row in rows:
-            impl = self._main_impls.get(row[1])
+            impl = self._main_impls.get(row.dest)
             if impl is None:  # a side input row
                 kept.append(row)
                 continue
-            wv = impl.decode_nested(row[4])
+            wv = impl.decode_nested(row.payload)
             live = self.expiry.live(wv, wm)
             if live is None:
                 dropped += 1
             elif live is wv:
                 kept.append(row)
             else:
-                kept.append(row[:4] + (impl.encode_nested(live),) + row[5:])
+                kept.append(row._replace(payload=impl.encode_nested(live)))
         return kept, dropped
 
     def run(self, store, data_rows, steps, draining=False):
@@ -110,6 +111,7 @@ class StatefulStageOperator(StageBase):
         user state and pending timers, loaded into the harness only for the
         keys with data, a due timer or an expiring window; the key-group's
         data (elements waiting for side inputs) is `KeyedState.extra`."""
+        data_rows = R.unpacked(data_rows)
         state = KeyedState(store, MIN_MICROS, MIN_MICROS)
         runner = self.runner
         keys = _PlainKeys(self, state) if isinstance(runner, PlainStageRunner) else _HarnessKeys(self, state)
@@ -120,7 +122,7 @@ class StatefulStageOperator(StageBase):
         out = []
         wm, pt = state.wm, state.pt
         dropped = 0
-        keys.load(row[3] for row in data_rows if row[1] in self._main_impls)
+        keys.load(row.key for row in data_rows if row.dest in self._main_impls)
         for what, seq, item, now in clocked(schedule(data_rows, steps), pt):
             with frozen_wall_clock(now):  # a re-run task computes the same
                 if what == "data":

@@ -9,6 +9,7 @@ from apache_beam.transforms import trigger as T
 from apache_beam.transforms import window as W
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.side_input_wait import LatestFiring, SideInputs, WaitingForSides
 from triggers.driver import ReduceSpec
 from windowing.timestamps import MIN_US
@@ -64,7 +65,7 @@ class _Sides:
 
     @staticmethod
     def pending(row, seq):
-        return (row[1], row[4], seq, 0, {SIDE: W.GlobalWindow().max_timestamp().micros}, {})
+        return (row.dest, row.payload, seq, 0, {SIDE: W.GlobalWindow().max_timestamp().micros}, {})
 
     @staticmethod
     def state_entries(side):
@@ -80,7 +81,7 @@ class _Harness:
 
 
 def _row(dest, payload):
-    return ("data", dest, 0, None, payload, 0, 1)
+    return R.data(dest, payload, 0)
 
 
 def _step(pt):

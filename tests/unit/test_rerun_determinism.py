@@ -54,7 +54,7 @@ def _periodic_impulse_operator(start, stop, interval):
 
 
 def _data_rows(result):
-    return [r for r in result.rows if r[0] == R.DATA]
+    return [r for r in R.unpacked(result.rows) if r.kind == R.DATA]
 
 
 def test_a_rerun_periodic_impulse_emits_the_ticks_due_at_the_batch_time_not_at_its_own():

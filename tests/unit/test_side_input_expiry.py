@@ -7,7 +7,7 @@ through the plan's own operators and Beam's SDK harness, without Spark."""
 import apache_beam as beam
 
 from beam_spark_runner.streaming.keyed_state import DictStore, KeyedState
-from beam_spark_runner.streaming import side_input_wait
+from beam_spark_runner.streaming import rows as R, side_input_wait
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from tests.splittable_dofns import ScaledPositions
 
@@ -29,8 +29,8 @@ class _Sides:
 
     @staticmethod
     def pending(row, seq):
-        earliest, latest = row[4]
-        return (row[1], row[4], seq, earliest, {SIDE: latest}, {SIDE: earliest})
+        earliest, latest = row.payload
+        return (row.dest, row.payload, seq, earliest, {SIDE: latest}, {SIDE: earliest})
 
     @staticmethod
     def state_entries(side):
@@ -46,11 +46,11 @@ class _Harness:
 
 
 def _side_row(end):
-    return ("data", SIDE, 0, None, end, 0, 1)
+    return R.data(SIDE, end, 0)
 
 
 def _main_row(earliest, latest):
-    return ("data", "main", 0, None, (earliest, latest), 0, 1)
+    return R.data("main", (earliest, latest), 0)
 
 
 def _step(wm, side_wm):
@@ -246,7 +246,7 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     w = window.IntervalWindow(0, 10)
     main = R.data(main_dest, main_impl.encode_nested(WindowedValue(("a", 3), 5, (w,))), 0)
     paired = operator_factory.build(restrictions, plan, 2).run(None, sides + [main], step(5, 1))
-    split_rows = [r for r in paired.rows if r[0] == R.DATA]
+    split_rows = [r for r in paired.rows if r.kind == R.DATA]
     operator = operator_factory.build(sdf, plan, 2)
     first = operator.run(None, sides + split_rows, step(5, 1))
     assert outputs(first) == [("a", 0)] and side_windows_and_residuals(first.blob) == (3, 1)
@@ -268,9 +268,9 @@ def _output_values(result, op, plan):
     (out_port,) = op.stage.outputs
     impl = context.coder_impl(plan.components, out_port.coder_id)
     values = []
-    for r in result.rows:
-        if r[0] == R.DATA:
-            stream = create_InputStream(r[4])
+    for r in R.unpacked(result.rows):
+        if r.kind == R.DATA:
+            stream = create_InputStream(r.payload)
             while stream.size():
                 values.append(impl.decode_from_stream(stream, True).value)
     return values
