@@ -224,6 +224,26 @@ class StageBase:
         return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
     def _bundle(self, group):
+        """The (input index, block) pairs of one seq's DATA rows, in order.
+        Consecutive rows of one input become one block (blocks are
+        concatenated element encodings), so a keyed input's elements, a row
+        each once unpacked, are decoded together, sharing their metadata."""
+        out = []
+        last, parts = None, []
+        for row in group:
+            index = self._input_index[row.dest]
+            if index != last and parts:
+                out.append((last, parts[0] if len(parts) == 1 else b"".join(parts)))
+                parts = []
+            last = index
+            parts.append(row.payload)
+        if parts:
+            out.append((last, parts[0] if len(parts) == 1 else b"".join(parts)))
+        return out
+
+    def _elements(self, group):
+        """The (input index, element) pairs of one seq's DATA rows that each
+        hold one element (a splittable DoFn's restrictions), in order."""
         return [(self._input_index[row.dest], row.payload) for row in group]
 
     def _emit(self, outputs, seq, out):
@@ -312,7 +332,7 @@ class SdfOperator(StageBase):
             with frozen_wall_clock(now):
                 if what == "data":
                     if waiting is None:
-                        residuals.extend(self._run(self._fresh(self._bundle(item)), seq, now, pt, out))
+                        residuals.extend(self._run(self._fresh(self._elements(item)), seq, now, pt, out))
                     else:
                         waiting.take(item, seq)
                 else:

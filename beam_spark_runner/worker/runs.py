@@ -126,8 +126,11 @@ class RunCodec:
                 values = [wv.value]
                 runs.append((wv, values))
                 append = values.append
-                header = self._header(wv)
-                size = len(header)
+                remaining = size_left()
+                if remaining:  # (a block of one element needs no header)
+                    header = self._header(wv)
+                    size = len(header)
+                continue
             remaining = size_left()
         return runs
 
