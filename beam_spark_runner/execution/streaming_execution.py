@@ -368,13 +368,18 @@ class StreamingExecution:
                 )
             self._files.write(_PLAN_FILE, self._fingerprint.to_json())
             return
-        problems = self._fingerprint.differences(plan_fingerprint.PlanFingerprint.from_json(recorded, where))
+        recorded_print = plan_fingerprint.PlanFingerprint.from_json(recorded, where)
+        problems = self._fingerprint.differences(recorded_print)
         if problems:
             raise CheckpointMismatchError(
                 "The checkpoint at %s was written by a pipeline whose keyed operators differ from this one's, "
                 "so its state cannot be resumed (start with a new --checkpoint_dir, or run the pipeline that "
                 "wrote it):\n  %s\n(recorded in %s)" % (self.run_dir, "\n  ".join(problems), where)
             )
+        if recorded_print.format_version < plan_fingerprint.FORMAT_VERSION:
+            # It matched in what it records: from now on the record is checked
+            # in full (coders too).
+            self._files.write(_PLAN_FILE, self._fingerprint.to_json())
 
     def _check_spark_logs(self):
         damaged = streaming_commits.damaged_spark_logs(self._files)

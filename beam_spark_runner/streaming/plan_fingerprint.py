@@ -11,25 +11,38 @@ checkpoint must have the same one, or it is refused with the operators that
 differ named.
 
 What is recorded, per keyed operator in query order: its name, kind, the
-row destinations it reads (what its waiting elements are addressed to) and
+row destinations it reads (what its waiting elements are addressed to),
 the ids of the state it keeps (user state and timer families of the stage's
 stateful DoFns; a GroupByKey's WindowFn, accumulation mode and lifted
-combine, which decide the shape of its panes' state). Stateless operators
-hold nothing between micro-batches, so they may change freely, as may the
-code inside any DoFn.
+combine, which decide the shape of its panes' state) and, since format
+version 2, the coders its state is written with (`coders`: its input's
+elements and keys, side inputs, user state cells and timers, a
+GroupByKey's input and output): a coder Beam infers differently (a changed
+type hint, a lambda's signature) would read the old state's bytes wrongly,
+deep inside a micro-batch. Stateless operators hold nothing between
+micro-batches, so they may change freely, as may the code inside any DoFn.
+
+A coder is described by its structure, not its bytes: URNs and component
+coders, a pickled Python coder by its class, a row coder by its fields
+(schema ids are drawn anew per pipeline construction), other payloads by
+their digest. A version 1 record (no coders) is accepted without the coder
+check, and replaced by the current version once it matched.
 """
 
 import dataclasses
+import hashlib
 import json
-from typing import Tuple
+from typing import Optional, Tuple
 
-from apache_beam.portability import common_urns
-from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
+from apache_beam.coders import coders as beam_coders
+from apache_beam.portability import common_urns, python_urns
+from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2, schema_pb2
 
 from beam_spark_runner.errors import CheckpointMismatchError
-from beam_spark_runner.plans import GROUP, StreamingPlan
+from beam_spark_runner.plans import GROUP, StreamingPlan, write_dest
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: written before coders were recorded
 FILE_NAME = "plan.json"
 
 
@@ -39,13 +52,26 @@ class OperatorPrint:
     kind: str
     reads: Tuple[str, ...]
     state: Tuple[str, ...]
+    # (what is encoded with it, coder description), sorted; None: not
+    # recorded (a version 1 record).
+    coders: Optional[Tuple[Tuple[str, str], ...]] = None
 
     def to_json(self):
-        return {"name": self.name, "kind": self.kind, "reads": list(self.reads), "state": list(self.state)}
+        d = {"name": self.name, "kind": self.kind, "reads": list(self.reads), "state": list(self.state)}
+        if self.coders is not None:
+            d["coders"] = [list(pair) for pair in self.coders]
+        return d
 
     @classmethod
     def from_json(cls, d):
-        return cls(d["name"], d["kind"], tuple(d["reads"]), tuple(d["state"]))
+        coders = d.get("coders")
+        return cls(
+            d["name"],
+            d["kind"],
+            tuple(d["reads"]),
+            tuple(d["state"]),
+            None if coders is None else tuple((str(what), str(coder)) for what, coder in coders),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,14 +99,16 @@ class PlanFingerprint:
         try:
             d = json.loads(data.decode())
             version = d["format_version"]
-            if version != FORMAT_VERSION:
+            if version not in READABLE_VERSIONS:
                 raise CheckpointMismatchError(
-                    "%s has plan format version %r; this runner reads version %d" % (where, version, FORMAT_VERSION)
+                    "%s has plan format version %r; this runner reads versions %s"
+                    % (where, version, ", ".join(map(str, READABLE_VERSIONS)))
                 )
             return cls(
                 key_groups=int(d["key_groups"]),
                 sources=tuple(d["sources"]),
                 operators=tuple(OperatorPrint.from_json(o) for o in d["operators"]),
+                format_version=version,
             )
         except CheckpointMismatchError:
             raise
@@ -113,6 +141,8 @@ class PlanFingerprint:
                     problems.append(
                         "keyed operator %s: %s was %s, is now %s" % (name, field, _listed(was), _listed(now))
                     )
+            if old[name].coders is not None and new[name].coders is not None:
+                problems.extend(_coder_differences(name, dict(old[name].coders), dict(new[name].coders)))
         common_old = [op.name for op in recorded.operators if op.name in new]
         common_new = [op.name for op in self.operators if op.name in old]
         if not problems and common_old != common_new:
@@ -124,18 +154,165 @@ def _listed(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+def _coder_differences(name, was, now):
+    problems = []
+    for what in sorted(was.keys() | now.keys()):
+        if was.get(what) != now.get(what):
+            problems.append(
+                "keyed operator %s: the coder of %s was %s, is now %s (its checkpointed state was encoded "
+                "with the old one: declare the type the first run had, e.g. with .with_output_types)"
+                % (name, what, was.get(what, "absent"), now.get(what, "absent"))
+            )
+    return problems
+
+
 def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
     components = beam_runner_api_pb2.Components.FromString(plan.components)
     sources = tuple(s.name for s in plan.sources) + (("impulse",) if plan.impulse_dests else ())
+    writers = _writers(plan, components)
     return PlanFingerprint(
         key_groups=key_groups,
         sources=sources,
         operators=tuple(
-            OperatorPrint(op.name, op.kind, tuple(op.inputs), _state_of(op, components))
+            OperatorPrint(
+                op.name, op.kind, tuple(op.inputs), _state_of(op, components), _coders_of(op, components, writers)
+            )
             for op in plan.operators
             if op.is_keyed
         ),
     )
+
+
+def _writers(plan, components):
+    """{row destination: descriptions of the SDK-side coders its writers
+    encode elements with} (a GroupByKey's own coders are the runner's
+    opaque bytes: what its state holds is what its producers wrote)."""
+    described = _CoderDescriber(components)
+    out = {}
+    for source in plan.sources:
+        for _, dest, coder_id in source.outputs:
+            out.setdefault(dest, set()).add(described(coder_id))
+    for op in plan.operators:
+        if op.stage is None:
+            continue
+        in_stage = _CoderDescriber(beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor))
+        for port in op.stage.outputs:
+            out.setdefault(write_dest(port.buffer), set()).add(in_stage(port.coder_id))
+    return out
+
+
+def _coders_of(op, components, writers):
+    """(what it encodes, coder description) of each coder whose bytes the
+    operator's state holds, sorted. What is named by ids that stay the same
+    when code moves (PCollection and transform ids, state and timer ids)."""
+    if op.kind == GROUP:
+        return tuple(
+            sorted(
+                (
+                    "grouped input" if len(op.inputs) == 1 else "grouped input %s" % dest,
+                    " | ".join(sorted(writers.get(dest, ()))),
+                )
+                for dest in op.inputs
+            )
+        )
+    stage = op.stage
+    descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
+    described = _CoderDescriber(descriptor)
+    named = {}
+    for port in stage.inputs:
+        named["input %s" % port.buffer.name] = port.coder_id
+    for side in stage.side_inputs:
+        named["side input %s" % side.pcollection] = side.coder_id
+    for transform_id, transform in descriptor.transforms.items():
+        if transform.spec.urn != common_urns.primitives.PAR_DO.urn:
+            continue
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+        for state_id, spec in payload.state_specs.items():
+            for coder_id in _state_spec_coders(spec):
+                named["state %s/%s" % (transform_id, state_id)] = coder_id
+        for timer_id, spec in payload.timer_family_specs.items():
+            named["timer %s/%s" % (transform_id, timer_id)] = spec.timer_family_coder_id
+    in_components = _CoderDescriber(components)
+    return tuple(
+        sorted(
+            (what, described(coder_id) if coder_id in descriptor.coders else in_components(coder_id))
+            for what, coder_id in named.items()
+        )
+    )
+
+
+def _state_spec_coders(spec):
+    which = spec.WhichOneof("spec")
+    if which is None:
+        return []
+    inner = getattr(spec, which)
+    return [
+        getattr(inner, field)
+        for field in ("coder_id", "element_coder_id", "key_coder_id", "value_coder_id", "accumulator_coder_id")
+        if getattr(inner, field, "")
+    ]
+
+
+class _CoderDescriber:
+    """Coder ids of one proto's `coders` map -> a description that is the
+    same for the same coder whatever process built the pipeline."""
+
+    def __init__(self, owner):
+        self._coders = owner.coders
+        self._done = {}
+
+    def __call__(self, coder_id):
+        if coder_id not in self._done:
+            coder = self._coders.get(coder_id)
+            if coder is None:
+                return "unknown coder %s" % coder_id
+            parts = [self(c) for c in coder.component_coder_ids]
+            urn, payload = coder.spec.urn, coder.spec.payload
+            if urn == python_urns.PICKLED_CODER:
+                head = "python:%s" % _coder_class(payload)
+            elif urn == common_urns.coders.ROW.urn:
+                head = "row:%s" % _row_fields(payload)
+            elif payload:
+                head = "%s#%s" % (urn, hashlib.sha256(payload).hexdigest()[:12])
+            else:
+                head = urn
+            self._done[coder_id] = head + ("[%s]" % ", ".join(parts) if parts else "")
+        return self._done[coder_id]
+
+
+def _coder_class(payload):
+    try:
+        coder = beam_coders.deserialize_coder(payload)
+    except Exception:  # noqa: BLE001 -- an unloadable coder is still told apart by its bytes
+        return "unloadable#%s" % hashlib.sha256(payload).hexdigest()[:12]
+    cls = type(coder)
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
+def _row_fields(payload):
+    schema = schema_pb2.Schema.FromString(payload)
+    _clear_ids(schema)
+    return hashlib.sha256(schema.SerializeToString(deterministic=True)).hexdigest()[:12]
+
+
+def _clear_ids(schema):
+    schema.id = ""
+    for field in schema.fields:
+        _clear_field_type_ids(field.type)
+
+
+def _clear_field_type_ids(field_type):
+    which = field_type.WhichOneof("type_info")
+    if which == "row_type":
+        _clear_ids(field_type.row_type.schema)
+    elif which in ("array_type", "iterable_type"):
+        _clear_field_type_ids(getattr(field_type, which).element_type)
+    elif which == "map_type":
+        _clear_field_type_ids(field_type.map_type.key_type)
+        _clear_field_type_ids(field_type.map_type.value_type)
+    elif which == "logical_type":
+        if field_type.logical_type.HasField("representation"):
+            _clear_field_type_ids(field_type.logical_type.representation)
 
 
 def _state_of(op, components):

@@ -1,6 +1,9 @@
 """The plan record a streaming checkpoint keeps, and what counts as a plan
 the checkpoint's state cannot follow (streaming/plan_fingerprint.py)."""
 
+import json
+import typing
+
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -20,10 +23,11 @@ class _Count(beam.DoFn):
         yield kv
 
 
-def _print_of(stateful=False, map_body=lambda kv: kv, accumulating=False, key_groups=2):
+def _print_of(stateful=False, map_body=lambda kv: kv, accumulating=False, key_groups=2, output_types=None):
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     events = p | TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
-    keyed = events | beam.Map(map_body)
+    mapped = beam.Map(map_body)
+    keyed = events | (mapped if output_types is None else mapped.with_output_types(output_types))
     if stateful:
         keyed = keyed | beam.ParDo(_Count())
     mode = beam.transforms.trigger.AccumulationMode
@@ -45,6 +49,30 @@ def test_the_record_round_trips_and_names_state():
     states = [s for op in record.operators for s in op.state]
     assert any(s.startswith("state:") and s.endswith("/count") for s in states)
     assert "accumulation:DISCARDING" in states and any(s.startswith("window_fn:") for s in states)
+
+
+def test_coders_are_recorded_by_structure_and_a_changed_one_is_named():
+    record = _print_of(stateful=True)
+    coders = {what: coder for op in record.operators for what, coder in op.coders}
+    assert coders["state ParDo(_Count)/count"] == "beam:coder:varint:v1"
+    assert "python:apache_beam.coders.coders.FastPrimitivesCoder" in coders["grouped input"]
+    typed = _print_of(stateful=True, output_types=typing.Tuple[str, int])
+    problems = typed.differences(record)
+    assert problems and all("the coder of" in line for line in problems)
+    assert any("grouped input" in line and "beam:coder:varint:v1" in line for line in problems)
+    assert any("input ref_PCollection" in line for line in problems)  # the stateful DoFn's keyed input
+
+
+def test_a_version_1_record_is_read_and_checked_without_coders():
+    current = _print_of(stateful=True)
+    old = json.loads(current.to_json())
+    old["format_version"] = 1
+    for op in old["operators"]:
+        del op["coders"]
+    recorded = PlanFingerprint.from_json(json.dumps(old).encode(), "x")
+    assert recorded.format_version == 1 and all(op.coders is None for op in recorded.operators)
+    assert _print_of(stateful=True, output_types=typing.Tuple[str, int]).differences(recorded) == []
+    assert _print_of(accumulating=True, stateful=True).differences(recorded)  # the rest is still checked
 
 
 def test_changed_code_inside_a_dofn_is_not_a_difference():
