@@ -50,6 +50,9 @@ def run(values, limit, mode, out_dir):
             "--spark_conf=spark.executor.pyspark.memory=%s" % limit,
             # PySpark's grouping spills above this (its default is 512m).
             "--spark_conf=spark.python.worker.memory=64m",
+            # One malloc arena: the limit is on address space, and each
+            # thread's own arena reserves 64 MB of it whether used or not.
+            "--spark_conf=spark.executorEnv.MALLOC_ARENA_MAX=1",
             "--progress_bar=off",
             # One producing element per SDK-harness bundle: the harness holds
             # a bundle's outputs until it ends (8 x 125,000 values at once
