@@ -15,8 +15,10 @@ wall time (Spark's `durationMs.triggerExecution` of the Beam query, the
 batches that start after the load, less the first two), the state rows
 Spark's store holds, and the memory (Pss) of the Python workers during the
 measured batches (until the last touch is due; the batch where the input
-ends makes every key due): the peak, and the total at the first sample
-(workers are reused, and Python keeps the heap the load batches grew). A Beam counter checks that the stateful DoFn
+ends makes every key due): the peak, the total at the first sample
+(workers are reused, and Python keeps the heap the load batches grew), and
+per process: the most any one grew during the measured batches, and what
+processes started meanwhile took (a new worker is not growth). A Beam counter checks that the stateful DoFn
 saw every key and every touch.
 
 Headline (issue 23): median per-batch time at the largest K over that at
@@ -110,15 +112,25 @@ def _pipeline(keys, touched, ticks, load_start, measure_start):
 
 
 class WorkerMemory:
-    """Peak memory (MB) of the Python worker processes under this process
+    """Memory (MB) of the Python worker processes under this process
     (PySpark's daemons and their forked workers), sampled every 0.2 s while
-    `measuring` is set: the sum of their proportional set sizes (Pss), so
-    pages the forked workers share with their daemon count once."""
+    `measuring` is set, as proportional set sizes (Pss), so pages the
+    forked workers share with their daemon count once:
+
+    - `peak_mb`: the largest sum over the processes alive at one sample;
+    - `first_mb`: that sum at the first sample;
+    - per process: its Pss when first sampled and its peak, so the growth
+      of each one during the measured phase is known (`growth()`), and a
+      process that started meanwhile is told apart from one that grew."""
 
     def __init__(self):
         self.peak_mb = 0.0
         self.first_mb = None  # at the first sample of the measured phase
         self.processes = 0  # most worker processes seen at once
+        self.first_kb = {}  # pid -> Pss at its first sample
+        self.peak_kb = {}  # pid -> its largest Pss
+        self.roles = {}  # pid -> what the process runs (its command's module)
+        self.started = set()  # pids first seen after the first sample
         self.measuring = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -140,9 +152,28 @@ class WorkerMemory:
                     cmd = f.read()
             except OSError:
                 continue
-            if b"python" in cmd:
-                out.append(pid)
+            argv = cmd.split(b"\0")
+            # The program itself, not its arguments: the JVM's class path
+            # names pyspark's python directory too.
+            if b"python" in os.path.basename(argv[0]):
+                out.append((pid, argv))
         return out
+
+    @staticmethod
+    def _role(argv):
+        words = [w.decode(errors="replace") for w in argv if w]
+        return " ".join(words[words.index("-m") + 1 :]) if "-m" in words else " ".join(words[1:2])
+
+    @staticmethod
+    def _pss_kb(pid):
+        try:
+            with open("/proc/%d/smaps_rollup" % pid) as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+        return None
 
     def _loop(self):
         while not self._stop.wait(0.2):
@@ -151,17 +182,33 @@ class WorkerMemory:
             total = 0
             workers = self._workers()
             self.processes = max(self.processes, len(workers))
-            for pid in workers:
-                try:
-                    with open("/proc/%d/smaps_rollup" % pid) as f:
-                        for line in f:
-                            if line.startswith("Pss:"):
-                                total += int(line.split()[1])
-                except OSError:
+            first_sample = self.first_mb is None
+            for pid, argv in workers:
+                kb = self._pss_kb(pid)
+                if kb is None:
                     continue
-            if self.first_mb is None:
+                total += kb
+                if pid not in self.first_kb:
+                    self.first_kb[pid] = kb
+                    self.roles[pid] = self._role(argv)
+                    if not first_sample:
+                        self.started.add(pid)
+                self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), kb)
+            if first_sample:
                 self.first_mb = total / 1024.0
             self.peak_mb = max(self.peak_mb, total / 1024.0)
+
+    def growth(self):
+        """(MB, pid, role) of the process that grew most during the measured
+        phase among those alive at its start, and the MB of the processes
+        that started during it."""
+        grown = [
+            ((self.peak_kb[pid] - self.first_kb[pid]) / 1024.0, pid, self.roles[pid])
+            for pid in self.first_kb
+            if pid not in self.started
+        ]
+        most = max(grown, default=(0.0, None, ""))
+        return most, sum(self.peak_kb[pid] for pid in self.started) / 1024.0
 
     def close(self):
         self._stop.set()
@@ -214,6 +261,7 @@ def run_one(spark, listener, keys, touched, ticks):
         "worker_peak_mb": memory.peak_mb,
         "worker_first_mb": memory.first_mb or 0.0,
         "worker_processes": memory.processes,
+        "worker_growth": memory.growth(),
         "counters": counters,
         "ok": ok,
         "late_load": len(late_load),
@@ -235,7 +283,8 @@ def main(argv=None):
         results.append(r)
         print(
             "K=%-8d batches=%d p50=%.3f s p90=%.3f s  load %.1f s  state rows %d  "
-            "workers: peak %.0f MB, %.0f MB at the first measured batch, %d processes  counters %s%s"
+            "workers: peak %.0f MB, %.0f MB at the first measured batch, %d processes; most grown +%.0f MB "
+            "(%s), %.0f MB in processes started meanwhile  counters %s%s"
             % (
                 r["keys"],
                 r["batches"],
@@ -246,6 +295,9 @@ def main(argv=None):
                 r["worker_peak_mb"],
                 r["worker_first_mb"],
                 r["worker_processes"],
+                r["worker_growth"][0][0],
+                r["worker_growth"][0][2] or "none",
+                r["worker_growth"][1],
                 r["counters"],
                 "" if r["ok"] else "  CHECK FAILED (%d load batches ran into the measured phase)" % r["late_load"],
             ),
