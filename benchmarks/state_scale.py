@@ -131,6 +131,7 @@ class WorkerMemory:
         self.peak_kb = {}  # pid -> its largest Pss
         self.roles = {}  # pid -> what the process runs (its command's module)
         self.started = set()  # pids first seen after the first sample
+        self.series = {}  # pid -> [Pss at each sample]
         self.measuring = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -194,6 +195,7 @@ class WorkerMemory:
                     if not first_sample:
                         self.started.add(pid)
                 self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), kb)
+                self.series.setdefault(pid, []).append(kb)
             if first_sample:
                 self.first_mb = total / 1024.0
             self.peak_mb = max(self.peak_mb, total / 1024.0)
@@ -209,6 +211,15 @@ class WorkerMemory:
         ]
         most = max(grown, default=(0.0, None, ""))
         return most, sum(self.peak_kb[pid] for pid in self.started) / 1024.0
+
+    def course_mb(self, pid, points=8):
+        """`points` evenly spaced samples of one process's Pss (MB): a step
+        that stays (the heap grew once) or a climb (it keeps growing)."""
+        series = self.series.get(pid, [])
+        if not series:
+            return []
+        step = max(1, len(series) // points)
+        return [round(kb / 1024.0) for kb in series[::step]] + [round(series[-1] / 1024.0)]
 
     def close(self):
         self._stop.set()
@@ -262,6 +273,7 @@ def run_one(spark, listener, keys, touched, ticks):
         "worker_first_mb": memory.first_mb or 0.0,
         "worker_processes": memory.processes,
         "worker_growth": memory.growth(),
+        "most_grown_course_mb": memory.course_mb(memory.growth()[0][1]),
         "counters": counters,
         "ok": ok,
         "late_load": len(late_load),
@@ -284,7 +296,7 @@ def main(argv=None):
         print(
             "K=%-8d batches=%d p50=%.3f s p90=%.3f s  load %.1f s  state rows %d  "
             "workers: peak %.0f MB, %.0f MB at the first measured batch, %d processes; most grown +%.0f MB "
-            "(%s), %.0f MB in processes started meanwhile  counters %s%s"
+            "(%s; over the measured batches: %s MB), %.0f MB in processes started meanwhile  counters %s%s"
             % (
                 r["keys"],
                 r["batches"],
@@ -297,6 +309,7 @@ def main(argv=None):
                 r["worker_processes"],
                 r["worker_growth"][0][0],
                 r["worker_growth"][0][2] or "none",
+                ", ".join(map(str, r["most_grown_course_mb"])),
                 r["worker_growth"][1],
                 r["counters"],
                 "" if r["ok"] else "  CHECK FAILED (%d load batches ran into the measured phase)" % r["late_load"],
