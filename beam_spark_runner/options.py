@@ -53,11 +53,13 @@ class SparkRunnerOptions(PipelineOptions):
             "--grouped_values_in_memory_bytes",
             type=int,
             default=8 << 20,
-            help="Batch: a GroupByKey (global window, default trigger) hands one key's values to "
-            "the consuming DoFn as an in-memory list while their encoding is at most this many "
-            "bytes (default 8 MiB); a larger group is streamed from Spark's shuffle, which "
-            "spills it to disk, and decoded as the DoFn iterates it, so one key's values need "
-            "not fit in a worker's memory. 0 streams every group.",
+            help="Batch: a GroupByKey hands one key's values (one window's, under a non-merging "
+            "WindowFn) to the consuming DoFn as an in-memory list while their encoding is at most "
+            "this many bytes (default 8 MiB); a larger group is streamed from Spark's shuffle, "
+            "which spills it to disk, and decoded as the DoFn iterates it, so it need not fit in "
+            "a worker's memory. Applies to the default trigger with the end-of-window timestamp "
+            "combiner (the global window included); under other windowing a key's values are "
+            "grouped in memory. 0 streams every group.",
         )
         parser.add_argument(
             "--checkpoint_dir",

@@ -78,6 +78,23 @@ def group_by_window(windowing, key, windowed_values, closing=PYTHON_SDK_DEFAULT)
         yield wv.with_value((key, wv.value))
 
 
+def one_end_of_window_pane(windowing):
+    """True when ``group_by_window`` gives each window of a key exactly one
+    pane, ``panes.BATCH_ON_TIME``, timestamped at the window's
+    ``max_timestamp()``, whatever its values (a non-merging WindowFn with
+    the default trigger and the end-of-window timestamp combiner, not the
+    global window's default windowing, which the first fast path serves).
+    A runner may then group by key and window and hand each group's values
+    on without looking at them: this is what lets a bounded GroupByKey
+    stream a window's values from the shuffle."""
+    window_fn = windowing.windowfn
+    if type(window_fn) is GlobalWindows or window_fn.is_merging():
+        return False
+    if _trigger_kind(windowing.triggerfn) != 'default':
+        return False
+    return OutputTimePolicy(windowing.timestamp_combiner, window_fn).kind == 'eow'
+
+
 def _default_trigger_panes(windowing, key, windowed_values):
     groups = {}
     combiner = windowing.timestamp_combiner

@@ -6,6 +6,22 @@
 blocks of windowed KV<K, Iterable<V>> for the consuming stage. Window and
 trigger semantics come from `triggers.batch`; this module only moves bytes.
 
+Three shapes of record, by the GroupByKey's windowing:
+
+* default windowing (global window, default trigger): the key, and the
+  value's encoding; a group is one element in the global window;
+* one pane per window at its end (`triggers.batch.one_end_of_window_pane`:
+  a non-merging WindowFn with the default trigger and the end-of-window
+  timestamp combiner): the key followed by the window's encoding, and the
+  value's, one record per window of an element; a group is one window of
+  one key, its pane known without looking at its values;
+* anything else: the key, and the whole windowed value's encoding; a key's
+  values are decoded together and `triggers.batch.group_by_window` makes
+  its panes.
+
+In the first two shapes a group whose values encode to more than the
+in-memory limit leaves as a `GroupedValues`, streamed to the consumer.
+
 Keys are compared by their nested encoding: Beam requires deterministic key
 coders for GroupByKey, so equal keys encode to equal bytes.
 """
@@ -20,7 +36,8 @@ from apache_beam.utils import windowed_value
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.grouped_values import DEFAULT_INLINE_BYTES, GroupedValues
 from triggers import RETRACTING
-from triggers.batch import group_by_window
+from triggers.batch import group_by_window, one_end_of_window_pane
+from triggers.panes import BATCH_ON_TIME
 from triggers.closing import ClosingRules
 from triggers.retraction_coder import grouped_pane_coder
 
@@ -38,6 +55,13 @@ class GroupCodec:
         # Windowing objects do not carry these two proto fields.
         self.closing = ClosingRules.from_proto(ctx.windowing_strategies.get_proto_from_id(group.windowing_strategy_id))
         self.trivial_windowing = self.windowing.is_default()
+        # Grouped by key and window (see the module's docstring); not for
+        # RETRACTING, whose output coder wraps the values.
+        self.by_window = (
+            not self.trivial_windowing
+            and one_end_of_window_pane(self.windowing)
+            and self.windowing.accumulation_mode != RETRACTING
+        )
         kv_coder = pre.wrapped_value_coder
         value_coder = kv_coder.value_coder()
         if self.windowing.accumulation_mode == RETRACTING:
@@ -53,6 +77,11 @@ class GroupCodec:
             header_coder = coders.WindowedValueCoder(coders.BytesCoder(), post.window_coder)
             encoded = header_coder.get_impl().encode_nested(_global_on_time(b""))
             self.global_header = encoded[:-1]  # drop the empty value's length byte
+        if self.by_window:
+            self._window_impl = pre.window_coder.get_impl()
+            self._header_impl = coders.WindowedValueCoder(coders.BytesCoder(), post.window_coder).get_impl()
+            self._window_bytes = {}  # window -> its encoding (map side)
+            self._headers = {}  # window encoding -> output header (reduce side)
 
     def shuffle_records(self, block):
         stream = create_InputStream(block)
@@ -63,6 +92,14 @@ class GroupCodec:
             while stream.size() > 0:
                 key, value = decode(stream, True).value
                 yield encode_key(key), encode_value(value)
+        elif self.by_window:
+            encode_value, window_bytes = self.value_impl.encode_nested, self._encoded_window
+            while stream.size() > 0:
+                wkv = decode(stream, True)
+                key, value = wkv.value
+                key_bytes, value_bytes = encode_key(key), encode_value(value)
+                for w in wkv.windows:
+                    yield key_bytes + window_bytes(w), value_bytes
         else:
             encode_wv = self.windowed_value_impl.encode_nested
             while stream.size() > 0:
@@ -71,34 +108,23 @@ class GroupCodec:
                 yield encode_key(key), encode_wv(wkv.with_value(value))
 
     def grouped_blocks(self, grouped, inline_bytes=DEFAULT_INLINE_BYTES):
-        """grouped: iterable of (encoded key, re-iterable of encoded values).
+        """grouped: iterable of (shuffle key, re-iterable of encoded values).
 
-        Yields blocks of grouped elements; with trivial windowing, a key
-        whose encoded values exceed `inline_bytes` instead yields a
-        `GroupedValues` that streams them to the consumer (grouped_values.py).
-        Under other windowing one key's values are decoded together."""
-        out = create_OutputStream()
+        Yields blocks of grouped elements; with default windowing, or one
+        pane per window at its end, a group whose encoded values exceed
+        `inline_bytes` instead yields a `GroupedValues` that streams them to
+        the consumer (grouped_values.py). Under other windowing one key's
+        values are decoded together."""
         if self.trivial_windowing:
-            header, pack = self.global_header, struct.Struct(">i").pack
-            for key, values in grouped:
-                head, size = [], 0
-                for value in values:
-                    head.append(value)
-                    size += len(value)
-                    if size > inline_bytes:
-                        break
-                if size > inline_bytes:
-                    del head
-                    if out.size():
-                        yield out.get()
-                        out = create_OutputStream()
-                    yield GroupedValues(header, key, values, inline_bytes)
-                    continue
-                out.write(header + key + pack(len(head)) + b"".join(head))
-                if out.size() >= BLOCK_BYTES:
-                    yield out.get()
-                    out = create_OutputStream()
+            header = self.global_header
+            yield from _byte_groups(((header, key, values) for key, values in grouped), inline_bytes)
+        elif self.by_window:
+            yield from _byte_groups(
+                (self._split_key(key) + (values,) for key, values in grouped),
+                inline_bytes,
+            )
         else:
+            out = create_OutputStream()
             decode_key = self.key_impl.decode_nested
             decode_wv = self.windowed_value_impl.decode_nested
             encode = self.post_impl.encode_to_stream
@@ -109,8 +135,65 @@ class GroupCodec:
                 if out.size() >= BLOCK_BYTES:
                     yield out.get()
                     out = create_OutputStream()
-        if out.size():
+            if out.size():
+                yield out.get()
+
+    def _encoded_window(self, w):
+        encoded = self._window_bytes.get(w)
+        if encoded is None:
+            if len(self._window_bytes) >= _WINDOWS_CACHED:
+                self._window_bytes.clear()
+            encoded = self._window_bytes[w] = self._window_impl.encode_nested(w)
+        return encoded
+
+    def _split_key(self, shuffle_key):
+        """(output header, key encoding) of a key-and-window shuffle key: the
+        window's one pane (triggers.batch.one_end_of_window_pane)."""
+        stream = create_InputStream(shuffle_key)
+        self.key_impl.decode_from_stream(stream, True)
+        split = len(shuffle_key) - stream.size()
+        window_bytes = shuffle_key[split:]
+        header = self._headers.get(window_bytes)
+        if header is None:
+            if len(self._headers) >= _WINDOWS_CACHED:
+                self._headers.clear()
+            w = self._window_impl.decode_nested(window_bytes)
+            pane = windowed_value.WindowedValue(b"", w.max_timestamp(), (w,), BATCH_ON_TIME)
+            header = self._headers[window_bytes] = self._header_impl.encode_nested(pane)[:-1]
+        return header, shuffle_key[:split]
+
+
+# Windows whose encodings (or output headers) a codec keeps at once.
+_WINDOWS_CACHED = 4096
+
+
+def _byte_groups(groups, inline_bytes):
+    """Blocks of grouped elements assembled from bytes: `groups` yields
+    (output header, key encoding, re-iterable of value encodings). A group
+    whose values encode to more than `inline_bytes` leaves as a
+    `GroupedValues` instead (streamed to the consumer)."""
+    out = create_OutputStream()
+    pack = struct.Struct(">i").pack
+    for header, key, values in groups:
+        head, size = [], 0
+        for value in values:
+            head.append(value)
+            size += len(value)
+            if size > inline_bytes:
+                break
+        if size > inline_bytes:
+            del head
+            if out.size():
+                yield out.get()
+                out = create_OutputStream()
+            yield GroupedValues(header, key, values, inline_bytes)
+            continue
+        out.write(header + key + pack(len(head)) + b"".join(head))
+        if out.size() >= BLOCK_BYTES:
             yield out.get()
+            out = create_OutputStream()
+    if out.size():
+        yield out.get()
 
 
 class AccumulatorMerger:

@@ -7,7 +7,9 @@ or the error that ended the run.
 Modes: `plain` and `harness` (the consuming stage on each execution path,
 the group streamed from Spark's shuffle), `in_memory` (the group handed on
 as one encoded element, as before streaming: the control that shows the
-limit is tight enough)."""
+limit is tight enough); `plain_windowed` and `harness_windowed`: the same
+values in one fixed window (grouped by key and window, each window's
+values streamed)."""
 
 import json
 import sys
@@ -15,6 +17,7 @@ import tempfile
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import window
 
 SHARDS = 8
 WIDTH = 90  # characters per value
@@ -24,6 +27,12 @@ def values_of(shard, per_shard):
     base = shard * per_shard
     for i in range(per_shard):
         yield "hot", "%0*d" % (WIDTH, base + i)
+
+
+def windowed_values_of(shard, per_shard):
+    """The same values, all timestamped inside one minute."""
+    for kv in values_of(shard, per_shard):
+        yield window.TimestampedValue(kv, 30)
 
 
 def count_and_sum(kv):
@@ -39,6 +48,8 @@ MODES = {
     "plain": [],
     "harness": ["--sdk_harness_only"],
     "in_memory": ["--grouped_values_in_memory_bytes=%d" % (1 << 40)],
+    "plain_windowed": [],
+    "harness_windowed": ["--sdk_harness_only"],
 }
 
 
@@ -62,16 +73,14 @@ def run(values, limit, mode, out_dir):
         + MODES[mode]
     )
     path = "%s/%s.txt" % (out_dir, mode)
+    windowed = mode.endswith("_windowed")
     with beam.Pipeline(options=options) as p:
-        _ = (
-            p
-            | beam.Create(range(SHARDS))
-            | beam.Reshuffle()
-            | beam.FlatMap(values_of, values // SHARDS)
-            | beam.GroupByKey()
-            | beam.Map(count_and_sum)
-            | beam.io.WriteToText(path, shard_name_template="")
-        )
+        shards = p | beam.Create(range(SHARDS)) | beam.Reshuffle()
+        if windowed:
+            kvs = shards | beam.FlatMap(windowed_values_of, values // SHARDS) | beam.WindowInto(window.FixedWindows(60))
+        else:
+            kvs = shards | beam.FlatMap(values_of, values // SHARDS)
+        _ = kvs | beam.GroupByKey() | beam.Map(count_and_sum) | beam.io.WriteToText(path, shard_name_template="")
     with open(path) as f:
         return json.loads(f.read())
 

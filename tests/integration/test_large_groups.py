@@ -25,6 +25,9 @@ LIMIT = "700m"
 
 
 def test_one_key_larger_than_worker_memory_on_both_paths():
+    """In the global window and in one fixed window (grouped by key and
+    window: worker/grouping.py), on the runner's plain path and in Beam's
+    SDK harness."""
     done = subprocess.run(
         [
             sys.executable,
@@ -35,6 +38,8 @@ def test_one_key_larger_than_worker_memory_on_both_paths():
             "plain",
             "harness",
             "in_memory",
+            "plain_windowed",
+            "harness_windowed",
         ],
         cwd=REPO,
         capture_output=True,
@@ -42,9 +47,9 @@ def test_one_key_larger_than_worker_memory_on_both_paths():
         timeout=600,
     )
     results = {r["mode"]: r for r in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))}
-    assert set(results) == {"plain", "harness", "in_memory"}, done.stderr[-3000:]
+    assert set(results) == {"plain", "harness", "in_memory", "plain_windowed", "harness_windowed"}, done.stderr[-3000:]
     expected = {"key": "hot", "count": VALUES, "sum": VALUES * (VALUES - 1) // 2}
-    for mode in ("plain", "harness"):
+    for mode in ("plain", "harness", "plain_windowed", "harness_windowed"):
         assert "error" not in results[mode], "%s: %s" % (mode, results[mode]["error"][-1500:])
         assert {k: results[mode][k] for k in expected} == expected, mode
     assert "MemoryError" in results["in_memory"].get("error", ""), results["in_memory"]

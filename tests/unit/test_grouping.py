@@ -7,14 +7,16 @@ from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.translation.planner import pipeline_proto_of, plan_pipeline
+from beam_spark_runner.worker.grouped_values import GroupedValues, group_runs
 from beam_spark_runner.worker.grouping import GroupCodec, split_elements
+from triggers.batch import group_by_window
 
 
-def _codec(windowfn=None):
+def _codec(windowfn=None, **windowing):
     p = beam.Pipeline()
     pc = p | beam.Create([("a", 1)])
     if windowfn:
-        pc = pc | beam.WindowInto(windowfn)
+        pc = pc | beam.WindowInto(windowfn, **windowing)
     pc | "G" >> beam.GroupByKey()
     plan = plan_pipeline(pipeline_proto_of(p))
     group = next(g for g in plan.groups.values() if g.display_name == "G")
@@ -68,6 +70,74 @@ def test_fixed_windows_group_per_window():
     out = _roundtrip(codec, elements)
     got = sorted((wv.windows[0].start, sorted(wv.value[1])) for wv in out)
     assert got == [(0, [1, 2]), (10, [3])]
+
+
+def _as_reference(codec, elements):
+    """What triggers.batch.group_by_window makes of the same elements, per key."""
+    by_key = {}
+    for wv in elements:
+        by_key.setdefault(wv.value[0], []).append(wv.with_value(wv.value[1]))
+    return [g for key, wvs in by_key.items() for g in group_by_window(codec.windowing, key, wvs, codec.closing)]
+
+
+def _comparable(wvs):
+    return sorted(
+        (wv.value[0], wv.windows, wv.timestamp.micros // 1000, sorted(wv.value[1]), wv.pane_info) for wv in wvs
+    )
+
+
+def test_one_pane_per_window_groups_by_key_and_window_as_the_reference_does():
+    """Sliding windows (an element in two windows) with the default trigger:
+    the shuffle key carries the window, and each group's pane is known from
+    its window alone."""
+    codec = _codec(window.SlidingWindows(10, 5))
+    assert codec.by_window and not codec.trivial_windowing
+    elements = [
+        WindowedValue((k, v), ts, window.SlidingWindows(10, 5).assign(window.WindowFn.AssignContext(ts)))
+        for k, v, ts in [("a", 1, 1), ("a", 2, 7), ("b", 3, 7), ("a", 4, 13), ("b", 5, 22)]
+    ]
+    records = list(codec.shuffle_records(_encode_all(codec.pre_impl, elements)))
+    assert len(records) == 10  # one per element and window
+    assert _comparable(_roundtrip(codec, elements)) == _comparable(_as_reference(codec, elements))
+
+
+def test_a_large_window_of_one_key_is_streamed_with_its_pane():
+    codec = _codec(window.FixedWindows(10))
+    w = window.IntervalWindow(10, 20)
+    elements = [WindowedValue(("hot", i), 12, [w]) for i in range(300)] + [
+        WindowedValue(("hot", -1), 3, [window.IntervalWindow(0, 10)])
+    ]
+    grouped = {}
+    for key, value in codec.shuffle_records(_encode_all(codec.pre_impl, elements)):
+        grouped.setdefault(key, []).append(value)
+    out = list(codec.grouped_blocks(sorted(grouped.items()), inline_bytes=100))
+    streamed = [b for b in out if isinstance(b, GroupedValues)]
+    assert len(streamed) == 1 and len(streamed[0].values) == 300
+    ((template, [(key, values)]),) = group_runs(streamed[0], _port_coder(codec))
+    (reference,) = [g for g in _as_reference(codec, elements) if g.windows == (w,)]
+    assert key == "hot" and list(values) == list(range(300))
+    assert template.windows == (w,) and template.pane_info == reference.pane_info
+    assert template.timestamp.micros // 1000 == reference.timestamp.micros // 1000
+
+
+def _port_coder(codec):
+    """The windowed KV<K, Iterable<V>> coder a consumer reads the group with."""
+    kv = coders.TupleCoder([coders.StrUtf8Coder(), coders.IterableCoder(coders.VarIntCoder())])
+    return coders.WindowedValueCoder(kv, coders.IntervalWindowCoder())
+
+
+def test_other_timestamp_combiners_and_triggers_keep_the_per_key_path():
+    from apache_beam.transforms import trigger
+    from apache_beam.transforms.window import TimestampCombiner
+
+    assert not _codec(window.FixedWindows(10), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST).by_window
+    assert not _codec(
+        window.FixedWindows(10),
+        trigger=trigger.Repeatedly(trigger.AfterCount(2)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING,
+    ).by_window
+    assert not _codec(window.Sessions(10)).by_window
+    assert not _codec().by_window  # the global window's own fast path
 
 
 def test_split_elements_yields_each_encoding():
