@@ -259,9 +259,15 @@ def split_elements(block, coder_impl):
 
 
 def decode_elements(block, coder_impl):
-    """Yields (decoded element, its own encoding) for each element of a block."""
+    """Yields (decoded element, its own encoding) for each element of a block
+    (the encoding is the block's bytes the element was decoded from: nested
+    encodings are self-delimiting)."""
     stream = create_InputStream(block)
-    decode, encode = coder_impl.decode_from_stream, coder_impl.encode_nested
-    while stream.size() > 0:
+    decode, size = coder_impl.decode_from_stream, stream.size
+    total = len(block)
+    start = 0
+    while start < total:
         element = decode(stream, True)
-        yield element, encode(element)
+        end = total - size()
+        yield element, block[start:end]
+        start = end
