@@ -67,7 +67,8 @@ class SparkRunnerOptions(PipelineOptions):
             help="Streaming: where Spark's checkpoint and the runner's records live (a path "
             "or any Hadoop file system URI: hdfs://, s3a://, ...). Starting the same pipeline "
             "again with it resumes where the last durable batch ended; a pipeline whose keyed "
-            "operators differ is refused. Default: a temporary directory removed when the run "
+            "operators or their state's coders differ is refused, as is a checkpoint moved from "
+            "where Spark wrote it. Default: a temporary directory removed when the run "
             "ends (docs/reliability.md).",
         )
         parser.add_argument(
