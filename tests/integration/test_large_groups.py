@@ -25,9 +25,12 @@ LIMIT = "700m"
 
 
 def test_one_key_larger_than_worker_memory_on_both_paths():
-    """In the global window and in one fixed window (grouped by key and
-    window: worker/grouping.py), on the runner's plain path and in Beam's
-    SDK harness."""
+    """In the global window on the runner's plain path and in Beam's SDK
+    harness, and in one fixed window (grouped by key and window:
+    worker/grouping.py) on the plain path; the harness reading a windowed
+    group is tests/unit/test_grouping.py's, and the job's harness_windowed
+    mode runs it at this size (python -m tests.integration.large_group_job
+    1000000 700m harness_windowed): left out here for the suite's time."""
     done = subprocess.run(
         [
             sys.executable,
@@ -39,7 +42,6 @@ def test_one_key_larger_than_worker_memory_on_both_paths():
             "harness",
             "in_memory",
             "plain_windowed",
-            "harness_windowed",
         ],
         cwd=REPO,
         capture_output=True,
@@ -47,9 +49,9 @@ def test_one_key_larger_than_worker_memory_on_both_paths():
         timeout=600,
     )
     results = {r["mode"]: r for r in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))}
-    assert set(results) == {"plain", "harness", "in_memory", "plain_windowed", "harness_windowed"}, done.stderr[-3000:]
+    assert set(results) == {"plain", "harness", "in_memory", "plain_windowed"}, done.stderr[-3000:]
     expected = {"key": "hot", "count": VALUES, "sum": VALUES * (VALUES - 1) // 2}
-    for mode in ("plain", "harness", "plain_windowed", "harness_windowed"):
+    for mode in ("plain", "harness", "plain_windowed"):
         assert "error" not in results[mode], "%s: %s" % (mode, results[mode]["error"][-1500:])
         assert {k: results[mode][k] for k in expected} == expected, mode
     assert "MemoryError" in results["in_memory"].get("error", ""), results["in_memory"]
