@@ -13,6 +13,7 @@ from beam_spark_runner.worker import grouped_values
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
 from beam_spark_runner.worker.grouped_values import GroupedValues, LazyValues, ValuePages, group_runs
 from beam_spark_runner.worker.grouping import _global_on_time
+from tests.unit.state_backed import ServedPages
 
 VALUE = coders.StrUtf8Coder().get_impl()
 KEY = coders.StrUtf8Coder().get_impl()
@@ -74,28 +75,13 @@ def test_asking_for_an_earlier_page_starts_over():
 
 def test_state_token_encoding_decodes_with_beams_state_backed_iterable():
     values = _encodings(5000)
-    served = {}
-
-    def serve(pages):
-        served[b"t"] = pages
-        return b"t"
-
-    element = GroupedValues(HEADER, KEY.encode_nested("k"), values).with_state_token(serve)
+    state = ServedPages()
+    element = GroupedValues(HEADER, KEY.encode_nested("k"), values).with_state_token(state.serve)
     assert len(element) < grouped_values.PAGE_BYTES + 500  # one page inline, not the group
-
-    def read_state(token, elem_impl):
-        pages, out, n, more = served[token], [], 0, True
-        while more:
-            page, more = pages.page(n)
-            stream = create_InputStream(page)
-            while stream.size():
-                out.append(elem_impl.decode_from_stream(stream, True))
-            n += 1
-        return out
 
     state_backed = coders.WindowedValueCoder(
         coders.TupleCoder(
-            [coders.StrUtf8Coder(), coders.StateBackedIterableCoder(coders.StrUtf8Coder(), read_state=read_state)]
+            [coders.StrUtf8Coder(), coders.StateBackedIterableCoder(coders.StrUtf8Coder(), read_state=state.read_state)]
         ),
         coders.GlobalWindowCoder(),
     )

@@ -9,6 +9,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_spark_runner.translation.planner import pipeline_proto_of, plan_pipeline
 from beam_spark_runner.worker.grouped_values import GroupedValues, group_runs
 from beam_spark_runner.worker.grouping import GroupCodec, split_elements
+from tests.unit.state_backed import ServedPages
 from triggers.batch import group_by_window
 
 
@@ -121,29 +122,14 @@ def test_a_large_window_of_one_key_is_streamed_with_its_pane():
 
     # The SDK harness reads the same group through Beam's state-backed
     # iterable: one page inline, the rest through the state token.
-    served = {}
-
-    def serve(pages):
-        served[b"t"] = pages
-        return b"t"
-
-    def read_state(token, element_impl):
-        out, n, more = [], 0, True
-        while more:
-            page, more = served[token].page(n)
-            stream = create_InputStream(page)
-            while stream.size():
-                out.append(element_impl.decode_from_stream(stream, True))
-            n += 1
-        return out
-
+    state = ServedPages()
     state_backed = coders.WindowedValueCoder(
         coders.TupleCoder(
-            [coders.StrUtf8Coder(), coders.StateBackedIterableCoder(coders.VarIntCoder(), read_state=read_state)]
+            [coders.StrUtf8Coder(), coders.StateBackedIterableCoder(coders.VarIntCoder(), read_state=state.read_state)]
         ),
         coders.IntervalWindowCoder(),
     )
-    harness_view = state_backed.get_impl().decode_nested(streamed[0].with_state_token(serve))
+    harness_view = state_backed.get_impl().decode_nested(streamed[0].with_state_token(state.serve))
     assert harness_view.windows == (w,) and harness_view.pane_info == reference.pane_info
     assert harness_view.value[0] == "hot" and list(harness_view.value[1]) == list(range(300))
 
