@@ -32,9 +32,9 @@ State is pickled Python data: per user key, the reduce driver's snapshot
 
 import collections
 import dataclasses
+import itertools
 import logging
 import pickle
-import zlib
 from typing import Any, List, Optional
 
 from apache_beam.coders.coder_impl import create_OutputStream
@@ -116,11 +116,10 @@ class RowWriter:
                 for element in grouping.split_elements(block, self._element_impl(dest))
             ]
         impl, encode_key = self._key_encoder(coder_id)
-        labels, groups = self._labels, len(self._labels)
         by_kg = {}
         for wv, element in grouping.decode_elements(block, impl):
             key = encode_key(wv.value[0])
-            parts = by_kg.setdefault(labels[zlib.crc32(key) % groups], [])
+            parts = by_kg.setdefault(R.key_group(key, self._key_groups), [])
             parts.append(key)
             parts.append(element)
         out = []
@@ -228,18 +227,11 @@ class StageBase:
         Consecutive rows of one input become one block (blocks are
         concatenated element encodings), so a keyed input's elements, a row
         each once unpacked, are decoded together, sharing their metadata."""
-        out = []
-        last, parts = None, []
-        for row in group:
-            index = self._input_index[row.dest]
-            if index != last and parts:
-                out.append((last, parts[0] if len(parts) == 1 else b"".join(parts)))
-                parts = []
-            last = index
-            parts.append(row.payload)
-        if parts:
-            out.append((last, parts[0] if len(parts) == 1 else b"".join(parts)))
-        return out
+        index_of = self._input_index
+        return [
+            (index, b"".join(row.payload for row in rows))
+            for index, rows in itertools.groupby(group, key=lambda row: index_of[row.dest])
+        ]
 
     def _elements(self, group):
         """The (input index, element) pairs of one seq's DATA rows that each

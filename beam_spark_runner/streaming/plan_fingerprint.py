@@ -16,8 +16,8 @@ the ids of the state it keeps (user state and timer families of the stage's
 stateful DoFns; a GroupByKey's WindowFn, accumulation mode and lifted
 combine, which decide the shape of its panes' state) and, since format
 version 2, the coders its state is written with (`coders`: its input's
-elements and keys, side inputs, user state cells and timers, a
-GroupByKey's input and output): a coder Beam infers differently (a changed
+elements and keys, side inputs, user state cells and timers; for a
+GroupByKey, its input as its producers encode it): a coder Beam infers differently (a changed
 type hint, a lambda's signature) would read the old state's bytes wrongly,
 deep inside a micro-batch. Stateless operators hold nothing between
 micro-batches, so they may change freely, as may the code inside any DoFn.
@@ -169,13 +169,23 @@ def _coder_differences(name, was, now):
 def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
     components = beam_runner_api_pb2.Components.FromString(plan.components)
     sources = tuple(s.name for s in plan.sources) + (("impulse",) if plan.impulse_dests else ())
-    writers = _writers(plan, components)
+    # Each stage's descriptor, parsed once for all that reads it here.
+    descriptors = {
+        op.name: beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
+        for op in plan.operators
+        if op.stage is not None
+    }
+    writers = _writers(plan, components, descriptors)
     return PlanFingerprint(
         key_groups=key_groups,
         sources=sources,
         operators=tuple(
             OperatorPrint(
-                op.name, op.kind, tuple(op.inputs), _state_of(op, components), _coders_of(op, components, writers)
+                op.name,
+                op.kind,
+                tuple(op.inputs),
+                _state_of(op, components, descriptors.get(op.name)),
+                _coders_of(op, components, descriptors.get(op.name), writers),
             )
             for op in plan.operators
             if op.is_keyed
@@ -183,7 +193,7 @@ def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
     )
 
 
-def _writers(plan, components):
+def _writers(plan, components, descriptors):
     """{row destination: descriptions of the SDK-side coders its writers
     encode elements with} (a GroupByKey's own coders are the runner's
     opaque bytes: what its state holds is what its producers wrote)."""
@@ -195,13 +205,13 @@ def _writers(plan, components):
     for op in plan.operators:
         if op.stage is None:
             continue
-        in_stage = _CoderDescriber(beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor))
+        in_stage = _CoderDescriber(descriptors[op.name])
         for port in op.stage.outputs:
             out.setdefault(write_dest(port.buffer), set()).add(in_stage(port.coder_id))
     return out
 
 
-def _coders_of(op, components, writers):
+def _coders_of(op, components, descriptor, writers):
     """(what it encodes, coder description) of each coder whose bytes the
     operator's state holds, sorted. What is named by ids that stay the same
     when code moves (PCollection and transform ids, state and timer ids)."""
@@ -216,7 +226,6 @@ def _coders_of(op, components, writers):
             )
         )
     stage = op.stage
-    descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
     described = _CoderDescriber(descriptor)
     named = {}
     for port in stage.inputs:
@@ -315,7 +324,7 @@ def _clear_field_type_ids(field_type):
             _clear_field_type_ids(field_type.logical_type.representation)
 
 
-def _state_of(op, components):
+def _state_of(op, components, descriptor):
     if op.kind == GROUP:
         strategy = components.windowing_strategies[op.group.windowing_strategy_id]
         mode = beam_runner_api_pb2.AccumulationMode.Enum.Name(strategy.accumulation_mode)
@@ -324,7 +333,6 @@ def _state_of(op, components):
             "accumulation:%s" % mode,
             "lifted_combine:%s" % ("yes" if op.group.combine is not None else "no"),
         )
-    descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
     ids = []
     for transform_id, transform in descriptor.transforms.items():
         if transform.spec.urn != common_urns.primitives.PAR_DO.urn:

@@ -126,11 +126,9 @@ class RunCodec:
                 values = [wv.value]
                 runs.append((wv, values))
                 append = values.append
-                remaining = size_left()
-                if remaining:  # (a block of one element needs no header)
+                if size_left():  # the header only serves to compare what follows
                     header = self._header(wv)
                     size = len(header)
-                continue
             remaining = size_left()
         return runs
 
