@@ -9,7 +9,7 @@ Pure planning: no Spark.
 
 from typing import Dict
 
-from apache_beam.portability import common_urns
+from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.worker import bundle_processor
@@ -91,7 +91,9 @@ def build_plan(context, stages, plain_python=True, streamed_groups=False) -> Exe
                                 tag,
                                 pcoll,
                                 si.access_pattern.urn,
-                                safe.get(data_coders[pcoll], data_coders[pcoll]),
+                                runner_side_coder(
+                                    components, data_coders[pcoll], safe.get(data_coders[pcoll], data_coders[pcoll])
+                                ),
                             )
                         )
             transforms[t.unique_name] = t
@@ -176,11 +178,42 @@ def _group_plan(context, gbk_id, combine=None) -> GroupPlan:
     return GroupPlan(
         name=gbk_id,
         display_name=gbk.unique_name or gbk_id,
-        input_coder_id=safe[data_coders[in_pcoll]],
-        output_coder_id=safe[data_coders[out_pcoll]],
+        input_coder_id=runner_side_coder(components, data_coders[in_pcoll], safe[data_coders[in_pcoll]]),
+        output_coder_id=runner_side_coder(components, data_coders[out_pcoll], safe[data_coders[out_pcoll]]),
         windowing_strategy_id=components.pcollections[in_pcoll].windowing_strategy_id,
         combine=combine,
     )
+
+
+_OPAQUE_WINDOW_URN = python_urns.TIMESTAMP_PREFIXED_OPAQUE_WINDOW_CODER
+
+
+def runner_side_coder(components, data_coder_id, safe_coder_id) -> str:
+    """The coder the runner reads and writes a GroupByKey or side input with: Beam's *safe*
+    coder (unknown value coders as bytes: the runner never looks at
+    values), except that a custom window type is decoded with the WindowFn's
+    own window coder. Beam's safe coder turns such windows into opaque
+    windows, fit for a runner that cannot run the SDK's code; this runner
+    calls the WindowFn (merge, GC time) and must hand it its own windows.
+    Both encode to the same bytes (the max timestamp, then the length-prefixed
+    window). Returns `safe_coder_id` when the window coder is a standard one;
+    otherwise the id of a coder added to `components`."""
+    coders = components.coders
+    safe, data = coders[safe_coder_id], coders[data_coder_id]
+    if safe.spec.urn != common_urns.coders.WINDOWED_VALUE.urn or len(safe.component_coder_ids) != 2:
+        return safe_coder_id
+    if coders[safe.component_coder_ids[1]].spec.urn != _OPAQUE_WINDOW_URN:
+        return safe_coder_id
+    if data.spec.urn != common_urns.coders.WINDOWED_VALUE.urn or len(data.component_coder_ids) != 2:
+        return safe_coder_id
+    new_id = safe_coder_id + "_own_window"
+    if new_id not in coders:
+        coders[new_id].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=safe.spec, component_coder_ids=[safe.component_coder_ids[0], data.component_coder_ids[1]]
+            )
+        )
+    return new_id
 
 
 _PRECOMBINE_URN = common_urns.combine_components.COMBINE_PER_KEY_PRECOMBINE.urn

@@ -33,13 +33,67 @@ from apache_beam.io import fileio, filebasedsink, iobase
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.transforms import trigger, window
-from apache_beam.utils.timestamp import Duration
 
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.worker.file_names import ShardTemplate
 from beam_spark_runner.worker.transactional_files import WriteDestinationPanesFn, WritePaneShardsFn, digest
+from windowing.existing import ExistingWindows
 
 # The temporary directory fileio.WriteToFiles picks when the user gives none:
 # random, so a restarted driver would stage somewhere else.
 _FILEIO_RANDOM_TEMP = re.compile(r"^\.temp[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _sink_windowing(pcoll, frequency):
+    """The windowing of a file sink's own GroupByKey. The user's trigger has
+    already made the panes upstream; the sink collects what arrived, and
+    must neither drop it nor hold it back:
+
+    - without `triggering_frequency`, elements keep their windows
+      (`ExistingWindows`: sessions merged upstream stay as they are) and the
+      grouping fires every micro-batch that brought a window something
+      (`Repeatedly(AfterCount(1))`): one sink pane per such batch;
+    - with it (Beam's WriteImpl), fixed windows of that size, fired when the
+      watermark passes their end, and again for what arrives later.
+
+    Allowed lateness is the input's: an upstream GroupByKey emits a
+    window's panes while its input watermark has not passed the window's
+    end plus that lateness, and the sink's watermark never runs ahead of
+    its producer's, so what an upstream grouping emits is never late at the
+    sink. DISCARDING: each sink pane holds only what arrived since the
+    window's previous one."""
+    lateness = pcoll.windowing.allowed_lateness
+    if frequency is not None and frequency > 0:
+        return beam.WindowInto(
+            window.FixedWindows(frequency),
+            trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+            allowed_lateness=lateness,
+        )
+    return beam.WindowInto(
+        ExistingWindows(pcoll.windowing.windowfn.get_window_coder()),
+        trigger=trigger.Repeatedly(trigger.AfterCount(1)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        allowed_lateness=lateness,
+    )
+
+
+class _KeyByWindow(beam.DoFn):
+    """(the window's encoding, element), or ((the window's encoding,
+    destination), element): the sink groups each window apart (one window
+    per key: windows spread over key-groups, each key's state stays small),
+    under a key every process computes alike."""
+
+    def __init__(self, window_coder, destination_fn=None):
+        self._window_coder = window_coder
+        self._destination_fn = destination_fn
+
+    def process(self, element, w=beam.DoFn.WindowParam):
+        encoded = self._window_coder.encode(w)
+        if self._destination_fn is None:
+            yield encoded, element
+        else:
+            yield (encoded, self._destination_fn(element)), element
 
 
 class _TransactionalWriteImpl(beam.PTransform):
@@ -49,34 +103,21 @@ class _TransactionalWriteImpl(beam.PTransform):
         self.label = label
 
     def expand(self, pcoll):
-        windowed = self._windowing(pcoll)
-        if self.sink.convert_fn is not None:
-            windowed = windowed | "Convert" >> beam.ParDo(self.sink.convert_fn)
-        return (
-            windowed
-            | "KeyByWindow" >> beam.Map(lambda value: (None, value))
-            | "GroupPanes" >> beam.GroupByKey()
-            | "WritePanes" >> beam.ParDo(WritePaneShardsFn(self.sink, self.label)).with_output_types(str)
-        )
-
-    def _windowing(self, pcoll):
-        """Beam's WriteImpl windowing of unbounded input: fixed windows of the
-        sink's `triggering_frequency` if it sets one (required in the global
-        window), else the input's windowing."""
         frequency = self.sink.triggering_frequency
-        if frequency is not None and frequency > 0:
-            return pcoll | "ApplyFixedWindows" >> beam.WindowInto(
-                window.FixedWindows(frequency),
-                trigger=trigger.AfterWatermark(),
-                accumulation_mode=trigger.AccumulationMode.DISCARDING,
-                allowed_lateness=Duration(seconds=0),
-            )
-        if isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
+        if isinstance(pcoll.windowing.windowfn, window.GlobalWindows) and not (frequency is not None and frequency > 0):
             raise ValueError(
                 "%s: to write a GlobalWindow unbounded PCollection, triggering_frequency must be set "
                 "and be greater than 0" % self.label
             )
-        return pcoll
+        if self.sink.convert_fn is not None:
+            pcoll = pcoll | "Convert" >> beam.ParDo(self.sink.convert_fn)
+        windowed = pcoll | "SinkWindows" >> _sink_windowing(pcoll, frequency)
+        return (
+            windowed
+            | "KeyByWindow" >> beam.ParDo(_KeyByWindow(windowed.windowing.windowfn.get_window_coder()))
+            | "GroupPanes" >> beam.GroupByKey()
+            | "WritePanes" >> beam.ParDo(WritePaneShardsFn(self.sink, self.label)).with_output_types(str)
+        )
 
 
 class _TransactionalWriteToFiles(beam.PTransform):
@@ -88,9 +129,11 @@ class _TransactionalWriteToFiles(beam.PTransform):
 
     def expand(self, pcoll):
         o = self.original
+        windowed = pcoll | "SinkWindows" >> _sink_windowing(pcoll, None)
         return (
-            pcoll
-            | "KeyByDestination" >> beam.Map(lambda record, fn: (fn(record), record), o.destination_fn)
+            windowed
+            | "KeyByWindowAndDestination"
+            >> beam.ParDo(_KeyByWindow(windowed.windowing.windowfn.get_window_coder(), o.destination_fn))
             | "GroupPanes" >> beam.GroupByKey()
             | "WritePanes"
             >> beam.ParDo(
@@ -112,9 +155,15 @@ def transactional_write_for(transform, pcoll, options=None):
         return None
     if type(transform) is iobase.WriteImpl and isinstance(transform.sink, filebasedsink.FileBasedSink):
         prefix = transform.sink.file_path_prefix
-        return _TransactionalWriteImpl(
-            transform.sink, "file write to %s" % (prefix.get() if prefix.is_accessible() else prefix)
-        )
+        label = "file write to %s" % (prefix.get() if prefix.is_accessible() else prefix)
+        if not ShardTemplate(transform.sink.shard_name_template).names_windows:
+            raise UnsupportedPipelineError(
+                "%s: its shard_name_template %r names neither the window (W or V) nor a UUID (U): on unbounded "
+                "input every window would write the same file names and replace the files of earlier windows. "
+                "Use a template with the window, such as %r (the default for unbounded writes)"
+                % (label, transform.sink.shard_name_template, filebasedsink.DEFAULT_WINDOW_SHARD_NAME_TEMPLATE)
+            )
+        return _TransactionalWriteImpl(transform.sink, label)
     if isinstance(transform, fileio.WriteToFiles):
         label = "WriteToFiles to %s" % transform.path.get()
         temp_location = options.view_as(GoogleCloudOptions).temp_location if options is not None else None

@@ -32,6 +32,7 @@ from apache_beam.transforms.combiners import CountCombineFn, PhasedCombineFnExec
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.windowed_value import WindowedValue
 
+from windowing.existing import ExistingWindows
 from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
 
 PARDO = "pardo"
@@ -323,9 +324,16 @@ class ParDoStep(Step):
         return run[1]
 
 
-# WindowFns whose assign() reads only the timestamp (and not the element):
-# one assignment serves a whole run. Exact types: a subclass may override.
-_TIMESTAMP_ONLY_WINDOWFNS = (window.GlobalWindows, window.FixedWindows, window.SlidingWindows, window.Sessions)
+# WindowFns whose assign() reads only the timestamp and window (not the
+# element): one assignment serves a whole run. Exact types: a subclass may
+# override.
+_TIMESTAMP_ONLY_WINDOWFNS = (
+    window.GlobalWindows,
+    window.FixedWindows,
+    window.SlidingWindows,
+    window.Sessions,
+    ExistingWindows,
+)
 
 
 class AssignWindowsStep(Step):

@@ -36,7 +36,9 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms import window as beam_window
+
+from beam_spark_runner.worker.file_names import FileBasedSinkNames, destination_file_name
+from triggers.retractions import is_retraction
 
 _LOG = logging.getLogger(__name__)
 _PANE_DIR = "-p"
@@ -45,15 +47,6 @@ _PANE_DIR = "-p"
 class PublicationError(RuntimeError):
     """A pane's staged file and its final file are both missing: published
     output would be incomplete. The message names both."""
-
-
-def window_key(w) -> str:
-    """A stable text of a window (the same in every process and run)."""
-    if isinstance(w, beam_window.GlobalWindow):
-        return "global"
-    if isinstance(w, beam_window.IntervalWindow):
-        return "%d_%d" % (w.start.micros, w.end.micros)
-    return repr(w)
 
 
 def digest(*parts) -> str:
@@ -173,40 +166,31 @@ def _balanced_chunks(values, n):
     return chunks
 
 
-class FileBasedSinkNaming:
-    """Beam's final names of a FileBasedSink's windowed shards. Beam has no
-    public call for them; `_get_final_name` and `_get_final_name_glob` are
-    what WriteImpl uses, wrapped here, in one place, so the names (shard
-    template, window and suffix) stay exactly Beam's."""
-
-    @staticmethod
-    def final_name(sink, shard, total, w):
-        return sink._get_final_name(shard, total, w)  # pylint: disable=protected-access
-
-    @staticmethod
-    def glob(sink, total, w):
-        return sink._get_final_name_glob(total, w)  # pylint: disable=protected-access
-
-
 class WritePaneShardsFn(beam.DoFn):
     """Beam's unbounded `WriteImpl` over a FileBasedSink, one pane at a time.
 
-    Input: (None, values) panes of a GroupByKey by window. Writes the
-    pane's values through the sink's writers into staged files:
+    Input: (encoded window, values) panes of the sink's GroupByKey by window.
+    Writes the pane's values through the sink's writers into staged files:
     `num_shards` contiguous chunks (empty ones too unless the sink skips
     empty output), or with `num_shards=0` one; each chunk to one file, or
     more when a writer is at capacity (`max_records_per_shard`,
-    `max_bytes_per_shard`), as Beam's writers roll over. Outputs the final file
-    names, which hold the data once the batch's checkpoint completed."""
+    `max_bytes_per_shard`), as Beam's writers roll over. Outputs the final
+    file names (file_names.FileBasedSinkNames: Beam's, with the pane marker
+    on a window's later panes), which hold the data once the batch's
+    checkpoint completed. An empty pane writes and publishes nothing."""
 
     def __init__(self, sink, label):
         self.sink = sink
         self.label = label
+        self._names = None
 
-    def _window_prefix(self, w):
+    def setup(self):
+        self._names = FileBasedSinkNames(self.sink)
+
+    def _window_prefix(self, encoded_window):
         prefix = self.sink.file_path_prefix.get()
         base, last = FileSystems.split(prefix)
-        return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(prefix, window_key(w))))
+        return FileSystems.join(base, "beam-temp-%s-%s" % (last, digest(prefix, encoded_window.hex())))
 
     def process(
         self,
@@ -215,31 +199,26 @@ class WritePaneShardsFn(beam.DoFn):
         pane=beam.DoFn.PaneInfoParam,
         finalizer=beam.DoFn.BundleFinalizerParam,
     ):
-        values = list(element[1])
-        window_prefix = self._window_prefix(w)
+        encoded_window, values = element
+        values = list(values)
+        if not values:
+            return
+        window_prefix = self._window_prefix(encoded_window)
         staging = pane_dir(window_prefix, pane.index)
         _mkdirs(staging)
-        if not values and self.sink.skip_if_empty:
-            chunks = []
-        elif self.sink.num_shards > 0:
+        if self.sink.num_shards > 0:
             chunks = _balanced_chunks(values, self.sink.num_shards)
         else:
             chunks = [values]
         staged = []
         for chunk in chunks:
             staged.extend(self._write_chunk(staging, chunk, len(staged)))
+        names = self._names
         moves = tuple(
-            Move(path, FileBasedSinkNaming.final_name(self.sink, shard, len(staged), w))
-            for shard, path in enumerate(staged)
+            Move(path, names.final_name(shard, len(staged), w, pane.index)) for shard, path in enumerate(staged)
         )
         finalizer.register(
-            Publication(
-                self.label,
-                window_prefix,
-                pane.index,
-                moves,
-                FileBasedSinkNaming.glob(self.sink, len(staged), w) if staged else None,
-            )
+            Publication(self.label, window_prefix, pane.index, moves, names.glob(len(staged), w, pane.index))
         )
         for move in moves:
             yield move.final
@@ -252,7 +231,7 @@ class WritePaneShardsFn(beam.DoFn):
         for value in chunk:
             if writer is None:
                 writer = self.sink.open_writer(staging, staged_name(first_shard + len(paths)))
-            writer.write(value)
+            _write(writer, value, self.label)
             if writer.at_capacity():
                 paths.append(writer.close())
                 writer = None
@@ -263,12 +242,28 @@ class WritePaneShardsFn(beam.DoFn):
         return paths
 
 
+def _write(writer, value, label):
+    try:
+        writer.write(value)
+    except Exception as e:
+        if is_retraction(value):
+            raise TypeError(
+                "%s: cannot write %r: this sink's records cannot represent a retraction (its input comes "
+                "from RETRACTING panes). Map the retractions to records the sink can write "
+                "(triggers.map_pane, is_retraction), or use DISCARDING or ACCUMULATING panes" % (label, value)
+            ) from e
+        raise
+
+
 class WriteDestinationPanesFn(beam.DoFn):
     """`fileio.WriteToFiles` on unbounded input, one pane of one destination
-    at a time. Input: (destination, records) panes of a GroupByKey by
-    destination. Writes at most `shards` files per pane (contiguous chunks;
-    no empty files), named by the transform's `file_naming` under `path`,
-    and outputs a `fileio.FileResult` per file, as WriteToFiles does."""
+    at a time. Input: ((encoded window, destination), records) panes of a
+    GroupByKey by window and destination. Writes at most `shards` files per
+    pane (contiguous chunks; no empty files), named by the transform's
+    `file_naming` under `path` (with the pane marker where that naming
+    would give a window's later pane the names of an earlier one:
+    file_names.destination_file_name), and outputs a `fileio.FileResult`
+    per file, as WriteToFiles does."""
 
     def __init__(self, path, file_naming, sink_fn, shards, temp_dir, label):
         self.path = path
@@ -285,11 +280,11 @@ class WriteDestinationPanesFn(beam.DoFn):
         pane=beam.DoFn.PaneInfoParam,
         finalizer=beam.DoFn.BundleFinalizerParam,
     ):
-        destination, records = element
+        (encoded_window, destination), records = element
         records = list(records)
         if not records:
             return
-        window_prefix = FileSystems.join(self.temp_dir, digest(destination, window_key(w)))
+        window_prefix = FileSystems.join(self.temp_dir, digest(destination, encoded_window.hex()))
         staging = pane_dir(window_prefix, pane.index)
         _mkdirs(staging)
         chunks = _balanced_chunks(records, min(self.shards, len(records)))
@@ -300,10 +295,10 @@ class WriteDestinationPanesFn(beam.DoFn):
             handle = FileSystems.create(path, **sink.create_metadata(destination, path)._asdict())
             sink.open(handle)
             for record in chunk:
-                sink.write(record)
+                _write(sink, record, self.label)
             sink.flush()
             handle.close()
-            name = self.file_naming(w, pane, shard, len(chunks), "", destination)
+            name = destination_file_name(self.file_naming, w, pane, shard, len(chunks), destination)
             moves.append(Move(path, FileSystems.join(self.path, name)))
             results.append(fileio.FileResult(name, shard, len(chunks), w, pane, destination))
         finalizer.register(Publication(self.label, window_prefix, pane.index, tuple(moves)))

@@ -2,20 +2,25 @@
 (translation/streaming_sink_overrides.py): `WriteToText` with Beam's
 windowed shard names, `fileio.WriteToFiles` with its file naming, each
 record in exactly one published file, nothing left staged; a Python worker
-killed inside the sink's write changes nothing in what is published."""
+killed inside the sink's write changes nothing in what is published; a
+window's later panes (and its empty final pane) never replace what its
+earlier panes published. tests/conformance/test_file_sink_properties.py
+searches the combinations."""
 
 import glob
 import os
 
 import apache_beam as beam
+import pytest
 from apache_beam import coders
 from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.transforms import window
+from apache_beam.transforms import trigger, window
 
 from beam_spark_runner import SparkRunner
+from beam_spark_runner.errors import UnsupportedPipelineError
 from tests.faults.injection import CRASH, fired, inject_once
 
 
@@ -123,3 +128,123 @@ def test_a_worker_killed_inside_the_sink_write_publishes_each_record_once(tmp_pa
     assert fired(marker)
     lines = [line for content in _files(out).values() for line in content]
     assert sorted(lines) == sorted(["a%d" % i for i in range(7)] + ["b%d" % i for i in range(5)])
+
+
+def _lines(directory):
+    return sorted(line for content in _files(directory).values() for line in content)
+
+
+def _ticks():
+    """Ticks 0-19, 40-59 and 80-99, a tenth of a second apart, all in one
+    batch, then the end of input."""
+    start = 1600000000
+    ticks = [i for i in range(100) if i < 20 or 40 <= i < 60 or i >= 80]
+    return (
+        TestStream()
+        .advance_watermark_to(start)
+        .add_elements([window.TimestampedValue((i % 2, i), start + i / 10.0) for i in ticks])
+        .advance_watermark_to_infinity()
+    )
+
+
+@pytest.mark.parametrize("windowfn", [window.FixedWindows(4), window.Sessions(1)], ids=["fixed", "sessions"])
+@pytest.mark.parametrize("lateness", [0, 1])
+def test_an_empty_final_pane_publishes_nothing_in_place_of_the_data(tmp_path, windowfn, lateness):
+    """An early trigger that never fires and a window's final pane at expiry:
+    each window's on-time pane holds its sums, and the empty final pane of
+    the sink's own grouping must not replace their file."""
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--allow_unsafe_triggers"]))
+    (
+        p
+        | _ticks()
+        | beam.WindowInto(
+            windowfn,
+            trigger=trigger.AfterWatermark(early=trigger.AfterCount(100000)),
+            allowed_lateness=lateness,
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+        | beam.CombinePerKey(sum)
+        | beam.MapTuple(lambda key, total: "%d,%d" % (key, total))
+        | beam.io.WriteToText(str(tmp_path / "part"))
+    )
+    p.run().wait_until_finish()
+    assert _lines(tmp_path) == ["0,490", "0,890", "0,90", "1,100", "1,500", "1,900"]
+
+
+def test_each_pane_of_a_window_is_published_in_files_of_its_own(tmp_path):
+    """Early panes in three batches and a late pane: Beam's names for a
+    window's first pane, the pane index on the later ones, every line once."""
+    stream = (
+        TestStream()
+        .advance_watermark_to(0)
+        .add_elements([window.TimestampedValue("a%d" % i, i) for i in range(2)])
+        .add_elements([window.TimestampedValue("b%d" % i, i) for i in range(2)])
+        .add_elements([window.TimestampedValue("c0", 5)])
+        .advance_watermark_to(30)
+        .add_elements([window.TimestampedValue("late", 3)])
+        .advance_watermark_to_infinity()
+    )
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    (
+        p
+        | stream
+        | beam.WindowInto(
+            window.FixedWindows(10),
+            trigger=trigger.AfterWatermark(early=trigger.AfterCount(1), late=trigger.AfterCount(1)),
+            allowed_lateness=100,
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+        | beam.Map(lambda line: (None, line))
+        | beam.GroupByKey()
+        | beam.FlatMap(lambda kv: sorted(kv[1]))
+        | beam.io.WriteToText(str(tmp_path / "part"))
+    )
+    p.run().wait_until_finish()
+    files = _files(tmp_path)
+    assert _lines(tmp_path) == sorted(["a0", "a1", "b0", "b1", "c0", "late"])
+    assert "part-[0.0, 10.0)-00000-of-00001" in files
+    assert len(files) >= 4 and all(
+        name == "part-[0.0, 10.0)-00000-of-00001" or name.startswith("part-[0.0, 10.0)-00000-of-00001-pane-")
+        for name in files
+    )
+
+
+def test_elements_at_the_end_of_the_global_window_are_written(tmp_path):
+    """A GroupByKey in the global window emits at its max timestamp; fixed
+    windows of the triggering frequency there end beyond what a datetime
+    holds."""
+    stream = (
+        TestStream()
+        .add_elements([("a", 1), ("b", 2)])
+        .advance_processing_time(5)
+        .add_elements([("a", 3)])
+        .advance_processing_time(5)
+        .advance_watermark_to_infinity()
+    )
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    (
+        p
+        | stream
+        | beam.WindowInto(
+            window.GlobalWindows(),
+            trigger=trigger.Repeatedly(trigger.AfterProcessingTime(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        )
+        | beam.GroupByKey()
+        | beam.MapTuple(lambda key, values: "%s:%s" % (key, sorted(values)))
+        | beam.io.WriteToText(str(tmp_path / "part"), triggering_frequency=10)
+    )
+    p.run().wait_until_finish()
+    # The final panes at the end of input are empty (the global window closes).
+    assert _lines(tmp_path) == ["a:[1]", "a:[3]", "a:[]", "b:[2]", "b:[]"]
+
+
+def test_a_shard_template_that_names_no_window_is_refused(tmp_path):
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    with pytest.raises(UnsupportedPipelineError, match=r"shard_name_template '-SSSSS' names neither"):
+        (
+            p
+            | _stream()
+            | beam.WindowInto(window.FixedWindows(10))
+            | beam.io.WriteToText(str(tmp_path / "t"), shard_name_template="-SSSSS")
+        )
