@@ -24,7 +24,7 @@ from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
 from beam_spark_runner.translation.native_io_protos import native_io_in_proto
-from beam_spark_runner.translation.streaming_sink_overrides import transactional_write_for
+from beam_spark_runner.translation.file_sink_overrides import transactional_write_for
 from beam_spark_runner.translation.planner import (
     is_streaming,
     pipeline_proto_of,
@@ -67,7 +67,7 @@ class SparkRunner(beam_runner.PipelineRunner):
     def apply(self, transform, input, options):
         """Beam calls this as each transform is applied: file writes on
         unbounded input get the runner's exactly-once expansion
-        (translation/streaming_sink_overrides.py)."""
+        (translation/file_sink_overrides.py)."""
         replacement = transactional_write_for(transform, input, options)
         if replacement is not None:
             return replacement.expand(input)

@@ -4,7 +4,7 @@ Three kinds, in the order they apply (translation/planner.py runs them):
  * pipeline overrides, on the `beam.Pipeline` object before it becomes a
    proto (`apply_pipeline_overrides`: the runner's own text reads and file
    writes, batch only; unbounded file writes are replaced when applied,
-   translation/streaming_sink_overrides.py);
+   translation/file_sink_overrides.py);
  * proto rewrites, `(pipeline proto) -> pipeline proto` (`PROTO_REWRITES`:
    retractions, combines that must not be lifted);
  * graph phases, `(stages, context) -> stages`: Beam's own (combiner
@@ -32,7 +32,7 @@ def apply_pipeline_overrides(pipeline):
     """Batch: the runner's Spark-native text reads and file writes in place
     of Beam's expansions, where they give the same result
     (translation/native_io_overrides.py). (Unbounded file writes are
-    replaced earlier, when applied: translation/streaming_sink_overrides.py.)"""
+    replaced earlier, when applied: translation/file_sink_overrides.py.)"""
     native_io_overrides.apply_native_io(pipeline)
 
 

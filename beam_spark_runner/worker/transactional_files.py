@@ -2,7 +2,7 @@
 staged files in a worker, and published (renamed to its final names) on the
 driver only after the micro-batch that fired it is a completed checkpoint.
 
-How it is exactly once (translation/streaming_sink_overrides.py builds the
+How it is exactly once (translation/file_sink_overrides.py builds the
 transforms; docs/reliability.md states the guarantee):
 
 - a pane is fired by a GroupByKey whose state lives in Spark's state store,

@@ -1,5 +1,5 @@
 """Beam's file writes on unbounded input run on SparkRunner in streaming
-(translation/streaming_sink_overrides.py): `WriteToText` with Beam's
+(translation/file_sink_overrides.py): `WriteToText` with Beam's
 windowed shard names, `fileio.WriteToFiles` with its file naming, each
 record in exactly one published file, nothing left staged; a Python worker
 killed inside the sink's write changes nothing in what is published; a

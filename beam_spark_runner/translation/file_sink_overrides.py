@@ -1,8 +1,13 @@
-"""Streaming file writes made exactly once: Beam's `WriteImpl` over a
-`FileBasedSink` (what `WriteToText`, `WriteToAvro`, `WriteToParquet`, ...
-expand to) and `fileio.WriteToFiles`, on unbounded input, are replaced by
-transactional writes (worker/transactional_files.py) when they are applied
-(`transactional_write_for`, called from `SparkRunner.apply`).
+"""File writes the runner replaces as they are applied
+(`transactional_write_for`, called from `SparkRunner.apply`):
+
+- on unbounded input, Beam's `WriteImpl` over a `FileBasedSink` (what
+  `WriteToText`, `WriteToAvro`, `WriteToParquet`, ... expand to) and
+  `fileio.WriteToFiles` become exactly-once transactional writes
+  (worker/transactional_files.py);
+- on bounded input with windows or a trigger, `fileio.WriteToFiles` first
+  regroups each window's records under the default trigger (Beam's own
+  expansion groups its temporary files under the input's trigger).
 
 Beam's own unbounded expansions cannot be made exactly once here: they
 rename files inside a DoFn, so a micro-batch replayed after a failure finds
@@ -11,15 +16,16 @@ the files it renamed the first time gone, or renames a second set, and
 The replacements are made of ordinary Beam transforms, so the runner needs
 no new primitive:
 
-- WriteImpl: the sink's windowing (fixed windows of `triggering_frequency`
-  where the sink sets one, as Beam's `_apply_windowing` does; otherwise the
-  input's), the sink's `convert_fn`, a GroupByKey of each window's values
-  under one key, then `WritePaneShardsFn`: per pane, Beam's shard count
-  and final names (shard template with the window), output the final file
-  names;
-- WriteToFiles: a GroupByKey by destination, then `WriteDestinationPanesFn`:
-  per pane and destination at most `shards` files named by `file_naming`,
-  output `FileResult`s.
+- the sink's own grouping (`_sink_windowing`): elements keep their windows
+  (or get fixed windows of `triggering_frequency`, as Beam's
+  `_apply_windowing` does), keyed by their window's encoding (and
+  destination), fired every micro-batch that brought a window something;
+- WriteImpl: the sink's `convert_fn`, that grouping, then
+  `WritePaneShardsFn`: per pane, Beam's shard count and final names
+  (worker/file_names.py), output the final file names;
+- WriteToFiles: that grouping, then `WriteDestinationPanesFn`: per pane and
+  destination at most `shards` files named by `file_naming`, output
+  `FileResult`s.
 
 The files of a pane are published when the micro-batch that fired the pane
 is a completed checkpoint; downstream transforms see the names before that.
@@ -143,15 +149,24 @@ class _TransactionalWriteToFiles(beam.PTransform):
 
 
 def transactional_write_for(transform, pcoll, options=None):
-    """The exactly-once replacement of `transform` applied to `pcoll`, or
-    None: Beam's `WriteImpl` over a `FileBasedSink`, or
-    `fileio.WriteToFiles`, on an unbounded PCollection.
+    """The replacement of `transform` applied to `pcoll`, or None: the
+    exactly-once write for Beam's `WriteImpl` over a `FileBasedSink`, or
+    `fileio.WriteToFiles`, on an unbounded PCollection; on a bounded one
+    with a trigger or windows, `WriteToFiles` after `_sink_windowing`'s
+    batch form (Beam's expansion groups its temporary files under the
+    input's trigger, so a window's later pane would rename its files onto
+    an earlier pane's names, and under RETRACTING hand a retraction to its
+    renaming step).
 
     Called by SparkRunner when the transform is applied (`PipelineRunner.apply`),
     so the replacement is part of the pipeline's graph before anything
     else sees it: Beam's TestPipeline turns the pipeline into a proto and
     back before running it, after which the transforms' objects are gone."""
-    if not isinstance(pcoll, beam.pvalue.PCollection) or pcoll.is_bounded:
+    if not isinstance(pcoll, beam.pvalue.PCollection):
+        return None
+    if pcoll.is_bounded:
+        if isinstance(transform, fileio.WriteToFiles) and not pcoll.windowing.is_default():
+            return _WindowedWriteToFiles(transform)
         return None
     if type(transform) is iobase.WriteImpl and isinstance(transform.sink, filebasedsink.FileBasedSink):
         prefix = transform.sink.file_path_prefix
@@ -169,6 +184,24 @@ def transactional_write_for(transform, pcoll, options=None):
         temp_location = options.view_as(GoogleCloudOptions).temp_location if options is not None else None
         return _TransactionalWriteToFiles(transform, _write_to_files_temp_dir(transform, temp_location), label)
     return None
+
+
+class _WindowedWriteToFiles(beam.PTransform):
+    """Bounded `fileio.WriteToFiles` on windowed or triggered input: each
+    window's records once, under the default trigger (the user's trigger
+    already made the panes upstream), then Beam's own expansion."""
+
+    def __init__(self, original):
+        super().__init__()
+        self.original = original
+
+    def expand(self, pcoll):
+        windowed = pcoll | "SinkWindows" >> beam.WindowInto(
+            ExistingWindows(pcoll.windowing.windowfn.get_window_coder()),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+            allowed_lateness=pcoll.windowing.allowed_lateness,
+        )
+        return self.original.expand(windowed)
 
 
 def _write_to_files_temp_dir(transform, temp_location):
