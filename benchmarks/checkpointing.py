@@ -1,4 +1,4 @@
-"""Checkpointing (issue #20): the exactly-once streaming file sink and the checkpoint coordinator.
+"""Checkpointing: the exactly-once streaming file sink and the checkpoint coordinator.
 
     .venv/bin/python benchmarks/checkpointing.py                  # ~5 min (busy 2-core machine)
     .venv/bin/python benchmarks/checkpointing.py --quick          # smoke run, ~3 min

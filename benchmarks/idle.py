@@ -1,4 +1,4 @@
-"""Idle costs nothing (issue #23): CPU of a streaming run with no input, and
+"""Idle costs nothing: CPU of a streaming run with no input, and
 how late processing-time timers fire.
 
 One PeriodicImpulse tick reaches a stateful DoFn that sets two

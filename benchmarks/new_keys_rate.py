@@ -13,7 +13,7 @@ measured with one key and taken off, so the streaming rate is that of the
 keys alone.
 
 Reported: keys per second of each and their ratio to PySpark's rate. The
-target (issue 23) is 20,000 new keys a second. PySpark counted the same
+target is 20,000 new keys a second. PySpark counted the same
 keys at about 280,000 a second on the 2-core machine the target was set
 on, so the headline is the lower of the two ratios, against 0.07
 (20,000 / 280,000).

@@ -21,7 +21,7 @@ per process: the most any one grew during the measured batches, and what
 processes started meanwhile took (a new worker is not growth). A Beam counter checks that the stateful DoFn
 saw every key and every touch.
 
-Headline (issue 23): median per-batch time at the largest K over that at
+Headline: median per-batch time at the largest K over that at
 the smallest, against 1.5: `state_scale ratio=<x> target<=1.5 PASS|MISS`.
 """
 

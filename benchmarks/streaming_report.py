@@ -1,5 +1,5 @@
 """The report of benchmarks/streaming.py: every run's details and the table
-of the issue's targets (PASS / MISS). Kept apart so the benchmark script
+of the benchmark's targets (PASS / MISS). Kept apart so the benchmark script
 stays readable; the numbers it prints are defined in that script's
 docstring."""
 
@@ -18,7 +18,7 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n
     """Prints every run's details and the targets table; `query` describes the query.
     `rounds`: the throughput rounds, (Beam events/s, native rows/s, native
     rows per batch, ratio) each; the target is judged on their median ratio."""
-    print("\n== Streaming benchmark (issue #5): %s, --seconds %d" % (query, args.seconds))
+    print("\n== Streaming benchmark: %s, --seconds %d" % (query, args.seconds))
     print(
         "SparkSession start-up %.1f s and warm-up runs %s (excluded)"
         % (session_s, ", ".join("%s %.1f s" % kv for kv in warm.items()))
@@ -175,7 +175,7 @@ def _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf):
         else None
     )
     print(
-        "| the same, native at 1M rows per batch (the default before commit 9aff84b) | %s | %s | %s | | |"
+        "| the same, native at 1M rows per batch | %s | %s | %s | | |"
         % (
             _fmt(n1 and n1["rows_per_s"], "%.0f"),
             _fmt(bt and bt["events_per_s_busy"], "%.0f"),
