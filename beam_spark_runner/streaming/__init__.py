@@ -1,2 +1,16 @@
-"""Streaming execution (issue #5). Engine-agnostic pieces first: nothing in
-this package imports pyspark except modules named `spark_*`."""
+"""Streaming semantics without Spark: what a micro-batch does, planned and
+checked in plain Python (no module here imports pyspark or py4j; the Spark
+glue is execution/streaming_*.py).
+
+- rows.py: the one row shape of the streaming query;
+- watermarks.py, source_planner.py, key_groups.py: MillWheel watermarks, each
+  batch's offsets and times, key-group labels (Spark loads these in its
+  source-planning process: they import no Beam);
+- operators.py, stateful_operator.py, operator_factory.py, keyed_state.py,
+  side_input_wait.py, window_expiry.py, state_blobs.py: what each operator
+  does with a micro-batch and how it keeps its state;
+- checkpoint_coordinator.py, checkpoint_records.py, checkpoint_policies.py,
+  plan_fingerprint.py: the ABS checkpoint coordinator and its records;
+- progress.py: each batch's progress records and metrics;
+- script.py: TestStream events compiled into source rows.
+"""

@@ -66,8 +66,6 @@ IN_PROCESS_ENVIRONMENTS = frozenset(
     ]
 )
 
-STATE_TIMERS_ISSUE = "issue #4 (batch state, timers, SDF)"
-
 
 def _leaf_transforms(pipeline):
     """The transforms the runner executes, by the same rule as Beam's
@@ -114,8 +112,9 @@ def _check_pardo(name, transform):
     errors = []
     if payload.requires_time_sorted_input:
         errors.append(
-            "%s: requires_time_sorted_input (%s) is not supported yet: %s"
-            % (name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn, STATE_TIMERS_ISSUE)
+            "%s: requires_time_sorted_input (%s) is not supported by this runner; keep the elements in "
+            "state (an OrderedListState or a BagState) and process them in timestamp order from an "
+            "event-time timer instead" % (name, common_urns.requirements.REQUIRES_TIME_SORTED_INPUT.urn)
         )
     return errors
 

@@ -47,7 +47,6 @@ from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases, batch_plan as plan_lib
 from beam_spark_runner.errors import UnsupportedPipelineError
 
-STREAMING_ISSUE = "issue #5 (streaming)"
 _TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
 
 
@@ -202,14 +201,10 @@ def _with_pass_on(operators):
             if len(placements) > 1:
                 raise UnsupportedPipelineError(
                     "%s and %s read the same PCollection (%s) in ways that need its elements spread "
-                    "differently over Spark partitions (%s); not supported in streaming yet: %s"
-                    % (
-                        readers[0].display_name,
-                        readers[1].display_name,
-                        dest,
-                        " vs ".join(sorted(placements)),
-                        STREAMING_ISSUE,
-                    )
+                    "differently over Spark partitions (%s), which a streaming run cannot do for one "
+                    "PCollection: give one of them a copy of its own (pcoll | beam.Map(lambda x: x), or "
+                    "beam.Reshuffle()) and read that instead"
+                    % (readers[0].display_name, readers[1].display_name, dest, " vs ".join(sorted(placements)))
                 )
         out.append(dataclasses.replace(op, pass_on=shared) if shared else op)
     return out

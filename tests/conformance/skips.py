@@ -6,7 +6,7 @@ suite of ours (the reason names it)."""
 _ONCE_THROUGH_THE_JOB_SERVICE = (
     "runs PeriodicImpulse ticks in real time (about 14 s); the same Beam test runs on this "
     "runner through the job service (tests/conformance/test_portable_runner_suite.py, "
-    "PortableRunnerTest), where issue #21 requires it, so it runs once, there, to keep the "
+    "PortableRunnerTest), where LOOPBACK runs, so it runs once, there, to keep the "
     "suite within CI's 30-minute budget"
 )
 

@@ -46,7 +46,7 @@ SKIPS = {
         "exercises the SDK harness's gRPC state handler (it delays GrpcStateHandler requests) in "
         "an --environment_type=LOOPBACK run; SparkRunner runs the Python SDK embedded in Spark's "
         "workers, with no gRPC state channel, and refuses --environment_type=LOOPBACK rather than "
-        "ignore it (the job service, issue #21, is where LOOPBACK will run)"
+        "ignore it (the job service is where LOOPBACK runs)"
     ),
 }
 

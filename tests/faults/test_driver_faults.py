@@ -2,7 +2,7 @@
 and the same pipeline is started again from a fresh process in another
 working directory, given only the checkpoint URI: every element's output is
 there, and the counts kept in state show that no element was counted twice
-or lost (issue #20: driver SIGKILL mid-batch). `tools/fault_matrix.py`
+or lost (a driver SIGKILLed mid-batch). `tools/fault_matrix.py`
 runs the same with many seeded kills in a row."""
 
 from tests.faults.driver_cycles import run_with_kills

@@ -1,5 +1,5 @@
 """An executor JVM is SIGKILLed mid-stream on a Spark standalone cluster
-(issue #20: executor loss). The streaming pipeline of
+(executor loss). The streaming pipeline of
 tests/faults/executor_loss_pipeline.py runs in a fresh Python process
 against the cluster of tests/integration/test_standalone_cluster.py (a
 master and 2 workers of 1 core each, 127.0.0.1 only), with its checkpoint

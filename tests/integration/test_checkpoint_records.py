@@ -1,7 +1,6 @@
 """A streaming checkpoint records the plan its state belongs to, and a run
-whose plan differs where the state depends on it is refused at submission
-(issue #20, part 5); the records go through the checkpoint's Hadoop file
-system (part 3)."""
+whose plan differs where the state depends on it is refused at submission;
+the records go through the checkpoint's Hadoop file system."""
 
 import json
 import time

@@ -1,4 +1,4 @@
-"""The pipeline's own code reaches a real cluster's executors (issue #21):
+"""The pipeline's own code reaches a real cluster's executors:
 on a Spark standalone cluster (master + 2 workers, tests/integration/
 test_standalone_cluster.py), a DoFn needs a module that exists only in the
 submitting directory and a package given with --extra_packages, which no

@@ -1,4 +1,4 @@
-"""Issue #23: a batch GroupByKey of one key whose values exceed a Python
+"""A batch GroupByKey of one key whose values exceed a Python
 worker's memory limit completes with the right count and sum on both
 execution paths (worker/grouped_values.py), and the same group handed on in
 memory, as before, does not: the control that shows the limit bites.

@@ -1,4 +1,4 @@
-"""A checkpoint written by an earlier runner restores (issue 23, part 2),
+"""A checkpoint written by an earlier runner restores,
 and a checkpoint written with stateful DoFns on one path (the runner's own,
 or Beam's SDK harness) resumes on the other.
 

@@ -1,4 +1,4 @@
-"""Idle costs nothing (issue #23): a streaming run with no input and
+"""Idle costs nothing: a streaming run with no input and
 nothing due runs no micro-batches, and uses under 5% of one core meanwhile
 (all its processes: the driver, the Spark JVM, its Python workers, from
 /proc); a processing-time timer still fires on time.

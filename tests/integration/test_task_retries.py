@@ -1,6 +1,6 @@
-"""The default embedded master retries failed tasks, as a cluster does
-(issue #20, part 4): a Python worker that crashes once mid-bundle costs a
-task attempt, not the run.
+"""The default embedded master retries failed tasks, as a cluster does:
+a Python worker that crashes once mid-bundle costs a task attempt, not the
+run.
 
 Runs in a fresh interpreter: the test process's SparkSession (one per test
 process) has the test master, and a session's master cannot change.

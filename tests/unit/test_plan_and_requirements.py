@@ -78,7 +78,7 @@ def test_time_sorted_input_rejected_at_submission_naming_transform_and_issue():
     with pytest.raises(UnsupportedPipelineError) as e:
         plan_pipeline(proto)
     assert "Sorted" in str(e.value) and "requires_time_sorted_input" in str(e.value)
-    assert "issue #4" in str(e.value)
+    assert "event-time timer instead" in str(e.value)
 
 
 def test_test_stream_rejected_naming_urn():

@@ -1,4 +1,4 @@
-"""The same pipeline gets the same plan in every process (issue #20, part 5).
+"""The same pipeline gets the same plan in every process.
 
 A streaming checkpoint's state and offsets belong to operators by position
 and name; before `translation/stable_order.py` the plan of a pipeline with

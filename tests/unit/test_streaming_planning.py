@@ -194,8 +194,20 @@ def test_readers_needing_different_placements_of_one_pcollection_are_rejected_at
     keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
     keyed | "KeyedReader" >> beam.ParDo(_RunningSum())
     p | "Other" >> beam.Create([1]) | "SideReader" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(keyed))
-    with pytest.raises(UnsupportedPipelineError, match="read the same PCollection.*broadcast vs key"):
+    with pytest.raises(UnsupportedPipelineError, match="read the same PCollection.*broadcast vs key.*Reshuffle"):
         plan_streaming_pipeline(pipeline_proto_of(p))
+
+
+def test_a_copy_of_its_own_lets_readers_needing_different_placements_run():
+    """What the rejection above tells the user to do plans."""
+    from tests.integration.test_streaming import _RunningSum
+
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    keyed = p | TestStream().add_elements([("k", 1)]).with_output_types(typing.Tuple[str, int])
+    keyed | "KeyedReader" >> beam.ParDo(_RunningSum())
+    copy = keyed | "Copy" >> beam.Map(lambda x: x)
+    p | "Other" >> beam.Create([1]) | "SideReader" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(copy))
+    assert plan_streaming_pipeline(pipeline_proto_of(p)).operators
 
 
 def _planner(tmp_path):
