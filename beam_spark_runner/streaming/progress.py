@@ -18,7 +18,6 @@ watermarks against processing time.
 import collections
 import dataclasses
 import threading
-import time
 from typing import Mapping, Tuple
 
 from apache_beam.metrics import monitoring_infos
@@ -30,9 +29,9 @@ NAMESPACE = "beam_spark_runner.streaming"
 RUN = "streaming run"
 
 
-def batch_metrics(times: BatchTimes, duration_ms: int):
-    """{label: [MonitoringInfo]} describing one finished batch."""
-    now = time.time()  # GaugeData timestamps are seconds (encoded as millis)
+def batch_metrics(times: BatchTimes, duration_ms: int, now: float):
+    """{label: [MonitoringInfo]} describing one finished batch; `now`: the
+    wall-clock time (seconds) the gauges carry."""
     out = {}
     for op, input_wm in times.input_watermarks.items():
         output_wm = times.output_watermarks[op]

@@ -76,7 +76,17 @@ def control_dest(operator_name: str) -> str:
 
 
 def report_dest(operator_name: str) -> str:
-    return "report:" + operator_name
+    return _REPORT + operator_name
+
+
+def operator_of_report(dest: str) -> str:
+    """The operator a REPORT row's `dest` names."""
+    if not dest.startswith(_REPORT):
+        raise ValueError("not a report destination: %r" % dest)
+    return dest[len(_REPORT) :]
+
+
+_REPORT = "report:"
 
 
 def data(dest, payload, seq, kg=0, key=None) -> QueryRow:

@@ -344,7 +344,7 @@ def test_beam_spark_plan_prints_the_streaming_chain_for_a_test_stream_pipeline(t
 
 
 def test_only_local_checkpoint_directories_get_the_file_system_checkpoint_manager():
-    from beam_spark_runner.execution.streaming_execution import _is_local_path
+    from beam_spark_runner.execution.streaming_query import _is_local_path
 
     assert _is_local_path("/tmp/run") and _is_local_path("file:///tmp/run") and _is_local_path("relative/dir")
     assert not _is_local_path("hdfs://nn:8020/run") and not _is_local_path("s3a://bucket/run")

@@ -1,0 +1,121 @@
+"""The streaming query of a StreamingPlan, built on a SparkSession: the Beam
+source, one Spark operator per plan operator, the foreachBatch sink; and
+the session settings the query needs while it starts.
+
+One query per pipeline, a single chain (see streaming/rows.py):
+
+    Beam source (Python DataSourceStreamReader: TestStream, Impulse, CONTROL rows)
+      -> per plan operator, in topological order:
+           stateless stage:  mapInArrow (after a repartition by key-group when
+                             it reads a splittable DoFn's output)
+           GroupByKey / stateful DoFn / splittable DoFn / side inputs:
+                             groupBy(kg).transformWithState (RocksDB state)
+      -> foreachBatch sink on the driver (streaming/driver_sink.py).
+"""
+
+import functools
+import os
+import pickle
+import urllib.parse
+
+from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.execution.streaming_udfs import (
+    SOURCE_FORMAT,
+    BeamStreamSource,
+    KeyGroupProcessor,
+    stateless_batches,
+)
+from beam_spark_runner.plans import PER_KEY_STATE_KINDS
+from beam_spark_runner.streaming import rows as R
+
+# Spark SQL settings a streaming query needs (None: the key-group count).
+# RocksDB: transformWithState requires it; checkpoint format v2: Spark warns
+# that v1 can lose data when a failed batch is re-run.
+_QUERY_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+    # Each batch uploads the changed state only, not a RocksDB snapshot.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.shuffle.partitions": None,
+}
+# Checkpoint files in a local directory: Spark's default file manager goes
+# through Hadoop's FileContext, which cost ~70 ms per state store commit per
+# partition and ~30 ms per offset/commit log write here (measured:
+# benchmarks/streaming.py's query, state commits 150 -> 10 ms per operator and
+# batch); the FileSystem one renames the same temporary files into place,
+# which on a local file system (rename(2)) is just as atomic.
+_LOCAL_CHECKPOINT_CONF = {
+    "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
+
+
+def _is_local_path(path):
+    """A path on the local file system (no URI scheme, or file:)."""
+    scheme = urllib.parse.urlparse(path).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+class QuerySettings:
+    """The session settings a query needs, set while it starts. Spark copies
+    the session's settings for a query when its first batch runs (and keeps
+    them in its offset log), so the user's session gets its own values back
+    after that batch (`restore`)."""
+
+    def __init__(self, spark):
+        self._spark = spark
+        self._saved = None
+
+    def apply(self, run_dir, key_groups):
+        conf = dict(_QUERY_CONF)
+        if _is_local_path(run_dir):
+            conf.update(_LOCAL_CHECKPOINT_CONF)
+        self._saved = {key: self._spark.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            self._spark.conf.set(key, value if value is not None else str(key_groups))
+
+    def restore(self):
+        saved, self._saved = self._saved, None
+        for key, value in (saved or {}).items():
+            if value is None:
+                self._spark.conf.unset(key)
+            else:
+                self._spark.conf.set(key, value)
+
+
+def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, script, run_dir, trigger_interval, sink):
+    """Starts the query of `plan`: its source replays `script` (pickled to
+    `scratch_dir`, where Spark's source-planning process reads it), its
+    operators run the plan's, `sink(batch_df, batch_id)` gets each batch's
+    remaining rows on the driver. Returns the StreamingQuery."""
+    spark.dataSource.register(BeamStreamSource)
+    script_path = os.path.join(scratch_dir, "source_script.pickle")
+    with open(script_path, "wb") as f:
+        pickle.dump((script, scratch_dir), f)
+    df = (
+        spark.readStream.format(SOURCE_FORMAT)
+        .option("script_path", script_path)
+        .option("partitions", str(key_groups))
+        .load()
+    )
+    shared = plan.for_operators()
+    for op in plan.operators:
+        pickled = pickle.dumps((op, shared, key_groups))
+        logs = (log_settings, op.display_name)
+        if op.is_keyed:
+            processor = KeyGroupProcessor(
+                token, op.name, op.inputs, pickled, op.pass_on, logs, per_key=op.kind in PER_KEY_STATE_KINDS
+            )
+            df = df.groupBy("kg").transformWithState(processor, R.SCHEMA, "Append", "None")
+        else:
+            if op.rebalance_input:
+                df = df.repartition(key_groups, "kg")
+            df = df.mapInArrow(
+                functools.partial(stateless_batches, token, pickled, op.inputs, op.pass_on, logs), R.SCHEMA
+            )
+    return (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", checkpoint_files.join(run_dir, checkpoint_files.SPARK_DIR))
+        .queryName("beam-%s" % token[:8])
+        .trigger(processingTime=trigger_interval)
+        .start()
+    )

@@ -1,0 +1,121 @@
+"""What the driver makes of a micro-batch's rows (streaming/driver_sink.py),
+without Spark: the checkpoint's acknowledgements and side effects, the hold
+record for the next batch, metrics and progress, under a fake clock."""
+
+import json
+import pickle
+import threading
+
+import pytest
+from apache_beam.metrics import monitoring_infos
+
+from beam_spark_runner.streaming import progress
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator, IncompleteCheckpoint
+from beam_spark_runner.streaming.driver_sink import BatchStatus, DriverSink, SinkClock
+from beam_spark_runner.streaming.watermarks import BatchTimes
+from tests.unit.test_checkpoint_coordinator import Actions, MemoryStore
+
+KG = R.key_group_labels(2)
+
+
+class FakeClock:
+    def __init__(self):
+        self.monotonic_s, self.wall_s = 100.0, 1_000.0
+
+    def clock(self):
+        return SinkClock(monotonic=lambda: self.monotonic_s, wall=lambda: self.wall_s)
+
+
+def _status(batch, operators=("gbk",), done=False, pt_us=999_000_000):
+    times = BatchTimes(batch, pt_us, {op: 5_000_000 for op in operators}, {op: 4_000_000 for op in operators})
+    payload = {
+        "batch": batch,
+        "steps": {op: [] for op in operators},
+        "done": done,
+        "pt": pt_us,
+        "times": times.to_json(),
+    }
+    return R.status(batch, json.dumps(payload).encode())
+
+
+def _counter(op, name, value):
+    info = monitoring_infos.int64_user_counter(progress.NAMESPACE, name, value, ptransform=op)
+    return R.metrics(op, pickle.dumps([info.SerializeToString()]))
+
+
+def _sink(planned=True):
+    actions, holds, clock = Actions(), [], FakeClock()
+    coordinator = CheckpointCoordinator(MemoryStore(), actions.release, actions.abort)
+    sink = DriverSink(
+        coordinator,
+        threading.Lock(),
+        2,
+        {"gbk": "GroupByKey"},
+        lambda batch, record: holds.append((batch, record)),
+        planned_processing_time=planned,
+        clock=clock.clock(),
+    )
+    sink.started()
+    return sink, coordinator, actions, holds, clock
+
+
+def test_a_batch_with_every_report_is_pre_committed_with_its_finalizers_and_holds():
+    sink, coordinator, actions, holds, clock = _sink()
+    clock.monotonic_s += 0.25
+    rows = [
+        R.report("gbk", KG[0], 3, 1_000, 1_000, None),
+        R.report("gbk", KG[1], 3, None, None, 7_000),
+        R.finalize("stage", b"callbacks"),
+        _status(3),
+    ]
+    status = sink.on_batch(11, rows)
+    assert status.batch == 3 and status.operators == ("gbk",) and not status.done
+    ((batch, record),) = holds
+    assert batch == 3
+    assert record["holds"] == {"gbk": {KG[0]: [1_000, 1_000, None], KG[1]: [None, None, 7_000]}}
+    assert record["driver_wake"] is None
+    coordinator.committed(11)
+    assert actions.released == [b"callbacks"]  # released once Spark committed the batch
+
+
+def test_a_missing_report_fails_the_batch_so_spark_replays_it():
+    sink, _, _, holds, _ = _sink()
+    with pytest.raises(IncompleteCheckpoint):
+        sink.on_batch(1, [R.report("gbk", KG[0], 1, None, None), _status(1)])
+    assert holds == []
+
+
+def test_a_batch_without_status_changes_nothing_but_metrics():
+    sink, _, _, holds, _ = _sink()
+    assert sink.on_batch(1, [_counter("gbk", "rows_in", 4)]) is None
+    assert holds == [] and sink.progress() == ()
+    assert len(sink.metric_infos()["gbk"]) == 1
+
+
+def test_progress_counts_the_batchs_rows_and_its_duration_on_the_injected_clock():
+    sink, _, _, _, clock = _sink(planned=False)
+    clock.monotonic_s += 1.5
+    rows = [_counter("gbk", "rows_in", 4), _counter("gbk", "rows_out", 2)]
+    rows += [R.report("gbk", kg, 2, None, None) for kg in KG] + [_status(2)]
+    sink.on_batch(5, rows)
+    (batch,) = sink.progress()
+    assert batch.duration_ms == 1500
+    (stage,) = batch.stages
+    assert (stage.display_name, stage.rows_in, stage.rows_out) == ("GroupByKey", 4, 2)
+    labels = sink.metric_infos()
+    assert progress.RUN in labels and len(labels["gbk"]) == 2 + 3  # its counters and its three gauges
+
+
+def test_a_planned_batch_does_not_count_the_time_an_idle_query_waited_before_it():
+    sink, _, _, _, clock = _sink(planned=True)
+    clock.monotonic_s += 30.0  # idle for half a minute, then a batch planned at wall 999 s ran for 1 s
+    clock.wall_s = 1_000.0
+    sink.on_batch(1, [R.report("gbk", kg, 1, None, None) for kg in KG] + [_status(1, pt_us=999_000_000)])
+    assert sink.progress()[0].duration_ms == 1000
+
+
+def test_status_rows_parse_into_typed_status():
+    status = BatchStatus.parse(_status(4, operators=("a", "b"), done=True).payload)
+    assert (status.batch, status.operators, status.done) == (4, ("a", "b"), True)
+    assert status.times.input_watermarks == {"a": 5_000_000, "b": 5_000_000}
