@@ -1,45 +1,46 @@
 """The plans translation produces and execution runs: immutable typed records.
 
-Batch (`ExecutionPlan`): an ordered tuple of `StagePlan`s (topological order)
-plus the `GroupPlan` of every GroupByKey the runner performs, each reading
-and writing runner-side buffers (`BufferRef`). Streaming (`StreamingPlan`):
-the chain of micro-batch `Operator`s of one Structured Streaming query, its
-sources, and which rows go where (`read_dest`, `write_dest`). Records carry
-serialized protos only, so they pickle cheaply into Spark closures;
-`describe()` prints a plan without running anything.
+Both: a fused stage's `StagePlan` (its serialized ProcessBundleDescriptor, data
+ports, side inputs, timers and what it is: stateful, splittable) and the
+`GroupPlan` of every GroupByKey the runner performs, reading and writing
+runner-side buffers (`BufferRef`). Batch (`ExecutionPlan`): the stages in
+topological order. Streaming (`StreamingPlan`): the chain of micro-batch
+`Operator`s of one Structured Streaming query, its sources, and where rows
+go (`Dest`: typed here, serialized to the query's row column only by
+streaming/rows.py). Records carry serialized protos only, so they pickle
+cheaply into Spark closures; `describe()` prints a plan without running
+anything.
 
-Planning lives in translation/ (batch_plan.py, streaming_plan.py); the
-executor side (worker/, streaming/, execution/) reads these records and never
-imports the planners.
+Planning lives in translation/ (stage_plans.py for both, batch_plan.py,
+streaming_plan.py); the executor side (worker/, streaming/, execution/) reads
+these records and never imports the planners. This module imports no Beam
+(Spark's helper processes load streaming/rows.py, which uses `Dest`).
 """
 
 import dataclasses
+import enum
+import functools
 from typing import Dict, Optional, Tuple
 
-from apache_beam.runners.portability.fn_api_runner import translations
 
+class BufferKind(enum.Enum):
+    """What a runner-side buffer holds (Beam's buffer ids: impulse,
+    materialize, group)."""
 
-IMPULSE = "impulse"
-MATERIALIZE = "materialize"
-GROUP = "group"
+    IMPULSE = "impulse"  # Impulse's one element
+    MATERIALIZE = "materialize"  # a PCollection
+    GROUP = "group"  # a GroupByKey: its input written, its output read
 
 
 @dataclasses.dataclass(frozen=True)
 class BufferRef:
     """A runner-side buffer: where a stage reads or writes a PCollection."""
 
-    kind: str  # IMPULSE, MATERIALIZE or GROUP
-    name: str  # PCollection id (materialize) or GBK transform id (group)
-
-    @classmethod
-    def parse(cls, buffer_id: bytes) -> "BufferRef":
-        if buffer_id == translations.IMPULSE_BUFFER:
-            return cls(IMPULSE, "")
-        kind, name = translations.split_buffer_id(buffer_id)
-        return cls(kind, name)
+    kind: BufferKind
+    name: str  # PCollection id (materialize) or GBK transform id (group); "" for impulse
 
     def __str__(self):
-        return "%s:%s" % (self.kind, self.name) if self.name else self.kind
+        return "%s:%s" % (self.kind.value, self.name) if self.name else self.kind.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +80,8 @@ class StagePlan:
     outputs: Tuple[DataPort, ...]
     side_inputs: Tuple[SideInputPlan, ...]
     timers: Tuple[Tuple[str, str], ...]  # (transform id, timer family id)
-    keyed: bool  # stateful: input partitioned by key
-    rebalance: bool  # SDF restrictions: spread over partitions
+    stateful: bool  # user state or timers: its input goes by key
+    splittable: bool  # runs a splittable DoFn: its restrictions can be spread
     sdk_transforms: Tuple[str, ...]  # user-facing transform names (Spark UI)
     # Set when every transform can run as a plain Python loop (batch only):
     # see worker/plain_stage.py. None: the SDK harness runs the stage.
@@ -135,14 +136,14 @@ class ExecutionPlan:
                 % (
                     i,
                     stage.display_name,
-                    "  [keyed: partitioned by key]" if stage.keyed else "",
-                    "  [restrictions spread over partitions]" if stage.rebalance else "",
+                    "  [keyed: partitioned by key]" if stage.stateful else "",
+                    "  [restrictions spread over partitions]" if stage.splittable else "",
                     "  [plain Python]" if stage.plain_spec else "  [run by Spark]" if stage.native else "",
                 )
             )
             for port in stage.inputs:
                 src = port.buffer
-                if src.kind == GROUP:
+                if src.kind == BufferKind.GROUP:
                     src = "%s (GroupByKey as a Spark shuffle)" % self.groups[src.name].display_name
                 lines.append("    reads  %s" % src)
             for si in stage.side_inputs:
@@ -163,24 +164,91 @@ class ExecutionPlan:
             for port in stage.inputs:
                 counts[port.buffer] = counts.get(port.buffer, 0) + 1
             for si in stage.side_inputs:
-                ref = BufferRef(MATERIALIZE, si.pcollection)
+                ref = BufferRef(BufferKind.MATERIALIZE, si.pcollection)
                 counts[ref] = counts.get(ref, 0) + 1
         return counts
 
 
 # --- streaming -------------------------------------------------------------
 
-STATELESS = "stateless"
-STATEFUL = "stateful"
-GROUP = "group"
-SDF = "sdf"
-SIDE_INPUTS = "side_inputs"
+
+class OperatorKind(enum.Enum):
+    """What a streaming operator is (docs/streaming.md)."""
+
+    STATELESS = "stateless"  # a fused stage over each batch's rows (mapInArrow)
+    STATEFUL = "stateful"  # a stage with user state or timers
+    GROUP = "group"  # a GroupByKey with its windowing and trigger
+    SDF = "sdf"  # a stage running a splittable DoFn
+    SIDE_INPUTS = "side_inputs"  # a stage reading side inputs
+
+
 # Keyed operators that keep each user key's state as its own entry of the
 # state store (streaming/keyed_state.py); the others keep one blob per
 # key-group (their state does not grow with user keys).
-PER_KEY_STATE_KINDS = frozenset({GROUP, STATEFUL})
+PER_KEY_STATE_KINDS = frozenset({OperatorKind.GROUP, OperatorKind.STATEFUL})
 
 IMPULSE_SOURCE = "impulse"
+
+
+class DestKind(enum.Enum):
+    """Where a row of the streaming query is addressed."""
+
+    IMPULSE = "impulse"  # Impulse's element, to the stage that reads it
+    MATERIALIZED = "materialize"  # a PCollection, to the stages that read it
+    GROUPED = "group"  # a GroupByKey's output, to the stages that read it
+    GROUP_INPUT = "gbk"  # a GroupByKey's input, to the GroupByKey
+
+
+@functools.total_ordering
+@dataclasses.dataclass(frozen=True)
+class Dest:
+    """A row destination: `kind` and the stage, PCollection or GroupByKey it
+    names. streaming/rows.py writes it to (and reads it from) a row.
+    Ordered by kind, then name."""
+
+    kind: DestKind
+    name: str
+
+    def __lt__(self, other):
+        if not isinstance(other, Dest):
+            return NotImplemented
+        return (self.kind.value, self.name) < (other.kind.value, other.name)
+
+    @classmethod
+    def impulse(cls, stage_name: str) -> "Dest":
+        return cls(DestKind.IMPULSE, stage_name)
+
+    @classmethod
+    def read_from(cls, ref: BufferRef) -> "Dest":
+        """Where rows a stage reads from buffer `ref` are addressed."""
+        if ref.kind == BufferKind.GROUP:
+            return cls(DestKind.GROUPED, ref.name)
+        if ref.kind == BufferKind.MATERIALIZE:
+            return cls(DestKind.MATERIALIZED, ref.name)
+        raise ValueError("an Impulse buffer is read through Dest.impulse(stage)")
+
+    @classmethod
+    def written_to(cls, ref: BufferRef) -> "Dest":
+        """Where rows a stage writes to buffer `ref` are addressed: a
+        GroupByKey's input is the GroupByKey, everything else its readers."""
+        if ref.kind == BufferKind.GROUP:
+            return cls(DestKind.GROUP_INPUT, ref.name)
+        return cls.read_from(ref)
+
+    @classmethod
+    def grouped(cls, gbk: str) -> "Dest":
+        return cls(DestKind.GROUPED, gbk)
+
+    @classmethod
+    def group_input(cls, gbk: str) -> "Dest":
+        return cls(DestKind.GROUP_INPUT, gbk)
+
+    @classmethod
+    def materialized(cls, pcollection: str) -> "Dest":
+        return cls(DestKind.MATERIALIZED, pcollection)
+
+    def describe(self) -> str:
+        return "%s %s" % (self.kind.value, self.name)
 
 
 def source_key(test_stream: str, tag: str) -> str:
@@ -188,58 +256,53 @@ def source_key(test_stream: str, tag: str) -> str:
     return "%s#%s" % (test_stream, tag)
 
 
-def read_dest(ref: BufferRef) -> str:
-    """Where rows a stage reads from buffer `ref` are addressed."""
-    return str(ref)
-
-
-def write_dest(ref: BufferRef) -> str:
-    """Where rows a stage writes to buffer `ref` are addressed: a GroupByKey's
-    input is the group operator, everything else the readers."""
-    return "gbk:%s" % ref.name if ref.kind == GROUP else str(ref)
-
-
 @dataclasses.dataclass(frozen=True)
 class TestStreamSource:
     name: str  # the TestStream transform id
     display_name: str
     payload: bytes  # serialized TestStreamPayload
-    outputs: Tuple[Tuple[str, str, str], ...]  # (tag, dest, windowed coder id)
+    outputs: Tuple[Tuple[str, Dest, str], ...]  # (tag, dest, windowed coder id)
 
 
 @dataclasses.dataclass(frozen=True)
 class Operator:
-    kind: str  # STATELESS, STATEFUL, SDF or GROUP
+    kind: OperatorKind
     name: str  # unique: stage name or GBK transform id
     display_name: str
-    inputs: Tuple[str, ...]  # dests this operator consumes
+    inputs: Tuple[Dest, ...]  # dests this operator consumes
     stage: object = None  # StagePlan (all but GROUP)
     group: object = None  # GroupPlan (GROUP)
-    side_inputs: Tuple = ()  # ((dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
+    side_inputs: Tuple = ()  # ((Dest, SideInputPlan), ...) (SIDE_INPUTS, STATEFUL, SDF)
     # STATELESS reading an SDF operator's output: its rows are spread over
     # key-groups by element and re-partitioned by key-group before it runs.
     rebalance_input: bool = False
     # Inputs a later operator reads too (a side input of several stages):
     # their rows are passed on as well as consumed.
-    pass_on: Tuple[str, ...] = ()
+    pass_on: Tuple[Dest, ...] = ()
 
     @property
     def is_keyed(self):
-        return self.kind != STATELESS
+        return self.kind != OperatorKind.STATELESS
+
+    def output_dests(self) -> Tuple[Dest, ...]:
+        """Where this operator's output rows are addressed."""
+        if self.kind == OperatorKind.GROUP:
+            return (Dest.grouped(self.name),)
+        return tuple(Dest.written_to(port.buffer) for port in self.stage.outputs)
 
 
 @dataclasses.dataclass(frozen=True)
 class StreamingPlan:
     sources: Tuple[TestStreamSource, ...]
-    impulse_dests: Tuple[str, ...]  # dests that receive Impulse's element
+    impulse_dests: Tuple[Dest, ...]  # dests that receive Impulse's element
     operators: Tuple[Operator, ...]  # topological order
-    keyed_dests: Dict[str, str]  # dest -> windowed KV coder id to key rows by
+    keyed_dests: Dict[Dest, Optional[str]]  # dest -> windowed KV coder id to key rows by
     # (None: key by the whole element)
-    element_coders: Dict[str, str]  # dest -> element coder id, where keyed_dests is None
-    broadcast_dests: Tuple[str, ...]  # side inputs: a copy for every key-group
+    element_coders: Dict[Dest, str]  # dest -> element coder id, where keyed_dests is None
+    broadcast_dests: Tuple[Dest, ...]  # side inputs: a copy for every key-group
     # streaming.watermarks.StageInputs, per keyed operator, topological
     watermark_graph: Dict[str, object]
-    side_watermarks: Dict[str, Dict[str, object]]  # op -> side dest -> StageInputs of what feeds it
+    side_watermarks: Dict[str, Dict[Dest, object]]  # op -> side dest -> StageInputs of what feeds it
     components: bytes
 
     def for_operators(self) -> "StreamingPlan":
@@ -252,24 +315,24 @@ class StreamingPlan:
     def describe(self) -> str:
         lines = []
         for s in self.sources:
-            lines.append("Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d for _, d, _ in s.outputs)))
+            lines.append(
+                "Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d.describe() for _, d, _ in s.outputs))
+            )
         if self.impulse_dests:
-            lines.append("Source Impulse -> %s" % ", ".join(self.impulse_dests))
+            lines.append("Source Impulse -> %s" % ", ".join(d.describe() for d in self.impulse_dests))
         for i, op in enumerate(self.operators):
             how = {
-                STATELESS: "mapInArrow" + (" after repartition by key-group" if op.rebalance_input else ""),
-                STATEFUL: "transformWithState by key-group",
-                SDF: "splittable DoFn as transformWithState by key-group",
-                SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
-                GROUP: "GroupByKey as transformWithState by key-group",
+                OperatorKind.STATELESS: "mapInArrow"
+                + (" after repartition by key-group" if op.rebalance_input else ""),
+                OperatorKind.STATEFUL: "transformWithState by key-group",
+                OperatorKind.SDF: "splittable DoFn as transformWithState by key-group",
+                OperatorKind.SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
+                OperatorKind.GROUP: "GroupByKey as transformWithState by key-group",
             }[op.kind]
             if op.stage is not None and op.stage.plain_spec is not None:
                 how += ", plain Python"
             lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
-            lines.append("    reads  %s" % ", ".join(op.inputs))
-            if op.stage is not None:
-                for port in op.stage.outputs:
-                    lines.append("    writes %s" % write_dest(port.buffer))
-            else:
-                lines.append("    writes group:%s" % op.name)
+            lines.append("    reads  %s" % ", ".join(d.describe() for d in op.inputs))
+            for dest in op.output_dests():
+                lines.append("    writes %s" % dest.describe())
         return "\n".join(lines)

@@ -134,7 +134,7 @@ class BatchExecution:
         if stage.native is not None:
             return NATIVE_STAGES[stage.native.urn](self, stage)
         side_entries = self._side_input_entries(stage)
-        rounds = stage.finalizes and not stage.keyed
+        rounds = stage.finalizes and not stage.stateful
         with spark_call_site(self.sc, stage.display_name):
             inputs = self.input_rdd(stage)
             run = functools.partial(
@@ -161,15 +161,15 @@ class BatchExecution:
         if len(stage.outputs) != 1:
             return False
         buffer = stage.outputs[0].buffer
-        if buffer.kind != plans.MATERIALIZE or self._uses.get(buffer, 0) != 1:
+        if buffer.kind != plans.BufferKind.MATERIALIZE or self._uses.get(buffer, 0) != 1:
             return False
         readers = [s for s in self.plan.stages if any(p.buffer == buffer for p in s.inputs)]
         return (
             len(readers) == 1
             and readers[0].plain_spec is not None
             and len(readers[0].inputs) == 1
-            and not readers[0].keyed
-            and not readers[0].rebalance
+            and not readers[0].stateful
+            and not readers[0].splittable
         )
 
     def _register_outputs(self, stage, stage_rdd):
@@ -191,9 +191,9 @@ class BatchExecution:
         tagged = []
         for index, port in enumerate(stage.inputs):
             rdd = self._buffer_rdd(port)
-            if stage.keyed:
+            if stage.stateful:
                 rdd = self._partition_by_key(rdd, port.coder_id)
-            elif stage.rebalance and port.buffer.kind == plans.MATERIALIZE:
+            elif stage.splittable and port.buffer.kind == plans.BufferKind.MATERIALIZE:
                 rdd = self._spread(rdd, port.coder_id)
             tagged.append(rdd.map(functools.partial(_tag, index)))
         if len(tagged) == 1:
@@ -202,9 +202,9 @@ class BatchExecution:
 
     def _buffer_rdd(self, port):
         ref = port.buffer
-        if ref.kind == plans.IMPULSE:
+        if ref.kind == plans.BufferKind.IMPULSE:
             return self.sc.parallelize([ENCODED_IMPULSE_VALUE], 1)
-        if ref.kind == plans.GROUP:
+        if ref.kind == plans.BufferKind.GROUP:
             return self._group_rdd(ref)
         return self._union(self._written.get(ref, []))
 
@@ -257,7 +257,7 @@ class BatchExecution:
             self.sc.setJobDescription("Beam: %s" % name)
             with spark_call_site(self.sc, name):
                 blocks = self._union(
-                    self._written.get(plans.BufferRef(plans.MATERIALIZE, si.pcollection), [])
+                    self._written.get(plans.BufferRef(plans.BufferKind.MATERIALIZE, si.pcollection), [])
                 ).collect()
             self.after_spark_job()
             entries.extend(state_entries(si, blocks, self.plan.components))

@@ -101,17 +101,17 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
     for op in plan.operators:
         pickled = pickle.dumps((op, shared, key_groups))
         logs = (log_settings, op.display_name)
+        inputs = tuple(R.dest_text(d) for d in op.inputs)
+        pass_on = tuple(R.dest_text(d) for d in op.pass_on)
         if op.is_keyed:
             processor = KeyGroupProcessor(
-                token, op.name, op.inputs, pickled, op.pass_on, logs, per_key=op.kind in PER_KEY_STATE_KINDS
+                token, op.name, inputs, pickled, pass_on, logs, per_key=op.kind in PER_KEY_STATE_KINDS
             )
             df = df.groupBy("kg").transformWithState(processor, R.SCHEMA, "Append", "None")
         else:
             if op.rebalance_input:
                 df = df.repartition(key_groups, "kg")
-            df = df.mapInArrow(
-                functools.partial(stateless_batches, token, pickled, op.inputs, op.pass_on, logs), R.SCHEMA
-            )
+            df = df.mapInArrow(functools.partial(stateless_batches, token, pickled, inputs, pass_on, logs), R.SCHEMA)
     return (
         df.writeStream.foreachBatch(sink)
         .option("checkpointLocation", checkpoint_files.join(run_dir, checkpoint_files.SPARK_DIR))

@@ -35,6 +35,7 @@ meta value as one pickled dict; `KeyedState.legacy` hands it to the
 operator, which moves it into this layout (operators.py).
 """
 
+import enum
 import pickle
 import struct
 from typing import Dict, List, NamedTuple, Optional, Protocol, Tuple
@@ -42,7 +43,16 @@ from typing import Dict, List, NamedTuple, Optional, Protocol, Tuple
 FORMAT_VERSION = 2
 RECORD_VERSION = 1
 
-EVENT_TIME, PROCESSING_TIME = 0, 1
+
+class IndexDomain(enum.IntEnum):
+    """Which of a key-group's two time indexes a wake-up goes in. Its value
+    is the first byte of the index's entries in the state store (`due`), so
+    it never changes. (Not Beam's TimeDomain, whose values differ.)"""
+
+    EVENT = 0
+    PROCESSING = 1
+
+
 BUCKET_BITS = 20  # about a second of micros per index bucket
 CHUNK = 512  # index entries per stored chunk
 HOT_BYTES = 4 << 20  # default hot-set budget per key-group (encoded records)
@@ -103,7 +113,7 @@ class Wake(NamedTuple):
     event_hold: Optional[int] = None  # the part of `hold` not from processing-time timers
 
     def at(self, domain):
-        return self.event_time if domain == EVENT_TIME else self.processing_time
+        return self.event_time if domain == IndexDomain.EVENT else self.processing_time
 
 
 NO_WAKE = Wake()
@@ -257,7 +267,7 @@ class KeyedState:
         `pt`, in key order. Their index entries are taken: a key saved
         later in the batch is indexed again at its wake then."""
         candidates = set()
-        for domain, limit in ((EVENT_TIME, wm), (PROCESSING_TIME, pt)):
+        for domain, limit in ((IndexDomain.EVENT, wm), (IndexDomain.PROCESSING, pt)):
             taken = []
             due_buckets = sorted(b for b, summary in self._buckets[domain].items() if summary.earliest <= limit)
             if due_buckets:
@@ -313,8 +323,8 @@ class KeyedState:
     def next_processing_time(self) -> Optional[int]:
         """The earliest processing-time wake-up the index holds (a stale
         entry may make it early, never late)."""
-        times = [s.earliest for s in self._buckets[PROCESSING_TIME].values()]
-        times.extend(t for entries in self._appends[PROCESSING_TIME].values() for t, _ in entries)
+        times = [s.earliest for s in self._buckets[IndexDomain.PROCESSING].values()]
+        times.extend(t for entries in self._appends[IndexDomain.PROCESSING].values() for t, _ in entries)
         return min(times, default=None)
 
     def is_empty(self) -> bool:
@@ -342,7 +352,7 @@ class KeyedState:
         _count(self._holds, wake.hold, 1)
         _count(self._event_holds, wake.event_hold, 1)
         indexed = self._indexed.setdefault(key, [None, None])
-        for domain in (EVENT_TIME, PROCESSING_TIME):
+        for domain in (IndexDomain.EVENT, IndexDomain.PROCESSING):
             time = wake.at(domain)
             if time is not None and indexed[domain] != time:
                 self._appends[domain].setdefault(time >> BUCKET_BITS, []).append((time, key))
@@ -369,7 +379,7 @@ class KeyedState:
         self._evict()
         if self._keys == 0:
             self._drop_index()  # every entry left is stale
-        for domain in (EVENT_TIME, PROCESSING_TIME):
+        for domain in (IndexDomain.EVENT, IndexDomain.PROCESSING):
             for bucket, entries in sorted(self._appends[domain].items()):
                 if entries:
                     self._append_bucket(domain, bucket, entries)
@@ -405,7 +415,7 @@ class KeyedState:
         self._store.put_many(KEYS, out)
 
     def _drop_index(self):
-        for domain in (EVENT_TIME, PROCESSING_TIME):
+        for domain in (IndexDomain.EVENT, IndexDomain.PROCESSING):
             names = [_due_key(domain, b, c) for b, s in self._buckets[domain].items() for c in range(s.chunks)]
             if names:
                 self._store.remove_many(DUE, names)

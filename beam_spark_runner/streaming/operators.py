@@ -43,6 +43,7 @@ from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 from apache_beam.metrics import monitoring_infos
 
 from beam_spark_runner.metrics_merge import merge as merge_monitoring_infos
+from beam_spark_runner.plans import Dest
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.progress import NAMESPACE
@@ -86,9 +87,9 @@ class KeyGroupResult:
 
 
 class RowWriter:
-    """Addresses a stage's output blocks: a keyed destination gets its
-    elements with their keys in KEYED rows, one or more per key-group
-    (rows.keyed); others one row per block."""
+    """Addresses a stage's output blocks to a `plans.Dest`: a keyed
+    destination gets its elements with their keys in KEYED rows, one or more
+    per key-group (rows.keyed); others one row per block."""
 
     def __init__(self, keyed_dests, components, key_groups, element_coders=None, broadcast_dests=()):
         self._keyed = keyed_dests
@@ -98,22 +99,26 @@ class RowWriter:
         self._labels = R.key_group_labels(key_groups)
         self._element_coders = element_coders or {}
         self._key_encoders = {}
+        self._texts = {}
 
     def _element_impl(self, dest):
         return context.coder_impl(self._components, self._element_coders[dest])
 
-    def rows(self, dest, block, seq) -> List[R.QueryRow]:
-        if dest in self._broadcast:
+    def rows(self, target, block, seq) -> List[R.QueryRow]:
+        dest = self._texts.get(target)
+        if dest is None:
+            dest = self._texts[target] = R.dest_text(target)
+        if target in self._broadcast:
             # A side input: every key-group of its reader needs all of it.
             return [R.data(dest, block, seq, kg) for kg in self._labels]
-        if dest not in self._keyed:
+        if target not in self._keyed:
             return [R.data(dest, block, seq)]
-        coder_id = self._keyed[dest]
+        coder_id = self._keyed[target]
         if coder_id is None:
             # Not keyed by a user key (an SDF's restrictions): spread by element.
             return [
                 R.data(dest, element, seq, R.key_group(element, self._key_groups))
-                for element in grouping.split_elements(block, self._element_impl(dest))
+                for element in grouping.split_elements(block, self._element_impl(target))
             ]
         impl, encode_key = self._key_encoder(coder_id)
         by_kg = {}
@@ -210,10 +215,10 @@ class StageBase:
             # Callbacks run on the driver once the batch is durable, not
             # when the bundle ends (Beam: finalize after the runner commits).
             self.runner.finalize_after_commit = True
-        self._input_index = {dest: i for i, dest in enumerate(op.inputs)}
-        from beam_spark_runner.plans import write_dest
-
-        self._output_dests = [write_dest(port.buffer) for port in op.stage.outputs]
+        # Rows name their destination as text (streaming/rows.py).
+        self._input_texts = tuple(R.dest_text(dest) for dest in op.inputs)
+        self._input_index = {dest: i for i, dest in enumerate(self._input_texts)}
+        self._output_dests = op.output_dests()
         self._writer = RowWriter(
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
         )
@@ -343,7 +348,9 @@ class SdfOperator(StageBase):
                     if what == "step" and self._side_inputs.expiry:
                         # After the step's due residuals and ready elements ran:
                         # what is left to resume names the side windows it reads.
-                        waiting.collect(wm, [self._side_inputs.needs(self.op.inputs[r[0]], r[1])[2] for r in residuals])
+                        waiting.collect(
+                            wm, [self._side_inputs.needs(self._input_texts[r[0]], r[1])[2] for r in residuals]
+                        )
         hold = min((r[3] if r[3] is not None else MIN_MICROS for r in residuals), default=None)
         state = {"wm": wm, "pt": pt, "residuals": residuals}
         if draining:
@@ -483,7 +490,7 @@ class GroupOperator:
         self._codec = grouping.GroupCodec(plan.components, op.group)
         merger = grouping.AccumulatorMerger(plan.components, op.group) if op.group.combine else None
         self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger, closing=self._codec.closing)
-        self._dest = "group:%s" % op.name
+        self._dest = Dest.grouped(op.name)
         self._writer = RowWriter(
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
         )

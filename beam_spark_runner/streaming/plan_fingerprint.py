@@ -39,7 +39,8 @@ from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2, schema_pb2
 
 from beam_spark_runner.errors import CheckpointMismatchError
-from beam_spark_runner.plans import GROUP, StreamingPlan, write_dest
+from beam_spark_runner.plans import Dest, OperatorKind, StreamingPlan
+from beam_spark_runner.streaming import rows as R
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: written before coders were recorded
@@ -182,8 +183,8 @@ def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
         operators=tuple(
             OperatorPrint(
                 op.name,
-                op.kind,
-                tuple(op.inputs),
+                op.kind.value,
+                tuple(R.dest_text(d) for d in op.inputs),
                 _state_of(op, components, descriptors.get(op.name)),
                 _coders_of(op, components, descriptors.get(op.name), writers),
             )
@@ -201,13 +202,13 @@ def _writers(plan, components, descriptors):
     out = {}
     for source in plan.sources:
         for _, dest, coder_id in source.outputs:
-            out.setdefault(dest, set()).add(described(coder_id))
+            out.setdefault(R.dest_text(dest), set()).add(described(coder_id))
     for op in plan.operators:
         if op.stage is None:
             continue
         in_stage = _CoderDescriber(descriptors[op.name])
         for port in op.stage.outputs:
-            out.setdefault(write_dest(port.buffer), set()).add(in_stage(port.coder_id))
+            out.setdefault(R.dest_text(Dest.written_to(port.buffer)), set()).add(in_stage(port.coder_id))
     return out
 
 
@@ -215,14 +216,15 @@ def _coders_of(op, components, descriptor, writers):
     """(what it encodes, coder description) of each coder whose bytes the
     operator's state holds, sorted. What is named by ids that stay the same
     when code moves (PCollection and transform ids, state and timer ids)."""
-    if op.kind == GROUP:
+    if op.kind == OperatorKind.GROUP:
+        inputs = [R.dest_text(d) for d in op.inputs]
         return tuple(
             sorted(
                 (
-                    "grouped input" if len(op.inputs) == 1 else "grouped input %s" % dest,
+                    "grouped input" if len(inputs) == 1 else "grouped input %s" % dest,
                     " | ".join(sorted(writers.get(dest, ()))),
                 )
-                for dest in op.inputs
+                for dest in inputs
             )
         )
     stage = op.stage
@@ -325,7 +327,7 @@ def _clear_field_type_ids(field_type):
 
 
 def _state_of(op, components, descriptor):
-    if op.kind == GROUP:
+    if op.kind == OperatorKind.GROUP:
         strategy = components.windowing_strategies[op.group.windowing_strategy_id]
         mode = beam_runner_api_pb2.AccumulationMode.Enum.Name(strategy.accumulation_mode)
         return (

@@ -42,6 +42,7 @@ import zlib
 from itertools import accumulate
 from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from beam_spark_runner.plans import Dest, DestKind
 from beam_spark_runner.streaming.key_groups import labels as key_group_labels
 
 
@@ -69,6 +70,19 @@ KEYED_ROW_BYTES = 1 << 20
 _U32 = struct.Struct(">I")
 
 STATUS_DEST = "status"
+
+
+def dest_text(dest: Dest) -> str:
+    """A destination as a row's `dest` column holds it: "<kind>:<name>"."""
+    return "%s:%s" % (dest.kind.value, dest.name)
+
+
+def parse_dest(text: str) -> Dest:
+    """The data destination a row's `dest` column names (`dest_text`'s inverse)."""
+    kind, sep, name = text.partition(":")
+    if not sep:
+        raise ValueError("not a data destination: %r" % text)
+    return Dest(DestKind(kind), name)
 
 
 def control_dest(operator_name: str) -> str:

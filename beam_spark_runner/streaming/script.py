@@ -33,13 +33,17 @@ from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 def compile_script(plan, key_groups) -> SourceScript:
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
     streams = tuple(_compile_test_stream(source, plan.components, writer) for source in plan.sources)
-    impulse_rows = tuple(R.data(dest, ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
+    impulse_rows = tuple(R.data(R.dest_text(dest), ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
     return SourceScript(
         streams,
         impulse_rows,
         dict(plan.watermark_graph),
         key_groups,
-        {op: dict(sides) for op, sides in plan.side_watermarks.items()},
+        # The source planner's CONTROL rows name side inputs as rows do.
+        {
+            op: {R.dest_text(dest): inputs for dest, inputs in sides.items()}
+            for op, sides in plan.side_watermarks.items()
+        },
     )
 
 

@@ -11,6 +11,7 @@ import collections
 
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.window_expiry import main_input_strategies
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.side_inputs import latest_window_end_us
@@ -249,7 +250,8 @@ class SideInputs:
         # window) into non-global windows. A custom mapping may point
         # anywhere: its side data is kept.
         self.expiry = {}
-        for dest, si in op.side_inputs:
+        for side_dest, si in op.side_inputs:
+            dest = R.dest_text(side_dest)  # as rows and saved state name it
             transform = descriptor.transforms[si.transform_id]
             payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
             mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
@@ -270,9 +272,9 @@ class SideInputs:
         # Main inputs decode with the coder their rows carry: the element
         # coder, or for a keyed (stateful) stage the windowed KV coder.
         self._main_impls = {
-            d: context.coder_impl(plan.components, plan.element_coders.get(d) or plan.keyed_dests[d])
+            R.dest_text(d): context.coder_impl(plan.components, plan.element_coders.get(d) or plan.keyed_dests[d])
             for d in op.inputs
-            if d not in self.dests
+            if R.dest_text(d) not in self.dests
         }
 
     def pending(self, row, seq):
@@ -329,7 +331,7 @@ class SideInputs:
 
 
 def triggered_side_inputs(side_inputs, components: bytes):
-    """{dest: (ReduceSpec, element coder impl)} of the side inputs viewed at
+    """{dest text: (ReduceSpec, element coder impl)} of the side inputs viewed at
     their latest trigger firing: unbounded PCollections in the global window
     with a trigger other than the default. A bounded one completes with its
     input and is seen whole, as any other side window."""
@@ -338,7 +340,8 @@ def triggered_side_inputs(side_inputs, components: bytes):
 
     ctx = context.components_context(components)  # parsed once per process and plan
     out = {}
-    for dest, si in side_inputs:
+    for side_dest, si in side_inputs:
+        dest = R.dest_text(side_dest)
         pcoll = ctx.pcollections.get_proto_from_id(si.pcollection)
         strategy = ctx.windowing_strategies.get_proto_from_id(pcoll.windowing_strategy_id)
         if (

@@ -65,15 +65,11 @@ class StatefulStageOperator(StageBase):
         self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
         self.expiry = WindowExpiry(self.descriptor, plan.components)
         self._coders = context.components_context(plan.components).coders
-        self._main_impls = {
-            d: context.coder_impl(plan.components, plan.keyed_dests[d]) for d in op.inputs if plan.keyed_dests.get(d)
-        }
+        keyed = {R.dest_text(d): plan.keyed_dests[d] for d in op.inputs if plan.keyed_dests.get(d)}
+        self._main_impls = {d: context.coder_impl(plan.components, coder_id) for d, coder_id in keyed.items()}
         self._key_impls = {
-            d: context.components_context(plan.components)
-            .coders[plan.keyed_dests[d]]
-            .wrapped_value_coder.key_coder()
-            .get_impl()
-            for d in self._main_impls
+            d: context.components_context(plan.components).coders[coder_id].wrapped_value_coder.key_coder().get_impl()
+            for d, coder_id in keyed.items()
         }
 
     def stateful_transform(self):
@@ -140,7 +136,7 @@ class StatefulStageOperator(StageBase):
                     keys.load(state.due(wm, pt))
                 if waiting is not None:
                     for ready_seq, bundle in waiting.ready_bundles(self._input_index):
-                        keys.load(self._key_of(self.op.inputs[index], element) for index, element in bundle)
+                        keys.load(self._key_of(self._input_texts[index], element) for index, element in bundle)
                         self._emit(runner.process(bundle), ready_seq, out)
                 if what == "step" and keys.has_timers():
                     if waiting is not None:

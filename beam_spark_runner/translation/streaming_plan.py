@@ -1,15 +1,16 @@
 """The plan of an unbounded pipeline: micro-batch operators as plain data.
 
 Beam's phases fuse the pipeline as for batch (TestStream kept out of SDK
-stages); this module turns the stages into an ordered chain of operators for
-one Structured Streaming query:
+stages); each stage's plan comes from translation/stage_plans.py, and this
+module turns the stages into an ordered chain of operators for one
+Structured Streaming query (plans.OperatorKind):
 
 * a *source* (TestStream, Impulse) emits data rows for the buffers its
   outputs feed, plus the control rows carrying each batch's times;
 * a *stateless* operator runs a fused SDK stage over the rows addressed to
   its inputs (Spark `mapInArrow`);
 * a *group* operator is a GroupByKey with its windowing and trigger, a
-  *stateful* operator an SDK stage with user state or timers, and an *sdf*
+  *stateful* operator a stage with user state or timers, and an *sdf*
   operator a stage running a splittable DoFn (PeriodicImpulse, unbounded
   reads), whose residuals wait in state until their resume time, and a
   *side_inputs* operator a stage reading side inputs, which keeps the side
@@ -19,33 +20,31 @@ one Structured Streaming query:
   shows its latest firing); all keep state per key-group and run as a
   `transformWithState` keyed by key-group.
 
-Rows name their destination (`dest`): "materialize:<pcoll>" and
-"group:<gbk>" are what stages read (as in the batch plan's buffers),
-"gbk:<gbk>" is a GroupByKey's input. Pure planning: no Spark here.
+Rows name their destination (`plans.Dest`): a PCollection or a GroupByKey's
+output for the stages that read it, a GroupByKey's input for the
+GroupByKey, Impulse's element for the stage that reads it. Pure planning: no
+Spark here.
 """
 
 import dataclasses
 
 from apache_beam.portability import common_urns
 
-from beam_spark_runner import plans
+from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import (
-    GROUP,
     IMPULSE_SOURCE,
-    SDF,
-    SIDE_INPUTS,
-    STATEFUL,
-    STATELESS,
+    BufferKind,
+    Dest,
+    DestKind,
     Operator,
+    OperatorKind,
     StreamingPlan,
     TestStreamSource,
-    read_dest,
     source_key,
-    write_dest,
 )
 from beam_spark_runner.streaming.watermarks import StageInputs
-from beam_spark_runner.translation import phases, batch_plan as plan_lib
-from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.stage_plans import StagePlanner
 
 _TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
 
@@ -57,48 +56,35 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
     context, stages = phases.create_stages(
         pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS
     )
-    execution = plan_lib.build_plan(context, stages, plain_python=plain_python)
-    test_streams = {}
-    for stage in stages:
-        for t in stage.transforms:
-            if t.spec.urn == _TEST_STREAM_URN:
-                test_streams[stage.name] = (
-                    t,
-                    {
-                        next(iter(w.inputs.values())): w.unique_name
-                        for w in stage.transforms
-                        if w.spec.urn == "beam:runner:sink:v1"
-                    },
-                )
-    return from_execution_plan(execution, test_streams)
-
-
-def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> StreamingPlan:
-    """`test_streams`: stage name -> (TestStream transform, {pcoll: sink id})."""
+    planner = StagePlanner(context, stages, plain_python=plain_python)
+    planned = [(stage, planner.stage(stage, index)) for index, stage in enumerate(stages)]
     sources, operators, impulse_dests = [], [], []
     keyed_dests, element_coders, broadcast = {}, {}, []
+    # Stateless readers of a splittable DoFn's output get its rows one per
+    # element, spread over key-groups.
     sdf_outputs = {
-        write_dest(port.buffer)
-        for stage in execution.stages
-        if stage.rebalance and not stage.keyed
-        for port in stage.outputs
+        Dest.written_to(port.buffer)
+        for _, plan in planned
+        if plan.splittable and not plan.stateful
+        for port in plan.outputs
     }
-    for stage in execution.stages:
-        if stage.name in test_streams:
-            sources.append(_test_stream_source(stage, *test_streams[stage.name]))
+    for stage, plan in planned:
+        test_stream = _test_stream_of(stage)
+        if test_stream is not None:
+            sources.append(_test_stream_source(plan, test_stream, stage))
             continue
         inputs = []
-        for port in stage.inputs:
-            if port.buffer.kind == plans.IMPULSE:
-                dest = "impulse:%s" % stage.name
+        for port in plan.inputs:
+            if port.buffer.kind == BufferKind.IMPULSE:
+                dest = Dest.impulse(plan.name)
                 impulse_dests.append(dest)
             else:
-                dest = read_dest(port.buffer)
+                dest = Dest.read_from(port.buffer)
             inputs.append(dest)
-            if stage.keyed:
+            if plan.stateful:
                 keyed_dests[dest] = port.coder_id
-            elif (stage.rebalance or stage.side_inputs or dest in sdf_outputs) and (
-                dest.startswith(plans.MATERIALIZE) or (stage.side_inputs and port.buffer.kind == GROUP)
+            elif (plan.splittable or plan.side_inputs or dest in sdf_outputs) and (
+                dest.kind == DestKind.MATERIALIZED or (plan.side_inputs and port.buffer.kind == BufferKind.GROUP)
             ):
                 # One row per element: a stage with side inputs holds each
                 # main-input element until its side windows are ready (a
@@ -106,39 +92,24 @@ def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> Streami
                 # spread over key-groups one by one.
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
-        for port in stage.outputs:
-            if port.buffer.kind == GROUP:
-                group = execution.groups[port.buffer.name]
-                keyed_dests[write_dest(port.buffer)] = group.input_coder_id
-        side = ()
-        if stage.side_inputs:
-            side = tuple(
-                (read_dest(plans.BufferRef(plans.MATERIALIZE, si.pcollection)), si) for si in stage.side_inputs
-            )
-            broadcast.extend(d for d, _ in side if d not in broadcast)
-        kind = STATEFUL if stage.keyed else SDF if stage.rebalance else SIDE_INPUTS if side else STATELESS
+        for port in plan.outputs:
+            if port.buffer.kind == BufferKind.GROUP:
+                keyed_dests[Dest.written_to(port.buffer)] = planner.groups[port.buffer.name].input_coder_id
+        side = tuple((Dest.materialized(si.pcollection), si) for si in plan.side_inputs)
+        broadcast.extend(d for d, _ in side if d not in broadcast)
+        kind = _operator_kind(plan)
         operators.append(
             Operator(
                 kind,
-                stage.name,
-                stage.display_name,
+                plan.name,
+                plan.display_name,
                 tuple(inputs) + tuple(d for d, _ in side),
-                stage=stage,
+                stage=plan,
                 side_inputs=side,
-                rebalance_input=kind == STATELESS and any(d in sdf_outputs for d in inputs),
+                rebalance_input=kind == OperatorKind.STATELESS and any(d in sdf_outputs for d in inputs),
             )
         )
-    # A GroupByKey runs right before its first reader, after all its writers.
-    ordered = []
-    for op in operators:
-        for dest in op.inputs:
-            if dest.startswith(GROUP + ":"):
-                gbk = dest.split(":", 1)[1]
-                if gbk not in {o.name for o in ordered}:
-                    group = execution.groups[gbk]
-                    ordered.append(Operator(GROUP, gbk, group.display_name, ("gbk:%s" % gbk,), group=group))
-        ordered.append(op)
-    ordered = _with_pass_on(ordered)
+    ordered = _with_pass_on(_with_group_operators(operators, planner.groups))
     return StreamingPlan(
         sources=tuple(sources),
         impulse_dests=tuple(impulse_dests),
@@ -148,17 +119,66 @@ def from_execution_plan(execution: plans.ExecutionPlan, test_streams) -> Streami
         broadcast_dests=tuple(broadcast),
         watermark_graph=_watermark_graph(sources, impulse_dests, ordered),
         side_watermarks=_side_watermarks(sources, impulse_dests, ordered),
-        components=execution.components,
+        components=context.components.SerializeToString(),
     )
 
 
-def _test_stream_source(stage, transform, by_pcoll):
-    ports = {p.transform_id: p for p in stage.outputs}
+def _operator_kind(plan) -> OperatorKind:
+    """What runs a stage: its user state and timers, its splittable DoFn or
+    its side inputs need state per key-group; anything else is stateless."""
+    if plan.stateful:
+        return OperatorKind.STATEFUL
+    if plan.splittable:
+        return OperatorKind.SDF
+    if plan.side_inputs:
+        return OperatorKind.SIDE_INPUTS
+    return OperatorKind.STATELESS
+
+
+def _with_group_operators(operators, groups):
+    """The operators with each GroupByKey's operator right before its first
+    reader (after all its writers)."""
+    ordered, placed = [], set()
+    for op in operators:
+        for dest in op.inputs:
+            if dest.kind == DestKind.GROUPED and dest.name not in placed:
+                group = groups[dest.name]
+                ordered.append(
+                    Operator(
+                        OperatorKind.GROUP,
+                        dest.name,
+                        group.display_name,
+                        (Dest.group_input(dest.name),),
+                        group=group,
+                    )
+                )
+                placed.add(dest.name)
+        ordered.append(op)
+    return ordered
+
+
+def _test_stream_of(stage):
+    """(TestStream transform, {pcoll: sink id}) of a stage holding a
+    TestStream, else None."""
+    for t in stage.transforms:
+        if t.spec.urn == _TEST_STREAM_URN:
+            sinks = {
+                next(iter(w.inputs.values())): w.unique_name
+                for w in stage.transforms
+                if w.spec.urn == "beam:runner:sink:v1"
+            }
+            return t, sinks
+    return None
+
+
+def _test_stream_source(plan, test_stream, stage):
+    transform, by_pcoll = test_stream
+    ports = {p.transform_id: p for p in plan.outputs}
     outputs = []
     for tag, pcoll in sorted(transform.outputs.items()):
         if pcoll in by_pcoll:  # an output nobody reads has no sink
             port = ports[by_pcoll[pcoll]]
-            outputs.append((tag, write_dest(port.buffer), port.coder_id))
+            outputs.append((tag, Dest.written_to(port.buffer), port.coder_id))
     return TestStreamSource(transform.unique_name, transform.unique_name, transform.spec.payload, tuple(outputs))
 
 
@@ -179,9 +199,9 @@ def _placement(op, dest):
     ("element"), or None when any spreading will do (a plain stateless op)."""
     if dest in {d for d, _ in op.side_inputs}:
         return "broadcast"
-    if op.kind == STATEFUL:
+    if op.kind == OperatorKind.STATEFUL:
         return "key"
-    if op.kind in (SDF, SIDE_INPUTS) or op.rebalance_input:
+    if op.kind in (OperatorKind.SDF, OperatorKind.SIDE_INPUTS) or op.rebalance_input:
         return "element"
     return None
 
@@ -204,7 +224,12 @@ def _with_pass_on(operators):
                     "differently over Spark partitions (%s), which a streaming run cannot do for one "
                     "PCollection: give one of them a copy of its own (pcoll | beam.Map(lambda x: x), or "
                     "beam.Reshuffle()) and read that instead"
-                    % (readers[0].display_name, readers[1].display_name, dest, " vs ".join(sorted(placements)))
+                    % (
+                        readers[0].display_name,
+                        readers[1].display_name,
+                        dest.describe(),
+                        " vs ".join(sorted(placements)),
+                    )
                 )
         out.append(dataclasses.replace(op, pass_on=shared) if shared else op)
     return out
@@ -240,12 +265,6 @@ def _feeds(sources, impulse_dests, operators):
         for dest in op.inputs:
             upstream |= feeds.get(dest, set())
         produced = {("op", op.name)} if op.is_keyed else upstream
-        for dest in _output_dests(op):
+        for dest in op.output_dests():
             feeds.setdefault(dest, set()).update(produced)
     return feeds
-
-
-def _output_dests(op):
-    if op.kind == GROUP:
-        return ["group:%s" % op.name]
-    return [write_dest(port.buffer) for port in op.stage.outputs]

@@ -195,7 +195,7 @@ def streams_groups(descriptor, transform_id) -> bool:
     """True if the data input `transform_id` of this ProcessBundleDescriptor
     reads windowed KV<K, Iterable<V>> with Beam's state-backed iterable (the
     planner gives GroupByKey outputs that coder: see
-    translation/batch_plan.py), so the SDK harness can be sent a streamed
+    translation/stage_plans.py), so the SDK harness can be sent a streamed
     group's state token."""
     from apache_beam.portability import common_urns
     from apache_beam.portability.api import beam_fn_api_pb2

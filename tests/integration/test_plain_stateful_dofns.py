@@ -218,7 +218,9 @@ def _plain_stateful(build, harness_only=False):
     p = beam.Pipeline()
     build(p)
     plan = plan_pipeline(pipeline_proto_of(p), plain_python=not harness_only)
-    return {name: stage.plain_spec is not None for stage in plan.stages if stage.keyed for name in stage.sdk_transforms}
+    return {
+        name: stage.plain_spec is not None for stage in plan.stages if stage.stateful for name in stage.sdk_transforms
+    }
 
 
 def test_which_stateful_dofns_the_runner_takes():

@@ -14,7 +14,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.plans import SDF
+from beam_spark_runner.plans import OperatorKind
 from beam_spark_runner.result import NotDrainable, PipelineState, SparkPipelineResult
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import SdfOperator
@@ -86,7 +86,7 @@ def _tail_operator():
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     _ = p | beam.Create([("log", 1000)]) | beam.ParDo(TailPositions()) | beam.Map(print)
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    op = next(op for op in plan.operators if op.kind == SDF)
+    op = next(op for op in plan.operators if op.kind == OperatorKind.SDF)
     return op, SdfOperator(op, plan, 1)
 
 
@@ -100,7 +100,7 @@ def test_a_splittable_dofn_truncates_its_residuals_once_the_pipeline_drains():
     truncator = operator._truncator_of()
     element = WindowedValue((("log", 1000), (OffsetRange(0, 1000), None)), 0, [window.GlobalWindow()])
     (dest,) = [d for i, d in enumerate(op.inputs) if i == truncator.main_index]
-    row = R.data(dest, truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
+    row = R.data(R.dest_text(dest), truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
     second = 10**6
 
     def step(t):  # the watermark at the end, processing time at t seconds
@@ -185,7 +185,7 @@ def test_the_splittable_dofn_blob_carries_its_format_version():
     truncator = operator._truncator_of()
     element = WindowedValue((("log", 1000), (OffsetRange(0, 1000), None)), 0, [window.GlobalWindow()])
     (dest,) = [d for i, d in enumerate(op.inputs) if i == truncator.main_index]
-    row = R.data(dest, truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
+    row = R.data(R.dest_text(dest), truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
     step = [[0, MAX_MICROS, 10**6]]
     running = operator.run(None, [row], step)
     saved = pickle.loads(running.blob)

@@ -8,7 +8,8 @@ from apache_beam.coders.coder_impl import IterableCoderImpl, create_InputStream
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 
-from beam_spark_runner.translation.batch_plan import state_backed_group_coder
+from beam_spark_runner.plans import BufferKind
+from beam_spark_runner.translation.stage_plans import state_backed_group_coder
 from beam_spark_runner.worker import grouped_values
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
 from beam_spark_runner.worker.grouped_values import GroupedValues, LazyValues, ValuePages, group_runs
@@ -174,7 +175,7 @@ def test_batch_plans_read_groups_with_the_state_backed_coder_on_the_harness():
     p = beam.Pipeline()
     _ = p | beam.Create([("a", "x")]) | beam.GroupByKey() | beam.Map(print)
     plan = plan_pipeline(pipeline_proto_of(p), plain_python=False)
-    readers = [s for s in plan.stages if any(port.buffer.kind == "group" for port in s.inputs)]
+    readers = [s for s in plan.stages if any(port.buffer.kind == BufferKind.GROUP for port in s.inputs)]
     assert readers
     for stage in readers:
         descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)

@@ -9,7 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
-from beam_spark_runner.plans import GROUP, SDF
+from beam_spark_runner.plans import OperatorKind
 from beam_spark_runner.streaming.keyed_state import DictStore
 from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import (
@@ -50,8 +50,8 @@ def _planner(tmp_path, clock):
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
 
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (sdf,) = [op.name for op in plan.operators if op.kind == SDF]
-    (gbk,) = [op.name for op in plan.operators if op.kind == GROUP]
+    (sdf,) = [op.name for op in plan.operators if op.kind == OperatorKind.SDF]
+    (gbk,) = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     planner = SourcePlanner(compile_script(plan, key_groups=1), str(tmp_path), clock=clock, sleep=clock.sleep)
     return planner, sdf, gbk
 
@@ -152,7 +152,7 @@ def test_a_group_by_key_wakes_at_its_processing_time_trigger():
         | beam.GroupByKey()
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    group_op = next(op for op in plan.operators if op.kind == GROUP)
+    group_op = next(op for op in plan.operators if op.kind == OperatorKind.GROUP)
     operator = GroupOperator(group_op, plan, 1)
     codec = operator._codec
     element = codec.pre_impl.encode_nested(WindowedValue(("k", 1), 0, (window.GlobalWindow(),)))

@@ -8,6 +8,7 @@ from apache_beam.transforms import window
 from beam_spark_runner import UnsupportedPipelineError, describe_plan, plan_pipeline
 from beam_spark_runner.translation.planner import pipeline_proto_of
 from beam_spark_runner.translation import batch_plan as plan_lib
+from beam_spark_runner.plans import BufferKind
 
 
 def _plan(build):
@@ -23,12 +24,12 @@ def test_group_by_key_becomes_a_shuffle_between_two_stages():
     writers = [
         s
         for s in plan.stages
-        if any(o.buffer.kind == plan_lib.GROUP and o.buffer.name == groups[0].name for o in s.outputs)
+        if any(o.buffer.kind == BufferKind.GROUP and o.buffer.name == groups[0].name for o in s.outputs)
     ]
     readers = [
         s
         for s in plan.stages
-        if any(i.buffer.kind == plan_lib.GROUP and i.buffer.name == groups[0].name for i in s.inputs)
+        if any(i.buffer.kind == BufferKind.GROUP and i.buffer.name == groups[0].name for i in s.inputs)
     ]
     assert len(writers) == 1 and len(readers) == 1
     assert plan.stages.index(writers[0]) < plan.stages.index(readers[0])
@@ -126,10 +127,10 @@ def test_retracting_mode_is_planned_with_retraction_aware_group_output():
     assert "retraction_aware" in group.output_coder_id
     # The streaming planner applies the same rewrite.
     from beam_spark_runner.translation.planner import plan_streaming_pipeline
-    from beam_spark_runner.plans import GROUP
+    from beam_spark_runner.plans import OperatorKind
 
     streaming = plan_streaming_pipeline(proto)
-    op = next(o for o in streaming.operators if o.kind == GROUP and o.display_name == "G")
+    op = next(o for o in streaming.operators if o.kind == OperatorKind.GROUP and o.display_name == "G")
     assert "retraction_aware" in op.group.output_coder_id
 
 

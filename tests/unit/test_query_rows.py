@@ -1,6 +1,8 @@
 """The streaming query's row layout (streaming/rows.py): KEYED rows carry
 many elements of one keyed destination, key-group and seq, and give them
-back in order."""
+back in order; typed destinations in the rows' dest column."""
+
+import pytest
 
 from beam_spark_runner.streaming import rows as R
 
@@ -65,3 +67,22 @@ def test_reports_round_trip():
 
 def test_no_entries_no_rows():
     assert R.keyed("d", 0, 0, []) == []
+
+
+def test_destinations_are_written_as_the_rows_dest_column_holds_them_and_read_back():
+    from beam_spark_runner.plans import BufferKind, BufferRef, Dest, DestKind
+
+    group = BufferRef(BufferKind.GROUP, "G")
+    pcoll = BufferRef(BufferKind.MATERIALIZE, "pc")
+    cases = {
+        Dest.written_to(group): "gbk:G",  # a GroupByKey's input
+        Dest.read_from(group): "group:G",  # its output, as its readers read it
+        Dest.written_to(pcoll): "materialize:pc",
+        Dest.impulse("stage_1"): "impulse:stage_1",
+    }
+    for dest, text in cases.items():
+        assert R.dest_text(dest) == text and R.parse_dest(text) == dest
+    assert Dest.read_from(pcoll) == Dest(DestKind.MATERIALIZED, "pc")
+    assert sorted(cases) == sorted(cases, key=lambda d: (d.kind.value, d.name))
+    with pytest.raises(ValueError):
+        R.parse_dest("status")

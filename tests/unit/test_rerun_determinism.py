@@ -21,7 +21,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.plans import SDF, STATEFUL
+from beam_spark_runner.plans import OperatorKind
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import DictStore
 from beam_spark_runner.streaming.operators import SdfOperator
@@ -49,7 +49,7 @@ def _periodic_impulse_operator(start, stop, interval):
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     _ = p | PeriodicImpulse(start_timestamp=start, stop_timestamp=stop, fire_interval=interval) | beam.Map(print)
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    op = next(op for op in plan.operators if op.kind == SDF)
+    op = next(op for op in plan.operators if op.kind == OperatorKind.SDF)
     return op, SdfOperator(op, plan, 1)
 
 
@@ -63,7 +63,7 @@ def test_a_rerun_periodic_impulse_emits_the_ticks_due_at_the_batch_time_not_at_i
     truncator = operator._truncator_of()
     (dest,) = [d for i, d in enumerate(op.inputs) if i == truncator.main_index]
     element = WindowedValue(((start, start + 1000, 1.0), (OffsetRange(0, 1000), None)), 0, [window.GlobalWindow()])
-    row = R.data(dest, truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
+    row = R.data(R.dest_text(dest), truncator._impl.encode_nested(element.with_value((element.value, 1000.0))), 0)
     steps = [[0, MAX_US, (start + 10) * SECOND + SECOND // 2]]  # the batch's processing time: start + 10.5 s
 
     first = operator.run(None, [row], steps)
@@ -101,11 +101,12 @@ def test_a_stateful_dofn_reads_the_batch_time_as_now_in_process_and_timers():
     # The GroupByKey after it takes the DoFn's output as rows.
     _ = p | beam.Create([("k", 1)]) | beam.ParDo(_StampsWithTheWallClock()) | beam.GroupByKey()
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    op = next(op for op in plan.operators if op.kind == STATEFUL)
+    op = next(op for op in plan.operators if op.kind == OperatorKind.STATEFUL)
     operator = StatefulStageOperator(op, plan, 1)
-    impl = operator._main_impls[op.inputs[0]]
-    key = operator._key_impls[op.inputs[0]].encode_nested("k")
-    row = R.data(op.inputs[0], impl.encode_nested(WindowedValue(("k", 1), 0, [window.GlobalWindow()])), 0, 0, key)
+    dest = R.dest_text(op.inputs[0])  # operators read rows' dest text
+    impl = operator._main_impls[dest]
+    key = operator._key_impls[dest].encode_nested("k")
+    row = R.data(dest, impl.encode_nested(WindowedValue(("k", 1), 0, [window.GlobalWindow()])), 0, 0, key)
     batch_time = 1_000 * SECOND
 
     store, rerun_store = DictStore(), DictStore()

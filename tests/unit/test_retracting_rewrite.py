@@ -16,6 +16,7 @@ import triggers
 from beam_spark_runner import UnsupportedPipelineError, plan_pipeline
 from beam_spark_runner.translation.planner import pipeline_proto_of
 from beam_spark_runner.translation import phases, batch_plan as plan_lib
+from beam_spark_runner.plans import BufferKind, BufferRef
 from beam_spark_runner.translation.retracting import rewrite_retracting
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.grouping import GroupCodec
@@ -159,7 +160,7 @@ def _group_wire(values):
     )
     plan = plan_pipeline(pipeline_proto_of(p))
     group = next(g for g in plan.groups.values() if g.display_name == "G")
-    ref = plan_lib.BufferRef(plan_lib.GROUP, group.name)
+    ref = BufferRef(BufferKind.GROUP, group.name)
     write = next(port for s in plan.stages for port in s.outputs if port.buffer == ref)
     read = next(port for s in plan.stages for port in s.inputs if port.buffer == ref)
     sdk_out = context.coder_impl(plan.components, write.coder_id)

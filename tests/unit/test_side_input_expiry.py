@@ -125,7 +125,7 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     from apache_beam.utils.windowed_value import WindowedValue
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
     from beam_spark_runner.streaming import operator_factory, rows as R
-    from beam_spark_runner.plans import STATEFUL
+    from beam_spark_runner.plans import OperatorKind
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
@@ -145,12 +145,13 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
         | beam.Map(print)
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (op,) = [o for o in plan.operators if o.kind == STATEFUL]
+    (op,) = [o for o in plan.operators if o.kind == OperatorKind.STATEFUL]
     operator = operator_factory.build(op, plan, 2)
-    ((side_dest, side_plan),) = op.side_inputs
-    (main_dest,) = [d for d in op.inputs if d != side_dest]
+    ((side, side_plan),) = op.side_inputs
+    (main,) = [d for d in op.inputs if d != side]
+    side_dest, main_dest = R.dest_text(side), R.dest_text(main)  # as rows name them
     side_impl = context.coder_impl(plan.components, side_plan.coder_id)
-    main_coder = context.components_context(plan.components).coders[plan.keyed_dests[main_dest]]
+    main_coder = context.components_context(plan.components).coders[plan.keyed_dests[main]]
     key_impl = main_coder.wrapped_value_coder.key_coder().get_impl()
     main_impl = main_coder.get_impl()
 
@@ -201,7 +202,7 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
     from apache_beam.utils.windowed_value import WindowedValue
     from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
     from beam_spark_runner.streaming import operator_factory, rows as R
-    from beam_spark_runner.plans import SDF, SIDE_INPUTS
+    from beam_spark_runner.plans import OperatorKind
     from beam_spark_runner.worker import context
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
@@ -220,12 +221,14 @@ def test_a_splittable_stage_drops_side_windows_once_no_residual_reads_them():
         | beam.Map(print)
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (restrictions,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
-    (sdf,) = [o for o in plan.operators if o.kind == SDF]
-    ((side_dest, side_plan),) = sdf.side_inputs
-    (main_dest,) = [d for d in restrictions.inputs if d != side_dest]
+    (restrictions,) = [o for o in plan.operators if o.kind == OperatorKind.SIDE_INPUTS]
+    (sdf,) = [o for o in plan.operators if o.kind == OperatorKind.SDF]
+    ((side, side_plan),) = sdf.side_inputs
+    side_dest = R.dest_text(side)  # as rows name it
+    (main,) = [d for d in restrictions.inputs if d != side]
+    main_dest = R.dest_text(main)
     side_impl = context.coder_impl(plan.components, side_plan.coder_id)
-    main_impl = context.coder_impl(plan.components, plan.element_coders[main_dest])
+    main_impl = context.coder_impl(plan.components, plan.element_coders[main])
 
     def side_row(value, start):
         w = window.IntervalWindow(start, start + 10)

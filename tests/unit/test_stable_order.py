@@ -25,7 +25,6 @@ _PLAN_SCRIPT = textwrap.dedent(
     from apache_beam.io import fileio
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
     from beam_spark_runner.translation import planner
-    from beam_spark_runner.plans import write_dest
 
     def two_sinks(p):
         ticks = p | PeriodicImpulse(start_timestamp=0, stop_timestamp=120, fire_interval=1) | beam.Map(int)
@@ -49,8 +48,7 @@ _PLAN_SCRIPT = textwrap.dedent(
         plan = planner.plan_streaming_pipeline(planner.pipeline_proto_of(p))
         print(plan.describe())
         for op in plan.operators:
-            writes = [write_dest(port.buffer) for port in op.stage.outputs] if op.stage else []
-            print(op.kind, op.name, op.inputs, op.pass_on, writes)
+            print(op.kind, op.name, op.inputs, op.pass_on, op.output_dests())
         print(sorted(plan.keyed_dests.items()), plan.broadcast_dests, plan.impulse_dests)
     """
 )

@@ -20,7 +20,7 @@ from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import AFTER_ALL, SourcePlanner, write_holds
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.plans import GROUP, STATELESS
+from beam_spark_runner.plans import Dest, OperatorKind
 
 
 def test_micros_constants_match_beam():
@@ -53,9 +53,15 @@ def test_plan_chains_operators_and_keeps_test_stream_out_of_sdk_stages():
     assert is_streaming(proto)
     plan = plan_streaming_pipeline(proto)
     kinds = [op.kind for op in plan.operators]
-    assert kinds == [STATELESS, GROUP, STATELESS, GROUP, STATELESS]
+    assert kinds == [
+        OperatorKind.STATELESS,
+        OperatorKind.GROUP,
+        OperatorKind.STATELESS,
+        OperatorKind.GROUP,
+        OperatorKind.STATELESS,
+    ]
     assert len(plan.sources) == 1 and plan.sources[0].display_name == "TestStream"
-    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     # G2 is fed by G1 through a stateless stage: the graph looks through it.
     assert plan.watermark_graph[g1].sources and not plan.watermark_graph[g1].stages
     assert plan.watermark_graph[g2].stages == (g1,) and not plan.watermark_graph[g2].sources
@@ -71,7 +77,7 @@ class _Expand(beam.DoFn):
 def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_key_groups():
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
     from beam_spark_runner.streaming.operators import RowWriter
-    from beam_spark_runner.plans import SDF
+    from beam_spark_runner.plans import OperatorKind
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     (
@@ -83,17 +89,15 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
         | beam.Map(print)
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    sdf = next(op for op in plan.operators if op.kind == SDF)
+    sdf = next(op for op in plan.operators if op.kind == OperatorKind.SDF)
     # The SDF operator runs only the splittable DoFn ...
     assert sdf.stage.sdk_transforms == ("Ticks/GenSequence/Process",)
     # ... and what reads its output is a plain-Python stateless operator
     # whose input is re-partitioned by key-group.
     after = next(
-        op
-        for op in plan.operators
-        if any(d in op.inputs for d in ["materialize:" + p.buffer.name for p in sdf.stage.outputs])
+        op for op in plan.operators if any(Dest.materialized(p.buffer.name) in op.inputs for p in sdf.stage.outputs)
     )
-    assert after.kind == STATELESS and after.rebalance_input
+    assert after.kind == OperatorKind.STATELESS and after.rebalance_input
     assert "Expand" in after.stage.sdk_transforms and after.stage.plain_spec is not None
     assert "after repartition by key-group, plain Python" in plan.describe()
     # Its input rows carry one element each, spread over the key-groups.
@@ -116,13 +120,13 @@ def test_work_after_a_splittable_dofn_is_its_own_stateless_operator_spread_over_
 
 
 def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group():
-    from beam_spark_runner.plans import SIDE_INPUTS
+    from beam_spark_runner.plans import OperatorKind
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([1])
     (p | TestStream().add_elements([1]) | "UsesSide" >> beam.Map(lambda x, s: x, beam.pvalue.AsList(side)))
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    (op,) = [o for o in plan.operators if o.kind == OperatorKind.SIDE_INPUTS]
     (side_dest,) = [d for d, _ in op.side_inputs]
     assert side_dest in plan.broadcast_dests and side_dest in op.inputs
     assert plan.side_watermarks[op.name][side_dest].sources == ("impulse",)
@@ -130,7 +134,7 @@ def test_streaming_side_inputs_get_their_own_watermarks_and_a_copy_per_key_group
 
 def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_watermarks():
     from apache_beam.transforms import userstate
-    from beam_spark_runner.plans import STATEFUL
+    from beam_spark_runner.plans import OperatorKind
 
     class Stateful(beam.DoFn):
         S = userstate.BagStateSpec("s", beam.coders.VarIntCoder())
@@ -148,7 +152,7 @@ def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_waterm
         | "StatefulWithSide" >> beam.ParDo(Stateful(), beam.pvalue.AsList(side))
     )
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (op,) = [o for o in plan.operators if o.kind == STATEFUL]
+    (op,) = [o for o in plan.operators if o.kind == OperatorKind.STATEFUL]
     (side_dest,) = [d for d, _ in op.side_inputs]
     main = [d for d in op.inputs if d != side_dest]
     assert side_dest in plan.broadcast_dests
@@ -159,15 +163,15 @@ def test_a_stateful_dofn_with_side_inputs_is_one_keyed_operator_with_side_waterm
 def test_a_side_input_read_by_several_operators_reaches_each_of_them():
     """A splittable DoFn with a side input: the restriction-splitting stage
     and the SDF operator both read it; the first passes its rows on."""
-    from beam_spark_runner.plans import SDF, SIDE_INPUTS
+    from beam_spark_runner.plans import OperatorKind
     from tests.splittable_dofns import ScaledPositions
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     side = p | "Side" >> beam.Create([2])
     (p | TestStream().add_elements([("a", 3)]) | beam.ParDo(ScaledPositions(), beam.pvalue.AsSingleton(side)))
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    (split,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
-    (sdf,) = [o for o in plan.operators if o.kind == SDF]
+    (split,) = [o for o in plan.operators if o.kind == OperatorKind.SIDE_INPUTS]
+    (sdf,) = [o for o in plan.operators if o.kind == OperatorKind.SDF]
     (side_dest,) = {d for d, _ in sdf.side_inputs}
     assert side_dest in plan.broadcast_dests and side_dest in split.inputs
     assert split.pass_on == (side_dest,) and sdf.pass_on == ()
@@ -175,7 +179,7 @@ def test_a_side_input_read_by_several_operators_reaches_each_of_them():
 
 
 def test_a_main_input_read_by_two_keyed_operators_reaches_both():
-    from beam_spark_runner.plans import STATEFUL
+    from beam_spark_runner.plans import OperatorKind
     from tests.integration.test_streaming import _RunningSum
 
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
@@ -183,7 +187,7 @@ def test_a_main_input_read_by_two_keyed_operators_reaches_both():
     keyed | "First" >> beam.ParDo(_RunningSum())
     keyed | "Second" >> beam.ParDo(_RunningSum())
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
-    first, second = [o for o in plan.operators if o.kind == STATEFUL]
+    first, second = [o for o in plan.operators if o.kind == OperatorKind.STATEFUL]
     assert first.pass_on == second.inputs and second.pass_on == ()
 
 
@@ -217,7 +221,7 @@ def _planner(tmp_path):
 
 def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_path):
     plan, planner = _planner(tmp_path)
-    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     start = planner.initial_offset()
     first = planner.next_offset(start)
     # G1, fed by the TestStream: a step at each watermark event (seq 1 and 3,
@@ -246,7 +250,7 @@ def test_processing_time_holds_stop_counting_once_the_test_stream_is_exhausted(t
     watermark, and the run, from reaching the end (Beam's DirectRunner ends
     with such timers unfired)."""
     plan, planner = _planner(tmp_path)
-    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     first = planner.next_offset(planner.initial_offset())
     # Batch 1 exhausted the stream; G1 reports [hold, hold without
     # processing-time timers]: only a processing-time timer holds at 5 s.
@@ -259,7 +263,7 @@ def test_processing_time_holds_stop_counting_once_the_test_stream_is_exhausted(t
 
 def test_processing_time_holds_count_while_the_test_stream_has_events(tmp_path):
     plan, planner = _planner(tmp_path)
-    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     start = planner.initial_offset()
     write_holds(str(tmp_path), 0, {})
     # The stream is not exhausted at the start: a processing-time hold counts.
@@ -279,7 +283,7 @@ def test_a_restarted_planner_continues_from_the_offset_it_is_given(tmp_path):
 
 def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_path):
     plan, planner = _planner(tmp_path)
-    group_op = [op for op in plan.operators if op.kind == GROUP][0]
+    group_op = [op for op in plan.operators if op.kind == OperatorKind.GROUP][0]
     operator = GroupOperator(group_op, plan, 2)
     codec = operator._codec
     from apache_beam.utils.windowed_value import WindowedValue
@@ -306,7 +310,7 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
 
 def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, monkeypatch):
     plan, _ = _planner(tmp_path)
-    group_op = [op for op in plan.operators if op.kind == GROUP][0]
+    group_op = [op for op in plan.operators if op.kind == OperatorKind.GROUP][0]
     operator = GroupOperator(group_op, plan, 2)
     codec = operator._codec
     from apache_beam.utils.windowed_value import WindowedValue
@@ -400,7 +404,7 @@ def test_an_unbounded_triggered_side_input_in_the_global_window_is_viewed_at_its
     plan = plan_streaming_pipeline(pipeline_proto_of(p))
     (reader,) = [op for op in plan.operators if op.side_inputs]
     ((dest, _),) = reader.side_inputs
-    assert set(triggered_side_inputs(reader.side_inputs, plan.components)) == {dest}
+    assert set(triggered_side_inputs(reader.side_inputs, plan.components)) == {R.dest_text(dest)}
 
 
 @pytest.mark.parametrize(
@@ -480,13 +484,13 @@ def test_several_test_streams_move_in_lockstep(tmp_path, reverse):
     events up to k, whichever stream the planner reads first: the side
     stream ending at seq 1 does not carry the main stream's last event (seq
     3, to +infinity) to before the main stream's element at seq 2."""
-    from beam_spark_runner.plans import SIDE_INPUTS
+    from beam_spark_runner.plans import OperatorKind
 
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
     planner = SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
     if reverse:
         planner._streams = tuple(reversed(planner._streams))
-    (op,) = [o.name for o in plan.operators if o.kind == SIDE_INPUTS]
+    (op,) = [o.name for o in plan.operators if o.kind == OperatorKind.SIDE_INPUTS]
     steps = planner.next_offset(planner.initial_offset())["steps"][op]
     wm_by_seq = {}
     for seq, wm, _, _ in steps:
@@ -499,13 +503,15 @@ def test_a_side_input_reader_starts_its_stage_after_a_window_into():
     """The side windows a main element waits for follow from its windows at
     the reader: fused after the WindowInto, an element would wait with its
     stage-input window (global: the side input's end)."""
-    from beam_spark_runner.plans import SIDE_INPUTS
+    from beam_spark_runner.plans import OperatorKind
 
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_streams_side_input_pipeline()))
-    (op,) = [o for o in plan.operators if o.kind == SIDE_INPUTS]
+    (op,) = [o for o in plan.operators if o.kind == OperatorKind.SIDE_INPUTS]
     assert op.stage.sdk_transforms == ("UsesSide",)
     assert any(
-        "MainWindows" in o.stage.sdk_transforms for o in plan.operators if o.kind == STATELESS and o.stage is not None
+        "MainWindows" in o.stage.sdk_transforms
+        for o in plan.operators
+        if o.kind == OperatorKind.STATELESS and o.stage is not None
     )
 
 
@@ -547,7 +553,7 @@ def _lifted_pipeline(mode=2):
 
 
 def _groups_by_name(plan):
-    return {op.display_name: op.group for op in plan.operators if op.kind == GROUP}
+    return {op.display_name: op.group for op in plan.operators if op.kind == OperatorKind.GROUP}
 
 
 def test_a_group_by_key_between_a_lifted_combiners_phases_knows_its_combine_fn():
@@ -578,7 +584,7 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     keeps one merged accumulator, and every early pane carries exactly one,
     with the running total (before, it kept and re-emitted all of them)."""
     plan = plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline()))
-    (group_op,) = [op for op in plan.operators if op.kind == GROUP and op.group.combine is not None]
+    (group_op,) = [op for op in plan.operators if op.kind == OperatorKind.GROUP and op.group.combine is not None]
     operator = GroupOperator(group_op, plan, 2)
     codec = operator._codec
     from apache_beam.utils.windowed_value import WindowedValue

@@ -9,7 +9,7 @@ from beam_spark_runner.streaming.script import compile_script
 from beam_spark_runner.streaming.source_planner import SourcePlanner, write_holds
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, BatchTimes
 from beam_spark_runner.translation.planner import pipeline_proto_of, plan_streaming_pipeline
-from beam_spark_runner.plans import GROUP
+from beam_spark_runner.plans import OperatorKind
 from tests.unit.test_streaming_planning import _two_gbk_pipeline
 
 
@@ -45,7 +45,7 @@ def test_watermarks_per_stage_never_go_back_and_a_chained_stage_follows_its_upst
     watermark is the first's output watermark of the same batch, and every
     watermark reaches +infinity."""
     plan = plan_streaming_pipeline(pipeline_proto_of(_two_gbk_pipeline()))
-    g1, g2 = [op.name for op in plan.operators if op.kind == GROUP]
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     names = {op.name: op.display_name for op in plan.operators if op.is_keyed}
     planner = SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
     offset, records = planner.initial_offset(), []

@@ -1,0 +1,280 @@
+"""Beam's fused stages as the runner's stage plans, for both planners.
+
+`StagePlanner.stage` turns one fused stage into a `StagePlan` (plans.py): its
+ProcessBundleDescriptor with the runner's data ports, the buffers it reads
+and writes, its side inputs (read with `runner_side_coder`), its timers,
+whether it is stateful or runs a splittable DoFn or a runner-native read or
+write, and the plain-Python spec when every transform can run as a plain loop
+(translation/plain_stages.py). Each GroupByKey a stage writes gets a
+`GroupPlan` (`planner.groups`), with the CombineFn of a lifted combiner
+around it. translation/batch_plan.py orders them into an ExecutionPlan;
+translation/streaming_plan.py makes them the operators of a streaming query.
+Pure planning: no Spark.
+"""
+
+from typing import Dict
+
+from apache_beam.portability import common_urns, python_urns
+from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
+from apache_beam.runners.portability.fn_api_runner import translations
+from apache_beam.runners.worker import bundle_processor
+from apache_beam.utils import proto_utils
+
+from beam_spark_runner.plans import (
+    BufferKind,
+    BufferRef,
+    DataPort,
+    GroupPlan,
+    LiftedCombine,
+    NativeTransform,
+    SideInputPlan,
+    StagePlan,
+)
+from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+from beam_spark_runner.translation.plain_stages import plan_plain_stage
+from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
+
+_SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
+
+
+def buffer_ref(buffer_id: bytes) -> BufferRef:
+    """The buffer a data port's Beam buffer id names."""
+    if buffer_id == translations.IMPULSE_BUFFER:
+        return BufferRef(BufferKind.IMPULSE, "")
+    kind, name = translations.split_buffer_id(buffer_id)
+    return BufferRef(BufferKind(kind), name)
+
+
+def _port(transform, coder_id):
+    return DataPort(transform.unique_name, buffer_ref(transform.spec.payload), coder_id)
+
+
+class StagePlanner:
+    """Plans the stages of one pipeline (Beam's `context` and `stages`).
+
+    `plain_python`: stages made only of simple callables and combiner phases
+    run as plain Python loops (worker/plain_stage.py); False keeps every
+    stage on the SDK harness. `streamed_groups` (batch): the SDK harness
+    reads GroupByKey outputs with Beam's state-backed iterable coder, so
+    that a large group can be streamed to it (worker/grouped_values.py)."""
+
+    def __init__(self, context, stages, plain_python=True, streamed_groups=False):
+        self._context = context
+        self._plain_python = plain_python
+        self._streamed_groups = streamed_groups
+        self._lifted = lifted_combines(context, stages)
+        self.groups: Dict[str, GroupPlan] = {}
+
+    def stage(self, stage, index) -> StagePlan:
+        """The StagePlan of `stage`, the `index`-th of the pipeline; the
+        GroupByKeys it writes join `groups`."""
+        context = self._context
+        components = context.components
+        data_coders, safe = context.data_channel_coders, context.safe_coders
+        inputs, outputs, side_inputs, names = [], [], [], []
+        transforms = {}
+        native = None
+        finalizes = False
+        for t in stage.transforms:
+            t = _copy(t)
+            if t.spec.urn == bundle_processor.DATA_INPUT_URN:
+                coder_id = data_coders[translations.only_element(t.outputs.values())]
+                port = _port(t, coder_id)
+                inputs.append(port)
+                if self._streamed_groups and port.buffer.kind == BufferKind.GROUP:
+                    # The runner's side keeps reading `coder_id`.
+                    coder_id = state_backed_group_coder(components, coder_id)
+                t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
+            elif t.spec.urn == bundle_processor.DATA_OUTPUT_URN:
+                pcoll = translations.only_element(t.inputs.values())
+                coder_id = data_coders[pcoll]
+                port = _port(t, coder_id)
+                outputs.append(port)
+                if port.buffer.kind == BufferKind.GROUP:
+                    name = port.buffer.name
+                    self.groups[name] = group_plan(context, name, self._lifted.get(name))
+                t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
+            else:
+                names.append(t.unique_name)
+                if t.spec.urn in NATIVE_IO_URNS:
+                    native = NativeTransform(t.unique_name, t.spec.urn, t.spec.payload)
+                if t.spec.urn in translations.PAR_DO_URNS:
+                    payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)
+                    finalizes = finalizes or payload.requests_finalization
+                    for tag, si in payload.side_inputs.items():
+                        pcoll = t.inputs[tag]
+                        side_inputs.append(
+                            SideInputPlan(
+                                t.unique_name,
+                                tag,
+                                pcoll,
+                                si.access_pattern.urn,
+                                runner_side_coder(
+                                    components, data_coders[pcoll], safe.get(data_coders[pcoll], data_coders[pcoll])
+                                ),
+                            )
+                        )
+            transforms[t.unique_name] = t
+        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor(
+            id="stage_%d" % index,
+            transforms=transforms,
+            pcollections=dict(components.pcollections.items()),
+            coders=dict(components.coders.items()),
+            windowing_strategies=dict(components.windowing_strategies.items()),
+            environments=dict(components.environments.items()),
+            timer_api_service_descriptor=fake_timer_endpoint(),
+        )
+        return StagePlan(
+            name=stage.name,
+            descriptor=descriptor.SerializeToString(),
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            side_inputs=tuple(side_inputs),
+            timers=tuple(sorted(stage.timers)),
+            stateful=stage.is_stateful(),
+            splittable=any(t.spec.urn == _SDF_PROCESS_URN for t in stage.transforms),
+            sdk_transforms=tuple(names),
+            plain_spec=(
+                plan_plain_stage(descriptor, [p.transform_id for p in inputs], [p.transform_id for p in outputs])
+                if self._plain_python and not side_inputs and native is None
+                else None
+            ),
+            native=native,
+            finalizes=finalizes,
+        )
+
+
+def state_backed_group_coder(components, coder_id) -> str:
+    """The id of a coder encoding exactly as `coder_id`, a windowed
+    KV<K, Iterable<V>>, whose Iterable is Beam's state-backed iterable (an
+    encoding may end in a state token the SDK harness reads the rest of the
+    values with, as Beam's FnApiRunner does with `use_state_iterables`),
+    added to `components`; `coder_id` itself if it has another shape."""
+    coders = components.coders
+    windowed = coders[coder_id]
+    if windowed.spec.urn != common_urns.coders.WINDOWED_VALUE.urn:
+        return coder_id
+    kv_id = windowed.component_coder_ids[0]
+    kv = coders[kv_id]
+    if kv.spec.urn != common_urns.coders.KV.urn:
+        return coder_id
+    iterable = coders[kv.component_coder_ids[1]]
+    if iterable.spec.urn != common_urns.coders.ITERABLE.urn:
+        return coder_id
+    new_id = coder_id + "_state_backed"
+    if new_id not in coders:
+        coders[kv_id + "_state_backed_iterable"].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=beam_runner_api_pb2.FunctionSpec(urn=common_urns.coders.STATE_BACKED_ITERABLE.urn, payload=b"1"),
+                component_coder_ids=iterable.component_coder_ids,
+            )
+        )
+        coders[kv_id + "_state_backed"].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=kv.spec,
+                component_coder_ids=[kv.component_coder_ids[0], kv_id + "_state_backed_iterable"],
+            )
+        )
+        coders[new_id].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=windowed.spec,
+                component_coder_ids=[kv_id + "_state_backed", windowed.component_coder_ids[1]],
+            )
+        )
+    return new_id
+
+
+def group_plan(context, gbk_id, combine=None) -> GroupPlan:
+    """The GroupPlan of GroupByKey `gbk_id`."""
+    components = context.components
+    gbk = components.transforms[gbk_id]
+    in_pcoll = translations.only_element(gbk.inputs.values())
+    out_pcoll = translations.only_element(gbk.outputs.values())
+    data_coders, safe = context.data_channel_coders, context.safe_coders
+    return GroupPlan(
+        name=gbk_id,
+        display_name=gbk.unique_name or gbk_id,
+        input_coder_id=runner_side_coder(components, data_coders[in_pcoll], safe[data_coders[in_pcoll]]),
+        output_coder_id=runner_side_coder(components, data_coders[out_pcoll], safe[data_coders[out_pcoll]]),
+        windowing_strategy_id=components.pcollections[in_pcoll].windowing_strategy_id,
+        combine=combine,
+    )
+
+
+_OPAQUE_WINDOW_URN = python_urns.TIMESTAMP_PREFIXED_OPAQUE_WINDOW_CODER
+
+
+def runner_side_coder(components, data_coder_id, safe_coder_id) -> str:
+    """The coder the runner reads and writes a GroupByKey or side input with: Beam's *safe*
+    coder (unknown value coders as bytes: the runner never looks at
+    values), except that a custom window type is decoded with the WindowFn's
+    own window coder. Beam's safe coder turns such windows into opaque
+    windows, fit for a runner that cannot run the SDK's code; this runner
+    calls the WindowFn (merge, GC time) and must hand it its own windows.
+    Both encode to the same bytes (the max timestamp, then the length-prefixed
+    window). Returns `safe_coder_id` when the window coder is a standard one;
+    otherwise the id of a coder added to `components`."""
+    coders = components.coders
+    safe, data = coders[safe_coder_id], coders[data_coder_id]
+    if safe.spec.urn != common_urns.coders.WINDOWED_VALUE.urn or len(safe.component_coder_ids) != 2:
+        return safe_coder_id
+    if coders[safe.component_coder_ids[1]].spec.urn != _OPAQUE_WINDOW_URN:
+        return safe_coder_id
+    if data.spec.urn != common_urns.coders.WINDOWED_VALUE.urn or len(data.component_coder_ids) != 2:
+        return safe_coder_id
+    new_id = safe_coder_id + "_own_window"
+    if new_id not in coders:
+        coders[new_id].CopyFrom(
+            beam_runner_api_pb2.Coder(
+                spec=safe.spec, component_coder_ids=[safe.component_coder_ids[0], data.component_coder_ids[1]]
+            )
+        )
+    return new_id
+
+
+_PRECOMBINE_URN = common_urns.combine_components.COMBINE_PER_KEY_PRECOMBINE.urn
+_MERGE_URN = common_urns.combine_components.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn
+_RUNNER_IO_URNS = (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN)
+
+
+def lifted_combines(context, stages) -> Dict[str, LiftedCombine]:
+    """GroupByKey id -> LiftedCombine, for each GroupByKey whose input comes
+    only from a Precombine and whose output goes only to MergeAccumulators
+    of the same CombineFn (what Beam's `lift_combiners` builds). Merging the
+    accumulators it groups changes nothing its readers can see: they merge
+    them anyway."""
+    producers, consumers = {}, {}
+    for stage in stages:
+        for t in stage.transforms:
+            if t.spec.urn in _RUNNER_IO_URNS:
+                continue
+            for pcoll in t.outputs.values():
+                producers[pcoll] = t
+            for pcoll in t.inputs.values():
+                consumers.setdefault(pcoll, []).append(t)
+    out = {}
+    for gbk_id, gbk in context.components.transforms.items():
+        if gbk.spec.urn != common_urns.primitives.GROUP_BY_KEY.urn:
+            continue
+        in_pcoll = translations.only_element(gbk.inputs.values())
+        out_pcoll = translations.only_element(gbk.outputs.values())
+        pre, readers = producers.get(in_pcoll), consumers.get(out_pcoll, [])
+        if pre is None or pre.spec.urn != _PRECOMBINE_URN or not readers:
+            continue
+        fn = _combine_fn(pre)
+        if all(r.spec.urn == _MERGE_URN and _combine_fn(r) == fn for r in readers):
+            coder_id = context.data_channel_coders.get(in_pcoll)
+            if coder_id is not None:
+                out[gbk_id] = LiftedCombine(fn, coder_id)
+    return out
+
+
+def _combine_fn(transform) -> bytes:
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.CombinePayload)
+    return payload.combine_fn.SerializeToString()
+
+
+def _copy(transform):
+    copied = beam_runner_api_pb2.PTransform()
+    copied.CopyFrom(transform)
+    return copied
