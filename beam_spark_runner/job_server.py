@@ -50,19 +50,14 @@ def parse_args(argv):
 
 
 def start_session(args):
-    from beam_spark_runner.session import ensure_python_workers_match_driver, merged_spark_conf
+    from beam_spark_runner.session import ensure_python_workers_match_driver, merged_spark_conf, new_session
 
     ensure_python_workers_match_driver(parse_spark_conf(args.spark_conf))
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.master(args.spark_master).appName(args.spark_app_name)
     # Jobs of different clients share the executors (each batch run is its
     # own pool) instead of queueing behind each other; --spark_conf wins.
     conf = dict(merged_spark_conf(parse_spark_conf(args.spark_conf)))
     conf.setdefault("spark.scheduler.mode", "FAIR")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return new_session(args.spark_master, args.spark_app_name, conf)
 
 
 def main(argv=None):

@@ -155,7 +155,10 @@ BEAM_OPTIONS_READ = (
         "--default_sdk_harness_log_level, --sdk_harness_log_level_overrides",
         "Beam's options: the level (default INFO) and per-logger levels ('{\"my.module\": \"DEBUG\"}') "
         "at which user code's log records in Spark's Python workers are forwarded to the driver's "
-        "logging, where the driver's own logger levels apply as for driver code.",
+        "logging, where the driver's own logger levels apply as for driver code. The runner's own "
+        "lines (INFO on stderr: Spark's UI address, a streaming query's start, every tenth "
+        "micro-batch, the end) follow overrides for beam_spark_runner: "
+        "'{\"beam_spark_runner\": \"WARNING\"}' turns them off.",
     ),
     (
         "--performance_runtime_type_check",

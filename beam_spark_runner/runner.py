@@ -4,6 +4,7 @@ import functools
 import logging
 import os
 import re
+import sys
 
 from apache_beam.options import pipeline_options
 from apache_beam.options.value_provider import RuntimeValueProvider
@@ -105,6 +106,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         for warning in warnings:
             _LOG.warning("%s", warning)
         log_settings = worker_log_settings(options)  # a bad level fails here, before any work
+        show_run_progress(log_settings.overrides)
         if spark_options.worker_log_forwarding == "off":
             log_settings = None
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
@@ -236,3 +238,33 @@ def _user_error(exc):
     text = str(exc)
     match = _STAGE_FAILED.search(text)
     return match.group(2).strip() if match else text
+
+
+class _RunProgressHandler(logging.StreamHandler):
+    """The runner's own lines on stderr while the application has not
+    configured logging; once it has (a handler on the root logger), its
+    configuration shows them instead."""
+
+    def emit(self, record):
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
+def show_run_progress(overrides=()):
+    """A run says what it does at INFO, one line per meaningful event (Spark
+    started with its UI address, a streaming query started, every tenth
+    micro-batch's watermarks and rows, drained, finished), on stderr unless
+    the application configured logging itself. Beam's
+    --sdk_harness_log_level_overrides entries for `beam_spark_runner` (or one
+    of its modules) set those loggers' levels on the driver too:
+    '{"beam_spark_runner": "WARNING"}' turns the lines off."""
+    runner_logger = logging.getLogger("beam_spark_runner")
+    if not any(isinstance(h, _RunProgressHandler) for h in runner_logger.handlers):
+        handler = _RunProgressHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s beam-spark-runner: %(message)s", "%H:%M:%S"))
+        runner_logger.addHandler(handler)
+        if runner_logger.level == logging.NOTSET:
+            runner_logger.setLevel(logging.INFO)
+    for name, level in overrides:
+        if name == "beam_spark_runner" or name.startswith("beam_spark_runner."):
+            logging.getLogger(name).setLevel(level)

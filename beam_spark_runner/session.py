@@ -5,11 +5,15 @@ import logging
 import os
 import sys
 
+from beam_spark_runner.execution.jvm_console import filtered_stderr
 from beam_spark_runner.options import parse_spark_conf
 
 _LOG = logging.getLogger(__name__)
 
 UI_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner-ui.jar")
+# The driver JVM's logging when the runner starts it (conf/log4j2.properties).
+LOG4J_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "log4j2.properties")
+_LOG4J_PROPERTY = "-Dlog4j2.configurationFile="
 
 
 def ensure_python_workers_match_driver(user_conf=None):
@@ -44,14 +48,27 @@ def runner_spark_conf():
 
 def merged_spark_conf(user_conf):
     """The runner's settings updated by the user's; a user's `spark.jars`
-    keeps the runner's jar beside its own."""
+    keeps the runner's jar beside its own, and the driver's log4j
+    configuration is the runner's unless the user's
+    `spark.driver.extraJavaOptions` names one."""
     conf = runner_spark_conf()
     user_conf = dict(user_conf)
     jars = user_conf.pop("spark.jars", None)
     conf.update(user_conf)
     if jars:
         conf["spark.jars"] = "%s,%s" % (jars, UI_JAR)
+    java_options = conf.get("spark.driver.extraJavaOptions", "")
+    if _LOG4J_PROPERTY not in java_options:
+        conf["spark.driver.extraJavaOptions"] = ("%s %sfile:%s" % (java_options, _LOG4J_PROPERTY, LOG4J_CONF)).strip()
     return conf
+
+
+def _quiet_local_address(master):
+    """A local master needs no address other machines reach: bound to the
+    loopback, Spark does not warn that the host name resolves to it (the
+    user's SPARK_LOCAL_IP wins)."""
+    if master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 
 class RunConf:
@@ -85,11 +102,23 @@ def get_or_create_session(spark_options, explicit=(), session=None):
     active = session if session is not None else SparkSession.getActiveSession()
     if active is not None:
         return active, _apply_to_active(active, spark_options, explicit)
-    builder = SparkSession.builder.master(spark_options.spark_master).appName(spark_options.spark_app_name)
     conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf))
+    return new_session(spark_options.spark_master, spark_options.spark_app_name, conf), RunConf()
+
+
+def new_session(master, app_name, conf):
+    """A SparkSession the runner starts: `conf` (merged_spark_conf's),
+    Spark's console noise left out (execution/jvm_console.py)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate(), RunConf()
+    _quiet_local_address(master)
+    with filtered_stderr():
+        session = builder.getOrCreate()
+    _LOG.info("Started Spark (%s); its UI: %s", master, session.sparkContext.uiWebUrl)
+    return session
 
 
 def _workers_run_this_interpreter(context):

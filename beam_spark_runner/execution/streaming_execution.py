@@ -34,11 +34,8 @@ UI_METRICS_INTERVAL_S = 10.0
 
 class StreamingExecution:
     """Builds, runs and stops the streaming query of one StreamingPlan.
-
-    `checkpoint_dir`: where Spark's checkpoint and the runner's records live;
-    a run started again with the same directory resumes where it stopped.
-    Without one, a temporary directory is used and removed at the end.
-    """
+    `checkpoint_dir`: where Spark's checkpoint and the runner's records live
+    (a run started again with it resumes; default: a temporary directory)."""
 
     def __init__(
         self,
@@ -105,10 +102,8 @@ class StreamingExecution:
         self._done.set()
 
     def drain(self):
-        """From the next micro-batch on, the sources read nothing more and
-        their watermarks go to +infinity; splittable DoFns truncate their
-        restrictions (streaming/source_planner.py); every window fires and
-        the run ends normally once all watermarks are at +infinity."""
+        """From the next micro-batch on, the sources read nothing more
+        (streaming/source_planner.py): every window fires, the run ends."""
         with self._lock:
             self._draining = True
             scratch = self.scratch_dir
@@ -118,12 +113,10 @@ class StreamingExecution:
 
     @property
     def cancelled(self):
-        """True once `cancel()` was called."""
         return self._cancelled.is_set()
 
     def progress(self):
-        """The completed micro-batches' progress records, oldest first
-        (streaming/progress.py; the last 10,000)."""
+        """The completed micro-batches' progress records (streaming/progress.py)."""
         return self._driver_sink.progress()
 
     def metrics_so_far(self):
@@ -170,6 +163,7 @@ class StreamingExecution:
                 raise RunCancelled("the pipeline was cancelled")
             # Always, even if unchanged since the last refresh: the UI says the run ended.
             ui.publish_safely("Beam metrics: streaming run finished", self.metrics_so_far())
+            _LOG.info("Streaming pipeline finished: every watermark reached +infinity")
         finally:
             if query.isActive:
                 query.stop()
@@ -181,9 +175,8 @@ class StreamingExecution:
         return self.metrics_so_far()
 
     def _restart(self, failed_query):
-        """A new query from the checkpoint after `failed_query` failed: the
-        coordinator recovers as on a driver restart (interrupted commits
-        finished, pre-commits of batches to be replayed aborted)."""
+        """A new query from the checkpoint after `failed_query` failed; the
+        coordinator recovers as on a driver restart."""
         if failed_query.isActive:
             failed_query.stop()
         self.spark.streams.removeListener(self._listener)
@@ -240,6 +233,12 @@ class StreamingExecution:
             self._sink,
         )
         self._listener.query_id = str(query.id)
+        _LOG.info(
+            "Streaming query started: %d operators, %d key-groups; Spark UI %s",
+            len(self.plan.operators),
+            self.key_groups,
+            self.spark.sparkContext.uiWebUrl,
+        )
         return query
 
     def _sink(self, batch_df, batch_id):

@@ -37,6 +37,9 @@ _QUERY_CONF = {
     # Each batch uploads the changed state only, not a RocksDB snapshot.
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.shuffle.partitions": None,
+    # Spark turns adaptive execution off for a streaming query anyway, and
+    # warns twice at its start when the session has it on.
+    "spark.sql.adaptive.enabled": "false",
 }
 # Checkpoint files in a local directory: Spark's default file manager goes
 # through Hadoop's FileContext, which cost ~70 ms per state store commit per

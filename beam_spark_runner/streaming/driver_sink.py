@@ -16,7 +16,9 @@ batch without one carried nothing and is ignored):
    processing time by which the driver needs another batch when the release
    policy holds side effects back;
 3. its metrics (the METRICS rows, and the batch's own: watermarks, lag,
-   duration), its progress record (streaming/progress.py) and an INFO line.
+   duration), its progress record (streaming/progress.py) and a log line:
+   at INFO for the first batch, every `log_every`-th and the last, at DEBUG
+   for the others.
 
 DATA rows reaching the end of the query are logged: nothing read them.
 """
@@ -127,6 +129,7 @@ class DriverSink:
         record_holds: Callable[[int, dict], None],
         planned_processing_time: bool = True,
         clock: SinkClock = SinkClock(),
+        log_every: int = 10,
     ):
         self._coordinator = coordinator
         self._commit_lock = commit_lock
@@ -135,6 +138,8 @@ class DriverSink:
         self._record_holds = record_holds
         self._planned_processing_time = planned_processing_time
         self._clock = clock
+        self._log_every = log_every
+        self._batches = 0
         self._lock = threading.Lock()
         self._metrics = {}  # label -> [serialized MonitoringInfo]
         self._progress = progress.ProgressLog()
@@ -188,9 +193,11 @@ class DriverSink:
         with self._lock:
             for label, own in progress.batch_metrics(times, duration_ms, self._clock.wall()).items():
                 self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in own)
-        counters = progress.operator_counters(infos)
-        self._progress.record(progress.batch_progress(times, duration_ms, self._display_names, counters))
-        _LOG.info("Beam streaming (Spark batch %d) %s", batch_id, progress.describe(status.batch, times, duration_ms))
+        record = progress.batch_progress(times, duration_ms, self._display_names, progress.operator_counters(infos))
+        self._progress.record(record)
+        self._batches += 1
+        every = self._batches == 1 or self._batches % self._log_every == 0 or status.done
+        _LOG.log(logging.INFO if every else logging.DEBUG, "Streaming %s", progress.describe(record))
 
     def metric_infos(self) -> Dict[str, List[bytes]]:
         """{label: serialized MonitoringInfos} reported so far (a copy)."""

@@ -151,13 +151,22 @@ class ProgressLog:
             return tuple(self._batches)
 
 
-def describe(batch, times: BatchTimes, duration_ms: int):
-    """A log line: batch number, duration, each operator's watermarks."""
+def describe(batch: BatchProgress) -> str:
+    """A log line: batch number, duration, each keyed operator's
+    watermarks and rows in and out."""
     parts = [
-        "%s in=%s out=%s" % (op, _ms(times.input_watermarks[op]), _ms(times.output_watermarks[op]))
-        for op in times.input_watermarks
+        "%s: watermark in %s out %s, rows %d -> %d%s"
+        % (
+            s.display_name,
+            _ms(s.input_watermark),
+            _ms(s.output_watermark),
+            s.rows_in,
+            s.rows_out,
+            ", %d dropped late" % s.dropped_late if s.dropped_late else "",
+        )
+        for s in batch.stages
     ]
-    return "batch %d took %d ms; %s" % (batch, duration_ms, "; ".join(parts))
+    return "batch %d took %d ms; %s" % (batch.batch, batch.duration_ms, "; ".join(parts))
 
 
 def _ms(micros):
