@@ -83,8 +83,8 @@ class StagePlan:
     stateful: bool  # user state or timers: its input goes by key
     splittable: bool  # runs a splittable DoFn: its restrictions can be spread
     sdk_transforms: Tuple[str, ...]  # user-facing transform names (Spark UI)
-    # Set when every transform can run as a plain Python loop (batch only):
-    # see worker/plain_stage.py. None: the SDK harness runs the stage.
+    # Set when every transform can run as a plain Python loop (batch and
+    # streaming): see worker/plain_stage.py. None: the SDK harness runs it.
     plain_spec: Optional[object] = None  # worker.plain_stage.PlainStageSpec
     # Set for a stage holding a runner-native read or write (no SDK code).
     native: Optional[NativeTransform] = None

@@ -6,6 +6,7 @@ import os
 import sys
 
 from beam_spark_runner.execution.jvm_console import filtered_stderr
+from beam_spark_runner.execution.spark_internals import set_worker_python, worker_python
 from beam_spark_runner.options import parse_spark_conf
 
 _LOG = logging.getLogger(__name__)
@@ -134,11 +135,11 @@ def _workers_run_this_interpreter(context):
     (PYSPARK_PYTHON, spark.pyspark.python) or that runs on a cluster is
     left alone."""
     chosen = os.environ.get("PYSPARK_PYTHON") not in (None, sys.executable)
-    if context.pythonExec != "python3" or chosen or not context.master.startswith("local"):
+    if worker_python(context) != "python3" or chosen or not context.master.startswith("local"):
         return
     if context.getConf().get("spark.pyspark.python", None) is not None:
         return
-    context.pythonExec = sys.executable
+    set_worker_python(context, sys.executable)
     _LOG.info("The active local SparkSession's Python workers will run %s (the driver's interpreter)", sys.executable)
 
 

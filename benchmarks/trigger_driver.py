@@ -22,6 +22,7 @@ Usage: python -m benchmarks.trigger_driver [--elements N] [--repeat R]
 import argparse
 import collections
 import random
+import os
 import sys
 import time
 
@@ -33,9 +34,11 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import PaneInfoTiming
 from apache_beam.utils.windowed_value import WindowedValue
 
-from benchmarks.headline import headline
-from triggers import ReduceSpec
-from triggers.batch import group_by_window
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.headline import headline  # noqa: E402
+from triggers import ReduceSpec  # noqa: E402
+from triggers.batch import group_by_window  # noqa: E402
 
 
 class _Clock(object):

@@ -18,7 +18,7 @@ from pyspark import StorageLevel
 
 from beam_spark_runner.execution import main_session, batch_finalization
 from beam_spark_runner.execution import metrics_accumulator as spark_metrics
-from beam_spark_runner.execution import ui_metrics
+from beam_spark_runner.execution import spark_internals, ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
@@ -313,13 +313,9 @@ def _group_partition(memory_mb, records):
     combines on the map side (ExternalMerger), which pickles a hot key's
     whole value list when it spills: with one key of 1M values under a
     900 MB worker limit that ran out of memory. So the map side here is a
-    plain `partitionBy`. pyspark.shuffle has no documented API; this is the
-    one place the runner uses it."""
-    from pyspark.shuffle import Aggregator, ExternalGroupBy
-
-    merger = ExternalGroupBy(Aggregator(_one_value_list, _append_value, _extend_values), memory_mb)
-    merger.mergeValues(records)
-    return merger.items()
+    plain `partitionBy` (pyspark.shuffle has no documented API: reached
+    through execution/spark_internals.py)."""
+    return spark_internals.external_group_by(records, memory_mb, _one_value_list, _append_value, _extend_values)
 
 
 def _memory_mb(size):

@@ -23,6 +23,8 @@ import posixpath
 import shutil
 import urllib.parse
 
+from beam_spark_runner.execution import spark_internals
+
 BEAM_DIR = "beam"
 SPARK_DIR = "spark"
 
@@ -118,10 +120,11 @@ class CheckpointFiles:
 
     def __init__(self, spark, root):
         self.root = root
-        jvm = spark.sparkContext._jvm
+        jvm = spark_internals.jvm(spark.sparkContext)
         self._jvm = jvm
         self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(root).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        hadoop_conf = spark_internals.java_spark_context(spark.sparkContext).hadoopConfiguration()
+        self._fs = self._Path(root).getFileSystem(hadoop_conf)
 
     def uri(self, relative):
         return join(self.root, relative)

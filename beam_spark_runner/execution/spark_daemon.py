@@ -11,10 +11,10 @@ import apache_beam.runners.worker.bundle_processor  # noqa: F401
 import apache_beam.runners.worker.sdk_worker  # noqa: F401
 import beam_spark_runner.worker.harness_stage  # noqa: F401
 from beam_spark_runner.execution import main_session
-from pyspark import daemon
+from beam_spark_runner.execution.spark_internals import run_python_daemon
 
 if __name__ == "__main__":
     # Forked workers inherit it: the driver script's classes resolve as
     # __main__.<name> (execution/main_session.py).
     main_session.install()
-    daemon.manager()
+    run_python_daemon()

@@ -10,16 +10,17 @@ of keys would spend seconds waiting, so `MapTable` writes its requests in
 windows of `WINDOW` and then reads their answers.
 
 That needs PySpark's private pieces of the state API (the MapState's
-client, its socket and message framing), used here and nowhere else. They
-are those of the pinned pyspark (setup.py); if a PySpark release moves
-them, `MapTable` falls back to the public one-call-at-a-time API (correct,
-slower), and tests/integration/test_state_store_calls.py fails to say so.
+client, its socket and message framing): execution/spark_internals.py's
+`MapStateWire`. If a PySpark release moves them, `MapTable` falls back to
+the public one-call-at-a-time API (correct, slower), and
+tests/unit/test_private_apis.py fails naming them.
 
 Beam-free (Spark loads this module in its helper processes).
 """
 
 import logging
 
+from beam_spark_runner.execution.spark_internals import MapStateWire
 from beam_spark_runner.streaming import state_blobs
 
 _LOG = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class MapTable:
     def __init__(self, map_state, name):
         self._state = map_state
         self._name = name
-        self._wire = _Wire.of(map_state, name)
+        self._wire = MapStateWire.of(map_state, name, WINDOW)
 
     def get_many(self, keys):
         if self._wire is None:
@@ -60,80 +61,6 @@ class MapTable:
 
 def _first(row):
     return None if row is None else bytes(row[0])
-
-
-class _Wire:
-    """Pipelined MapState requests over PySpark's state socket."""
-
-    @classmethod
-    def of(cls, map_state, name):
-        try:
-            client = map_state._mapStateClient
-            api = client._stateful_processor_api_client
-            for needed in ("_serialize_to_bytes", "_deserialize_from_bytes", "_receive_proto_message", "sockfile"):
-                getattr(api, needed)  # all there now, or fall back now (not mid-batch)
-            return cls(api, client.user_key_schema, client.value_schema, name)
-        except (AttributeError, ImportError) as e:
-            _LOG.warning("PySpark's state API has changed (%s): state calls go one at a time", e)
-            return None
-
-    def __init__(self, api, key_schema, value_schema, name):
-        import pyspark.sql.streaming.proto.StateMessage_pb2 as messages
-        from pyspark.serializers import write_int
-
-        self._api, self._messages, self._write_int = api, messages, write_int
-        self._key_schema, self._value_schema, self._name = key_schema, value_schema, name
-
-    def _request(self, call):
-        m = self._messages
-        return m.StateRequest(
-            stateVariableRequest=m.StateVariableRequest(mapStateCall=m.MapStateCall(stateName=self._name, **call))
-        ).SerializeToString()
-
-    def _key(self, key):
-        return self._api._serialize_to_bytes(self._key_schema, (key,))
-
-    def _exchange(self, requests, what):
-        """Sends `requests`, WINDOW at a time; returns their answers' values."""
-        api, out, values = self._api, self._api.sockfile, []
-        for start in range(0, len(requests), WINDOW):
-            part = requests[start : start + WINDOW]
-            for message in part:
-                self._write_int(0, out)  # message version, as PySpark writes it
-                self._write_int(len(message), out)
-                out.write(message)
-            out.flush()
-            failure = None
-            for _ in part:  # every answer is read, so the socket stays in step
-                status, error, value = api._receive_proto_message()
-                if status != 0 and not (what == "get" and status == 2):
-                    failure = failure or error
-                values.append(value)
-            if failure:
-                raise RuntimeError("Spark's state store refused a %s on %r: %s" % (what, self._name, failure))
-        return values
-
-    def get_many(self, keys):
-        m = self._messages
-        values = self._exchange([self._request({"getValue": m.GetValue(userKey=self._key(k))}) for k in keys], "get")
-        return [self._api._deserialize_from_bytes(v) if len(v) else None for v in values]
-
-    def put_many(self, items):
-        m = self._messages
-        serialize = self._api._serialize_to_bytes
-        self._exchange(
-            [
-                self._request(
-                    {"updateValue": m.UpdateValue(userKey=self._key(k), value=serialize(self._value_schema, (v,)))}
-                )
-                for k, v in items
-            ],
-            "put",
-        )
-
-    def remove_many(self, keys):
-        m = self._messages
-        self._exchange([self._request({"removeKey": m.RemoveKey(userKey=self._key(k))}) for k in keys], "remove")
 
 
 class SparkKeyGroupStore:

@@ -27,6 +27,7 @@ from apache_beam.metrics.metric import MetricResults
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiMetrics
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_spark_runner.execution import spark_internals
 from beam_spark_runner.execution.naming import spark_call_site
 
 _LOG = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class UiMetricsPublisher:
         helper jar is not on the session's classpath (warned once)."""
         if self._unavailable or not entries:
             return False
-        jvm = self._sc._jvm
+        jvm = spark_internals.jvm(self._sc)
         try:
             jvm.java.lang.Class.forName(_PUBLISHER, True, jvm.java.lang.Thread.currentThread().getContextClassLoader())
         except Exception:  # noqa: BLE001 -- py4j wraps ClassNotFoundException
@@ -134,11 +135,13 @@ class UiMetricsPublisher:
                 _PUBLISHER,
             )
             return False
-        gateway = self._sc._gateway
+        gateway = spark_internals.py4j_gateway(self._sc)
         names = gateway.new_array(jvm.java.lang.String, len(entries))
         values = gateway.new_array(jvm.java.lang.String, len(entries))
         for i, (name, value) in enumerate(entries):
             names[i] = name
             values[i] = value
-        jvm.beamsparkrunner.ui.MetricsPublisher.publish(self._sc._jsc, description, names, values)
+        jvm.beamsparkrunner.ui.MetricsPublisher.publish(
+            spark_internals.java_spark_context(self._sc), description, names, values
+        )
         return True

@@ -183,7 +183,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         state_queue = queue.Queue()
         with self._lock:
             self._state_queues.append(state_queue)
-            history = list(self._state_history)
+            history = list(self.with_state_history(iter(())))  # Beam's public view of the history
         for state, timestamp in itertools.chain(history, _queued_items(state_queue)):
             yield state, timestamp
             if self.is_terminal_state(state):
@@ -194,7 +194,7 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
         self._log_queues.append(log_queue)
         with self._lock:
             self._state_queues.append(log_queue)
-            history = list(self._state_history)
+            history = list(self.with_state_history(iter(())))  # Beam's public view of the history
         for message in itertools.chain(self._log_queues.cache(), history, _queued_items(log_queue)):
             yield message
             if isinstance(message, tuple) and self.is_terminal_state(message[0]):

@@ -1,6 +1,6 @@
 """Streaming semantics without Spark: what a micro-batch does, planned and
 checked in plain Python (no module here imports pyspark or py4j; the Spark
-glue is execution/streaming_*.py).
+glue is execution/streaming_*.py, state_store_calls.py, checkpoint_files.py).
 
 - rows.py: the one row shape of the streaming query;
 - watermarks.py, source_planner.py, key_groups.py: MillWheel watermarks, each
@@ -11,6 +11,8 @@ glue is execution/streaming_*.py).
   does with a micro-batch and how it keeps its state;
 - checkpoint_coordinator.py, checkpoint_records.py, checkpoint_policies.py,
   plan_fingerprint.py: the ABS checkpoint coordinator and its records;
+- driver_sink.py: the driver's end of each micro-batch (checkpoint
+  acknowledgements and side effects, hold record, metrics, progress);
 - progress.py: each batch's progress records and metrics;
 - script.py: TestStream events compiled into source rows.
 """

@@ -2,7 +2,7 @@
 stateful DoFn), laid out so that a micro-batch reads and writes only the
 keys it touches: those with data, a due timer, a due trigger or an
 expiring window. No Spark, no Beam: the operator hands in a `Store` (Spark's
-state store in execution/streaming_udfs.py, a dict in tests).
+state store through execution/state_store_calls.py, a dict in tests).
 
 Layout (format version `FORMAT_VERSION`), three tables of the key-group:
 

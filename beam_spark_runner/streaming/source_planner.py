@@ -1,5 +1,5 @@
 """Plans each micro-batch at the sources: what it reads and the times every
-keyed operator applies. No Spark: the Spark source (execution/streaming_execution.py)
+keyed operator applies. No Spark: the Spark source (execution/streaming_udfs.py)
 calls `initial_offset`, `next_offset` and `batch_rows` from Spark's
 source-planning process and executors.
 

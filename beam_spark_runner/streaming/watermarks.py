@@ -1,5 +1,5 @@
-"""MillWheel-style low watermarks for a graph of stages, computed on the
-driver once per micro-batch.
+"""MillWheel-style low watermarks for a graph of stages, computed once per
+micro-batch where the batch is planned (the source's planning process).
 
 For every stage, planning batch N:
     output watermark = min(input watermark of batch N-1, the earliest hold

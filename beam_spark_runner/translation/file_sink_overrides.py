@@ -41,6 +41,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.transforms import trigger, window
 
 from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.worker.beam_internals import write_to_files_temp_directory
 from beam_spark_runner.worker.file_names import ShardTemplate
 from beam_spark_runner.worker.transactional_files import WriteDestinationPanesFn, WritePaneShardsFn, digest
 from windowing.existing import ExistingWindows
@@ -207,9 +208,8 @@ class _WindowedWriteToFiles(beam.PTransform):
 def _write_to_files_temp_dir(transform, temp_location):
     """The user's `temp_directory`, or one named after the output path (Beam
     picks a random one, which a restarted driver would not find)."""
-    # WriteToFiles keeps the directory only in a private field (filled with
-    # a random name by its expand; not yet called here).
-    chosen = transform._temp_directory  # pylint: disable=protected-access
+    # Its expand (not yet called here) fills a random name in otherwise.
+    chosen = write_to_files_temp_directory(transform)
     chosen = chosen.get() if chosen is not None and hasattr(chosen, "get") else chosen
     if chosen and not _FILEIO_RANDOM_TEMP.match(FileSystems.split(chosen)[1]):
         return chosen

@@ -39,6 +39,8 @@ from apache_beam.pipeline import PTransformOverride
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import core, window
 
+from beam_spark_runner.worker.beam_internals import MISSING, read_from_text_source, text_source_fields
+
 READ_TEXT_URN = "beam_spark_runner:transform:read_text:v1"
 WRITE_FILES_URN = "beam_spark_runner:transform:write_files:v1"
 NATIVE_IO_URNS = frozenset([READ_TEXT_URN, WRITE_FILES_URN])
@@ -103,18 +105,18 @@ def text_read_config(transform):
     """The TextReadConfig of a ReadFromText Spark can read itself, else None.
 
     Beam exposes a ReadFromText's settings only through its private source
-    object (`_source`); `text_source_config` reads them."""
+    object (read through worker/beam_internals.py)."""
     if type(transform) is not textio.ReadFromText:
         return None
-    return text_source_config(getattr(transform, "_source", None))
+    return text_source_config(read_from_text_source(transform))
 
 
 def text_source_config(source):
     """The TextReadConfig of a `_TextSource` with default record handling,
-    else None. This is the one place that reads the source's private
-    attributes: any that is missing or not at its default keeps Beam's own
-    expansion."""
-    if type(source) is not textio._TextSource:  # pylint: disable=protected-access
+    else None: any setting that is missing or not at its default keeps
+    Beam's own expansion."""
+    fields = text_source_fields(source)
+    if fields is None:
         return None
     defaults = {
         "_delimiter": None,
@@ -124,13 +126,10 @@ def text_source_config(source):
         "_header_matcher": None,
         "_header_processor": None,
     }
-    marker = object()
-    if any(getattr(source, name, marker) != value for name, value in defaults.items()):
+    if any(fields[name] is MISSING or fields[name] != value for name, value in defaults.items()):
         return None
-    pattern = getattr(source, "_pattern", None)
-    coder = getattr(source, "_coder", None)
-    compression = getattr(source, "_compression_type", None)
-    if pattern is None or not isinstance(coder, coders.Coder) or compression is None:
+    pattern, coder, compression = fields["_pattern"], fields["_coder"], fields["_compression_type"]
+    if pattern is MISSING or not isinstance(coder, coders.Coder) or compression in (None, MISSING):
         return None
     try:
         pattern = pattern.get()
@@ -146,7 +145,7 @@ class _ReadTextOverride(PTransformOverride):
     def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
         transform = applied_ptransform.transform
         config = text_read_config(transform)
-        element_type = transform._source.output_type_hint()  # pylint: disable=protected-access
+        element_type = read_from_text_source(transform).output_type_hint()
         return _NativeReadText(config, element_type)
 
 

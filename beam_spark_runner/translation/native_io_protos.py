@@ -19,10 +19,10 @@ either way; only the speed differs.
 """
 
 from apache_beam.internal import pickler
-from apache_beam.io import iobase
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
+from beam_spark_runner.worker.beam_internals import is_write_bundle_dofn
 from beam_spark_runner.translation.native_io_overrides import (
     READ_TEXT_URN,
     WRITE_FILES_URN,
@@ -80,7 +80,7 @@ def _write_sink(components, transform):
         return None
     info = _unpickled(do_fn.payload)
     fn = info[0] if isinstance(info, tuple) and info else None
-    if type(fn) is not iobase._WriteBundleDoFn:  # pylint: disable=protected-access
+    if not is_write_bundle_dofn(fn):
         return None
     sink = getattr(fn, "sink", None)
     if sink is None or getattr(sink, "num_shards", 0) != 0:

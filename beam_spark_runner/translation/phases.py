@@ -1,6 +1,7 @@
 """The ordered phases that turn a pipeline into stages.
 
-Three kinds, in the order they apply (translation/planner.py runs them):
+Three kinds, in the order they apply (SparkRunner.run_pipeline applies the
+pipeline overrides; translation/planner.py runs the rest):
  * pipeline overrides, on the `beam.Pipeline` object before it becomes a
    proto (`apply_pipeline_overrides`: the runner's own text reads and file
    writes, batch only; unbounded file writes are replaced when applied,

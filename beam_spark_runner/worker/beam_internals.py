@@ -1,9 +1,14 @@
-"""The one place that touches Beam's non-public SDK-harness wiring.
+"""The one place the runner reaches Beam's non-public APIs.
 
 Beam has no public API to run a ProcessBundleDescriptor in-process; its own
 FnApiRunner does it with the classes imported here (the embedded worker
-handler). We wrap them so an upgrade of Beam breaks one module, not the
-runner: every other module imports from here.
+handler). Other private pieces the runner needs are read here too, each in
+a function that says why (`PRIVATE_APIS` lists them all). An upgrade of
+Beam that moves one breaks this module, and tests/unit/test_private_apis.py
+names what moved; every other module imports from here. (The one exception
+is the engine-agnostic core, which may not import the runner:
+windowing/window_keys.py reads IntervalWindow's Cython fields itself, with
+a fallback, and the same test names them.)
 """
 
 import contextlib
@@ -346,3 +351,170 @@ def frozen_wall_clock(micros):
     finally:
         for m, t in zip(modules, saved):
             m.time = t
+
+
+# --- private attributes of Beam's transforms and DoFns ------------------------
+
+
+def write_to_files_temp_directory(transform):
+    """The `temp_directory` a `fileio.WriteToFiles` was given (a string, a
+    ValueProvider or None): Beam keeps it only in a private field, which its
+    expand fills with a random name (translation/file_sink_overrides.py
+    replaces that with a stable one before expand runs)."""
+    return transform._temp_directory  # pylint: disable=protected-access
+
+
+def read_from_text_source(transform):
+    """The `_TextSource` a `ReadFromText` reads through, or None: Beam
+    exposes a ReadFromText's settings only on it."""
+    return getattr(transform, "_source", None)
+
+
+# A _TextSource's settings the runner's own text read reproduces, by the
+# private field that holds each.
+TEXT_SOURCE_FIELDS = (
+    "_pattern",
+    "_coder",
+    "_compression_type",
+    "_delimiter",
+    "_escapechar",
+    "_skip_header_lines",
+    "_strip_trailing_newlines",
+    "_header_matcher",
+    "_header_processor",
+)
+MISSING = object()
+
+
+def text_source_fields(source):
+    """{field: value} of a `_TextSource`'s TEXT_SOURCE_FIELDS (MISSING for one
+    it lacks), or None for anything else."""
+    from apache_beam.io import textio
+
+    if type(source) is not textio._TextSource:  # pylint: disable=protected-access
+        return None
+    return {name: getattr(source, name, MISSING) for name in TEXT_SOURCE_FIELDS}
+
+
+def dofn_processes_batches(dofn):
+    """Whether a DoFn processes batches (`process_batch`, or a `process`
+    that yields batches): DoFn keeps what its subclass defines in private
+    flags. Raises for an object that is not a DoFn."""
+    return bool(dofn._process_batch_defined or dofn._process_yields_batches)  # pylint: disable=protected-access
+
+
+def dofn_processes_elements(dofn):
+    """Whether a DoFn defines `process` (DoFn's private flag)."""
+    return bool(dofn._process_defined)  # pylint: disable=protected-access
+
+
+def callable_wrapper_function(dofn):
+    """The function a `CallableWrapperDoFn` (what Map, FlatMap, MapTuple,
+    ... make) calls per element, kept in its private `_fn`."""
+    return dofn._fn  # pylint: disable=protected-access
+
+
+def wrapped_user_callable(wrapper):
+    """The user's callable inside one of Map's or MapTuple's wrapper
+    functions (their closure variable `fn`), or None."""
+    closure = getattr(wrapper, "__closure__", None)
+    if not closure:
+        return None
+    cells = dict(zip(wrapper.__code__.co_freevars, closure))
+    cell = cells.get("fn")
+    return None if cell is None else cell.cell_contents
+
+
+def is_write_bundle_dofn(fn):
+    """Whether `fn` is the DoFn of a bounded WriteImpl's `WriteBundles` step
+    (`iobase._WriteBundleDoFn`): the runner writes such a sink itself."""
+    from apache_beam.io import iobase
+
+    return type(fn) is iobase._WriteBundleDoFn  # pylint: disable=protected-access
+
+
+def _write_to_files():
+    from apache_beam.io import fileio
+
+    return fileio.WriteToFiles("/nonexistent")
+
+
+def _read_from_text():
+    from apache_beam.io import textio
+
+    return textio.ReadFromText("/nonexistent/*", validate=False)
+
+
+def _a_dofn():
+    class _Probe(core.DoFn):
+        def process(self, element):
+            yield element
+
+    return _Probe()
+
+
+def _bundle_finalizer_param():
+    return core._BundleFinalizerParam()  # pylint: disable=protected-access
+
+
+# (what, where the runner uses it, a check that it is still there): read by
+# tests/unit/test_private_apis.py, which fails naming each one that moved.
+PRIVATE_APIS = (
+    (
+        "fileio.WriteToFiles._temp_directory",
+        "file_sink_overrides: a stable temporary directory",
+        lambda: hasattr(_write_to_files(), "_temp_directory"),
+    ),
+    (
+        "textio.ReadFromText._source (a textio._TextSource with %s)" % ", ".join(TEXT_SOURCE_FIELDS),
+        "native_io_overrides: the runner's own text read",
+        lambda: MISSING not in (text_source_fields(read_from_text_source(_read_from_text())) or {"": MISSING}).values(),
+    ),
+    (
+        "CallableWrapperDoFn._fn, and the closure variable `fn` of Map's wrapper",
+        "plain_callables: Map and MapTuple called without their wrappers",
+        lambda: wrapped_user_callable(callable_wrapper_function(core.Map(len).fn)) is len,
+    ),
+    (
+        "iobase._WriteBundleDoFn",
+        "native_io_protos: the runner's own bounded file writes in a submitted proto",
+        lambda: isinstance(importlib.import_module("apache_beam.io.iobase")._WriteBundleDoFn, type),
+    ),
+    (
+        "DoFn._process_defined, _process_batch_defined, _process_yields_batches",
+        "plain_callables: which DoFns run as plain Python",
+        lambda: dofn_processes_elements(_a_dofn()) and not dofn_processes_batches(_a_dofn()),
+    ),
+    (
+        "core._BundleFinalizerParam.finalize_bundle and ._callbacks",
+        "bundle finalization after the runner holds a bundle's output",
+        lambda: callable(_sdk_finalize_bundle) and hasattr(_bundle_finalizer_param(), "_callbacks"),
+    ),
+    (
+        "statecache._size_func, _get_referents_func, _filter_func",
+        "weigh_cached_state: the SDK harness's state cache weigher",
+        lambda: all(hasattr(statecache, n) for n in ("_size_func", "_get_referents_func", "_filter_func")),
+    ),
+    (
+        "worker_handlers.StateServicer._state and ._ordered_list_keys",
+        "the in-process harness's state (side inputs, user state moved between paths)",
+        lambda: hasattr(StateServicer(), "_state") and hasattr(StateServicer(), "_ordered_list_keys"),
+    ),
+    (
+        "apache_beam.utils.timestamp.time and apache_beam.transforms.periodicsequence.time",
+        "frozen_wall_clock: a replayed batch reads the journaled processing time",
+        lambda: all(hasattr(importlib.import_module(name), "time") for name in _CLOCK_MODULES),
+    ),
+    (
+        "IntervalWindow._start_micros and ._end_micros (Cython fields)",
+        "windowing/window_keys.py: cheap window keys in the reduce driver",
+        lambda: _interval_window_has_micros(),
+    ),
+)
+
+
+def _interval_window_has_micros():
+    from apache_beam.transforms.window import IntervalWindow
+
+    w = IntervalWindow(1, 2)
+    return getattr(w, "_start_micros", None) == 1_000_000 and getattr(w, "_end_micros", None) == 2_000_000

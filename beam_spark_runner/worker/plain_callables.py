@@ -25,6 +25,13 @@ from apache_beam.transforms import core
 from apache_beam.typehints.typecheck import AbstractDoFnWrapper
 from apache_beam.utils import proto_utils
 
+from beam_spark_runner.worker.beam_internals import (
+    callable_wrapper_function,
+    dofn_processes_batches,
+    dofn_processes_elements,
+    wrapped_user_callable,
+)
+
 # Any DoFn parameter default (ElementParam, TimestampParam, StateParam(...), ...)
 # is an instance of this class.
 _DOFN_PARAM_TYPE = type(core.DoFn.ElementParam)
@@ -42,7 +49,7 @@ def _single_output_wrappers():
     the code object (not a name) makes the unwrapping exact."""
 
     def code(transform):
-        return transform.fn._fn.__code__
+        return callable_wrapper_function(transform.fn).__code__
 
     return {
         code(core.Map(len)): lambda fn, args, kwargs: fn,  # [fn(x)]
@@ -74,9 +81,10 @@ class PlainCallable:
         # process (a `return` meant as `yield`); it checks the first call.
         self.check_first_output = check_first_output
         unwrap = _SINGLE_OUTPUT_WRAPPERS.get(getattr(process, "__code__", None))
-        if unwrap is not None and process.__closure__:
-            cells = dict(zip(process.__code__.co_freevars, process.__closure__))
-            self.single = unwrap(cells["fn"].cell_contents, args, kwargs)
+        if unwrap is not None:
+            user_fn = wrapped_user_callable(process)
+            if user_fn is not None:
+                self.single = unwrap(user_fn, args, kwargs)
 
 
 def plain_callable(transform, loading=False):
@@ -149,7 +157,7 @@ def _is_plain_dofn_class(dofn):
     if not isinstance(dofn, core.DoFn) or isinstance(dofn, (core.CallableWrapperDoFn, AbstractDoFnWrapper)):
         return False
     try:
-        return dofn._process_defined and not dofn._process_batch_defined and not dofn._process_yields_batches
+        return dofn_processes_elements(dofn) and not dofn_processes_batches(dofn)
     except Exception:
         return False
 
@@ -205,7 +213,7 @@ def plain_stateful_dofn(transform, loading=False):
     if not isinstance(dofn, core.DoFn) or isinstance(dofn, core.CallableWrapperDoFn):
         return False
     try:
-        if dofn._process_batch_defined or dofn._process_yields_batches:
+        if dofn_processes_batches(dofn):
             return False
         signature = runners_common.DoFnSignature(dofn)
     except Exception:

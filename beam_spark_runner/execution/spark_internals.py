@@ -1,0 +1,276 @@
+"""The one place the runner reaches PySpark's non-public APIs.
+
+Each function says what it needs and why no public API does; `PRIVATE_APIS`
+lists them all, and tests/unit/test_private_apis.py names each one that an
+upgrade of pyspark moved. Every other module imports from here.
+
+Beam-free, and light at import: Spark loads it in its helper processes (a
+transformWithState operator's state calls go through `MapStateWire`).
+"""
+
+import contextlib
+import inspect
+import logging
+
+_LOG = logging.getLogger(__name__)
+
+
+# --- the JVM behind a SparkContext ------------------------------------------
+
+
+def jvm(sc):
+    """The py4j view of the driver JVM (`SparkContext._jvm`): the runner's
+    own JVM helper (the Spark UI's Beam metrics) and Hadoop's FileSystem for
+    the checkpoint's files have no Python API."""
+    return sc._jvm
+
+
+def java_spark_context(sc):
+    """The JavaSparkContext behind `sc` (`SparkContext._jsc`): its Hadoop
+    configuration, and the call site of the RDDs it creates."""
+    return sc._jsc
+
+
+def py4j_gateway(sc):
+    """The py4j gateway (`SparkContext._gateway`), to build Java arrays."""
+    return sc._gateway
+
+
+# --- the names of Spark jobs and stages ------------------------------------
+
+
+@contextlib.contextmanager
+def call_site(sc, name):
+    """Within the block, RDDs created (and actions run) carry `name` as their
+    call site, which Spark names stages and jobs after. PySpark computes a
+    call site itself (the first Python frame outside pyspark, which would be
+    the runner's code) unless its call-site tracker is busy: the tracker's
+    depth counter is raised while ours is set."""
+    from pyspark.traceback_utils import SCCallSiteSync
+
+    java_spark_context(sc).setCallSite(name)
+    SCCallSiteSync._spark_stack_depth += 1
+    try:
+        yield
+    finally:
+        SCCallSiteSync._spark_stack_depth -= 1
+        java_spark_context(sc).setCallSite(None)
+
+
+def create_java_rdd(rdd):
+    """Creates the JVM RDD of a Python RDD now (`RDD._jrdd`), under the
+    current call site; PySpark creates it lazily otherwise."""
+    return rdd._jrdd
+
+
+# --- the Python workers' interpreter -----------------------------------------
+
+
+def worker_python(context):
+    """The interpreter a session's Python workers run
+    (`SparkContext.pythonExec`, public but undocumented), which PySpark reads
+    each time it wraps a Python function."""
+    return context.pythonExec
+
+
+def set_worker_python(context, path):
+    context.pythonExec = path
+
+
+def run_python_daemon():
+    """Runs PySpark's Python worker daemon (`pyspark.daemon.manager`) in this
+    process: a `spark.python.daemon.module` must do what PySpark's own
+    daemon module does, after importing what its workers should have."""
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+# --- grouping one partition's records, spilling to disk -------------------
+
+
+def external_group_by(records, memory_mb, create, append, extend):
+    """(key, re-iterable of values) of `records`, grouped as the reduce side
+    of PySpark's `RDD.groupByKey` does (`pyspark.shuffle.ExternalGroupBy`,
+    which spills to disk above `memory_mb` and reads a key's values back as
+    they are iterated); `create`, `append`, `extend` build a key's value
+    list (an Aggregator's three functions)."""
+    from pyspark.shuffle import Aggregator, ExternalGroupBy
+
+    merger = ExternalGroupBy(Aggregator(create, append, extend), memory_mb)
+    merger.mergeValues(records)
+    return merger.items()
+
+
+# --- transformWithState's state calls, pipelined ------------------------------
+
+
+class MapStateWire:
+    """MapState requests over PySpark's state socket, many in flight.
+
+    PySpark's MapState makes one socket request per call and waits for its
+    answer; the state store's work is about 0.1 ms, the hand-over of the
+    socket between the two processes 0.5-1.7 ms on a busy 2-core machine.
+    This writes up to `window` requests before reading their answers, with
+    PySpark's own client (`MapState._mapStateClient`, its
+    `_stateful_processor_api_client`: the socket file, the row
+    serialization and the message framing). `of` returns None when those
+    pieces moved: the caller then uses the public API one call at a time."""
+
+    @classmethod
+    def of(cls, map_state, name, window):
+        try:
+            client = map_state._mapStateClient
+            api = client._stateful_processor_api_client
+            for needed in ("_serialize_to_bytes", "_deserialize_from_bytes", "_receive_proto_message", "sockfile"):
+                getattr(api, needed)  # all there now, or fall back now (not mid-batch)
+            return cls(api, client.user_key_schema, client.value_schema, name, window)
+        except (AttributeError, ImportError) as e:
+            _LOG.warning("PySpark's state API has changed (%s): state calls go one at a time", e)
+            return None
+
+    def __init__(self, api, key_schema, value_schema, name, window):
+        import pyspark.sql.streaming.proto.StateMessage_pb2 as messages
+        from pyspark.serializers import write_int
+
+        self._api, self._messages, self._write_int = api, messages, write_int
+        self._key_schema, self._value_schema, self._name = key_schema, value_schema, name
+        self._window = window
+
+    def _request(self, call):
+        m = self._messages
+        return m.StateRequest(
+            stateVariableRequest=m.StateVariableRequest(mapStateCall=m.MapStateCall(stateName=self._name, **call))
+        ).SerializeToString()
+
+    def _key(self, key):
+        return self._api._serialize_to_bytes(self._key_schema, (key,))
+
+    def _exchange(self, requests, what):
+        """Sends `requests`, `window` at a time; returns their answers' values."""
+        api, out, values = self._api, self._api.sockfile, []
+        for start in range(0, len(requests), self._window):
+            part = requests[start : start + self._window]
+            for message in part:
+                self._write_int(0, out)  # message version, as PySpark writes it
+                self._write_int(len(message), out)
+                out.write(message)
+            out.flush()
+            failure = None
+            for _ in part:  # every answer is read, so the socket stays in step
+                status, error, value = api._receive_proto_message()
+                if status != 0 and not (what == "get" and status == 2):
+                    failure = failure or error
+                values.append(value)
+            if failure:
+                raise RuntimeError("Spark's state store refused a %s on %r: %s" % (what, self._name, failure))
+        return values
+
+    def get_many(self, keys):
+        """The rows stored for `keys` (None where there is none), in order."""
+        m = self._messages
+        values = self._exchange([self._request({"getValue": m.GetValue(userKey=self._key(k))}) for k in keys], "get")
+        return [self._api._deserialize_from_bytes(v) if len(v) else None for v in values]
+
+    def put_many(self, items):
+        m = self._messages
+        serialize = self._api._serialize_to_bytes
+        self._exchange(
+            [
+                self._request(
+                    {"updateValue": m.UpdateValue(userKey=self._key(k), value=serialize(self._value_schema, (v,)))}
+                )
+                for k, v in items
+            ],
+            "put",
+        )
+
+    def remove_many(self, keys):
+        m = self._messages
+        self._exchange([self._request({"removeKey": m.RemoveKey(userKey=self._key(k))}) for k in keys], "remove")
+
+
+# --- what the checks below look for ------------------------------------------
+
+
+def _sets_attribute(cls, attribute):
+    """Whether `cls`'s code assigns `self.<attribute>` (instance attributes
+    exist only once an object is made, which some of these need Spark for)."""
+    return ("self.%s =" % attribute) in inspect.getsource(cls)
+
+
+def _pyspark(module, name):
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+# (what, where the runner uses it, a check that it is still there): read by
+# tests/unit/test_private_apis.py, which fails naming each one that moved.
+PRIVATE_APIS = (
+    (
+        "SparkContext._jvm and ._gateway",
+        "jvm, py4j_gateway: the Spark UI helper, the checkpoint's Hadoop FileSystem",
+        lambda: (
+            hasattr(_pyspark("pyspark", "SparkContext"), "_jvm")
+            and hasattr(_pyspark("pyspark", "SparkContext"), "_gateway")
+        ),
+    ),
+    (
+        "SparkContext._jsc",
+        "java_spark_context: Hadoop's configuration, RDD call sites",
+        lambda: _sets_attribute(_pyspark("pyspark", "SparkContext"), "_jsc"),
+    ),
+    (
+        "SparkContext.pythonExec",
+        "worker_python: a notebook's local session runs the driver's interpreter",
+        lambda: _sets_attribute(_pyspark("pyspark", "SparkContext"), "pythonExec"),
+    ),
+    (
+        "traceback_utils.SCCallSiteSync._spark_stack_depth",
+        "call_site: Spark stages named after Beam transforms",
+        lambda: hasattr(_pyspark("pyspark.traceback_utils", "SCCallSiteSync"), "_spark_stack_depth"),
+    ),
+    (
+        "RDD._jrdd and PipelinedRDD._jrdd",
+        "create_java_rdd: the JVM RDD made under the Beam call site",
+        lambda: (
+            _sets_attribute(_pyspark("pyspark", "RDD"), "_jrdd")
+            and hasattr(_pyspark("pyspark.core.rdd", "PipelinedRDD"), "_jrdd")
+        ),
+    ),
+    (
+        "pyspark.shuffle.Aggregator, ExternalGroupBy(aggregator, memory_mb).mergeValues/items",
+        "external_group_by: batch GroupByKey's reduce side, spilling to disk",
+        lambda: all(hasattr(_pyspark("pyspark.shuffle", "ExternalGroupBy"), m) for m in ("mergeValues", "items")),
+    ),
+    (
+        "pyspark.daemon.manager",
+        "run_python_daemon: Python workers fork with Beam imported",
+        lambda: callable(_pyspark("pyspark.daemon", "manager")),
+    ),
+    (
+        "MapState._mapStateClient, MapStateClient.user_key_schema/value_schema/_stateful_processor_api_client, "
+        "StatefulProcessorApiClient.sockfile/_serialize_to_bytes/_deserialize_from_bytes/_receive_proto_message, "
+        "pyspark.sql.streaming.proto.StateMessage_pb2",
+        "MapStateWire: pipelined state calls of the keyed operators",
+        lambda: (
+            _sets_attribute(_pyspark("pyspark.sql.streaming.stateful_processor", "MapState"), "_mapStateClient")
+            and all(
+                _sets_attribute(_pyspark("pyspark.sql.streaming.map_state_client", "MapStateClient"), a)
+                for a in ("user_key_schema", "value_schema", "_stateful_processor_api_client")
+            )
+            and _sets_attribute(
+                _pyspark("pyspark.sql.streaming.stateful_processor_api_client", "StatefulProcessorApiClient"),
+                "sockfile",
+            )
+            and all(
+                hasattr(
+                    _pyspark("pyspark.sql.streaming.stateful_processor_api_client", "StatefulProcessorApiClient"), m
+                )
+                for m in ("_serialize_to_bytes", "_deserialize_from_bytes", "_receive_proto_message")
+            )
+            and hasattr(_pyspark("pyspark.sql.streaming.proto.StateMessage_pb2", "StateRequest"), "FromString")
+        ),
+    ),
+)
