@@ -100,7 +100,8 @@ PARTITIONS = 2
 KEYS = 1000
 WINDOW_S = 2
 NAMESPACE = "checkpointing_bench"
-STREAMING_LOGGER = "beam_spark_runner.execution.streaming_execution"
+# Logs every micro-batch at DEBUG ("Streaming batch N took X ms; ...").
+STREAMING_LOGGER = "beam_spark_runner.streaming.driver_sink"
 SINK_PIPELINE = os.path.join(REPO_ROOT, "tests", "faults", "sink_pipeline.py")
 # --quick / full: chunks in all, chunks per micro-batch, elements per chunk, pairs, restarts, epochs.
 SIZES = {
@@ -214,14 +215,14 @@ def expected(size):
 
 
 class _BatchLog(logging.Handler):
-    """The runner's per-batch log line ("Beam streaming (Spark batch N)
-    ... took X ms", logged once the batch's metrics are merged): when, its
-    duration (ms) and the elements fanned out so far (Beam counter)."""
+    """The runner's per-batch log line ("Streaming batch N took X ms; ...",
+    DEBUG, logged once the batch's metrics are merged): when, its duration
+    (ms) and the elements fanned out so far (Beam counter)."""
 
-    TOOK = re.compile(r"Beam streaming \(Spark batch \d+\) batch \d+ took (\d+) ms")
+    TOOK = re.compile(r"Streaming batch \d+ took (\d+) ms")
 
     def __init__(self):
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.batches, self.result = [], None
 
     def emit(self, record):
@@ -303,7 +304,7 @@ def run_pipeline(size, mode, label):
     out_dir = tempfile.mkdtemp(prefix="beam-spark-ckpt-bench-")
     log = _BatchLog()
     logger = logging.getLogger(STREAMING_LOGGER)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     logger.addHandler(log)
     logger.propagate = False
     for calls in _COORD.values():

@@ -27,12 +27,12 @@ from streaming_pipeline import build_beam
 
 class _BatchLog(logging.Handler):
     """Records each Beam micro-batch when the runner's driver sink logs it
-    (logger beam_spark_runner.execution.streaming_execution, INFO): wall time, the
+    (logger beam_spark_runner.streaming.driver_sink, DEBUG): wall time, the
     batch's number and BatchTimes (from StreamingExecution.last_status, set
     just before the log line), and the run's counters at that moment."""
 
     def __init__(self):
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.batches = []
         self.result = None
 
@@ -41,13 +41,11 @@ class _BatchLog(logging.Handler):
         execution = getattr(getattr(self.result, "_cancel_fn", None), "__self__", None)
         status = getattr(execution, "last_status", None)
         if status is not None:
-            return status["batch"], json.loads(status["times"])
-        if isinstance(record.args, tuple) and len(record.args) == 3:  # "Beam streaming batch %d ..."
-            return record.args[0], json.loads(record.args[2])
+            return status.batch, json.loads(status.times.to_json())
         return None, None
 
     def emit(self, record):
-        if not record.getMessage().startswith("Beam streaming"):
+        if not record.getMessage().startswith("Streaming batch"):
             return
         now = time.time()
         beam_batch, times, events, tick_max = None, None, None, None
@@ -80,7 +78,7 @@ def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages
     log = _BatchLog()
     logger = logging.getLogger(STREAMING_LOGGER)
     old_level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     logger.addHandler(log)
     logger.propagate = False
     try:

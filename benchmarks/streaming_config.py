@@ -16,7 +16,8 @@ EARLY_S = 1
 LATE_EVERY = 20  # 1 in 20 events is late ...
 LATE_LAG_S = 15  # ... by 15 s of event time (the window it falls in has closed)
 ALLOWED_LATENESS_S = 30  # = the native query's watermark delay: no event is dropped
-STREAMING_LOGGER = "beam_spark_runner.execution.streaming_execution"
+# Logs every micro-batch at DEBUG ("Streaming batch N took X ms; ...").
+STREAMING_LOGGER = "beam_spark_runner.streaming.driver_sink"
 # Session settings a SparkRunner streaming query changes (RocksDB state store,
 # checkpoint format 2, shuffle partitions = key-groups); the native queries run
 # with the values the session had before any Beam run, i.e. Spark's defaults.

@@ -52,12 +52,10 @@ class StreamingExecution:
         self.log_settings = log_settings
         self.plan = plan
         self.key_groups = parallelism or spark.sparkContext.defaultParallelism
-        # Compiled here, at submission: a TestStream the runner cannot
-        # replay faithfully is rejected before any Spark work starts.
+        # At submission: a TestStream the runner cannot replay is refused.
         self._script = compile_script(plan, self.key_groups)
         self._own_dir = checkpoint_dir is None
-        # The checkpoint URI (any Hadoop file system): Spark's checkpoint and
-        # the runner's records (execution/checkpoint_files.py).
+        # Any Hadoop file system URI (execution/checkpoint_files.py).
         self.run_dir = checkpoint_dir or tempfile.mkdtemp(prefix="beam-spark-stream-")
         # Local to the driver: what Spark's source-planning process reads (the
         # source script, the latest hold records), rebuilt on every start.
@@ -67,8 +65,7 @@ class StreamingExecution:
         self._files = open_checkpoint_files(spark, self.run_dir)
         check_resumable(self._files, self.run_dir, plan_fingerprint.fingerprint(plan, self.key_groups))
         self._holds = HoldFiles(self._files)
-        # Batches become durable checkpoints; their side effects (bundle
-        # finalizers, file publications) run only then.
+        # Side effects (finalizers, publications) run once a batch is durable.
         checkpointing = checkpointing or CheckpointSettings()
         self._coordinator = CheckpointCoordinator(
             self._files,
@@ -114,6 +111,11 @@ class StreamingExecution:
     @property
     def cancelled(self):
         return self._cancelled.is_set()
+
+    @property
+    def last_status(self):
+        """The last completed batch's status (streaming/driver_sink.BatchStatus)."""
+        return self._driver_sink.last_status
 
     def progress(self):
         """The completed micro-batches' progress records (streaming/progress.py)."""
