@@ -19,6 +19,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_spark_runner.plans import OperatorKind
+
 from procstat import CpuMeter
 from streaming_analysis import analyze_beam
 from streaming_config import MASTER, NAMESPACE, PARTITIONS, STREAMING_LOGGER
@@ -93,9 +95,11 @@ def run_beam(spark, listener, rate, seconds, interval, probe_every, group_stages
         p = beam.Pipeline(options=options)
         offered = build_beam(p, rate, seconds, interval, probe_every, out_dir, group_stages, early_s)
         plan = plan_streaming_pipeline(pipeline_proto_of(p))
-        groups = [op.name for op in plan.operators if op.kind == "group"]
+        groups = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
         keyed = [
-            "%s %s" % (op.kind, op.display_name if op.kind == "group" else "") for op in plan.operators if op.is_keyed
+            "%s %s" % (op.kind.value, op.display_name if op.kind == OperatorKind.GROUP else "")
+            for op in plan.operators
+            if op.is_keyed
         ]
         queries_before = set(listener.ids_named("beam-"))
         cpu = CpuMeter().start()
