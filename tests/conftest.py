@@ -9,6 +9,7 @@ shares this one (JVM start-up is paid once per test process).
 
 import logging
 import os
+import tempfile
 
 import pytest
 
@@ -43,6 +44,8 @@ def _start_session():
         .config("spark.sql.streaming.ui.retainedQueries", "20")
         .config("spark.sql.streaming.ui.retainedProgressUpdates", "20")
         .config("spark.default.parallelism", "2")
+        # Tables tests write with saveAsTable live here, not in the checkout.
+        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="beam-spark-test-warehouse-"))
         # As the job server's session: concurrent runs share the executors
         # (tests/integration/test_job_service.py runs two jobs at once).
         .config("spark.scheduler.mode", "FAIR")

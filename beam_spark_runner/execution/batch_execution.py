@@ -22,6 +22,7 @@ from beam_spark_runner.execution import spark_internals, ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
+from beam_spark_runner.execution.batch_spark_io import SPARK_IO_STAGES
 from beam_spark_runner import plans
 from beam_spark_runner.worker import context, grouped_values, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
@@ -36,6 +37,10 @@ def key_partition(key: bytes) -> int:
     return zlib.crc32(key)
 
 
+# The stages holding one runner-native transform, by its URN.
+_NATIVE_STAGES = {**NATIVE_STAGES, **SPARK_IO_STAGES}
+
+
 class BatchExecution:
     """Builds and runs the Spark job(s) of one ExecutionPlan."""
 
@@ -48,6 +53,7 @@ class BatchExecution:
         log_settings=None,
         grouped_inline_bytes=grouped_values.DEFAULT_INLINE_BYTES,
     ):
+        self.spark = spark
         self.sc = spark.sparkContext
         self.plan = plan
         self.parallelism = parallelism or self.sc.defaultParallelism
@@ -132,7 +138,7 @@ class BatchExecution:
 
     def _stage_rdd(self, stage):
         if stage.native is not None:
-            return NATIVE_STAGES[stage.native.urn](self, stage)
+            return _NATIVE_STAGES[stage.native.urn](self, stage)
         side_entries = self._side_input_entries(stage)
         rounds = stage.finalizes and not stage.stateful
         with spark_call_site(self.sc, stage.display_name):

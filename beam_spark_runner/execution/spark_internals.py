@@ -86,6 +86,18 @@ def run_python_daemon():
     daemon.manager()
 
 
+# --- Arrow ---------------------------------------------------------------------
+
+
+def arrow_schema(struct_type):
+    """The Arrow schema the batches of a `mapInArrow` with output schema
+    `struct_type` must have (PySpark's own conversion, in
+    `pyspark.sql.pandas.types`; timestamps as UTC microseconds)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct_type, timezone="UTC")
+
+
 # --- grouping one partition's records, spilling to disk -------------------
 
 
@@ -243,6 +255,11 @@ PRIVATE_APIS = (
         "pyspark.shuffle.Aggregator, ExternalGroupBy(aggregator, memory_mb).mergeValues/items",
         "external_group_by: batch GroupByKey's reduce side, spilling to disk",
         lambda: all(hasattr(_pyspark("pyspark.shuffle", "ExternalGroupBy"), m) for m in ("mergeValues", "items")),
+    ),
+    (
+        "pyspark.sql.pandas.types.to_arrow_schema(schema, timezone=...)",
+        "arrow_schema: the Arrow batches WriteToSpark hands Spark's writer",
+        lambda: "timezone" in inspect.signature(_pyspark("pyspark.sql.pandas.types", "to_arrow_schema")).parameters,
     ),
     (
         "pyspark.daemon.manager",

@@ -27,6 +27,7 @@ from beam_spark_runner.translation import (
     unliftable_combines,
 )
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 
 
 def apply_pipeline_overrides(pipeline):
@@ -54,6 +55,7 @@ RUNNER_URNS = (
         ]
     )
     | NATIVE_IO_URNS
+    | SPARK_IO_URNS
 )
 
 BATCH_PHASES = (

@@ -11,6 +11,7 @@ from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
 
 
@@ -99,6 +100,13 @@ def check_transforms(pipeline, streaming=False):
         elif urn in NATIVE_IO_URNS and streaming:
             errors.append("%s: %s is a batch-only runner transform" % (name, urn))
         elif urn in NATIVE_IO_URNS:
+            continue
+        elif urn in SPARK_IO_URNS and streaming:
+            errors.append(
+                "%s: Spark data sources and writers (%s) run in batch pipelines; a streaming pipeline "
+                "cannot use them yet" % (name, urn)
+            )
+        elif urn in SPARK_IO_URNS:
             continue
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))

@@ -359,3 +359,19 @@ def test_a_streaming_job_is_drained_and_ends_drained(service, tmp_path):
     with pytest.raises(grpc.RpcError) as refused:
         stub.Drain(beam_job_api_pb2.DrainJobRequest(job_id=job_id))
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_a_portable_client_reads_and_writes_spark_data_sources(service, tmp_path):
+    """ReadFromSpark and WriteToSpark expand in the client (the schema read
+    there) to the runner's primitives, which the service runs."""
+    from pyspark.sql import SparkSession
+
+    from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+
+    _, endpoint, _, _ = service
+    spark = SparkSession.getActiveSession()
+    source, out = str(tmp_path / "source"), str(tmp_path / "out")
+    spark.createDataFrame([(i, "n%d" % i) for i in range(50)], "id int, name string").write.parquet(source)
+    with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
+        p | ReadFromSpark(format="parquet", path=source) | WriteToSpark(format="orc", path=out)
+    assert sorted(spark.read.orc(out).collect()) == sorted(spark.read.parquet(source).collect())

@@ -38,6 +38,8 @@ LAYERS = [
     ("planning", ["beam_spark_runner.translation"]),
     ("options", ["beam_spark_runner.options"]),
     ("spark glue", ["beam_spark_runner.session", "beam_spark_runner.execution"]),
+    # The user's I/O transforms: they check their arguments with the session.
+    ("io", ["beam_spark_runner.io"]),
     ("entry points", ["beam_spark_runner.runner", "beam_spark_runner.cli", "beam_spark_runner"]),
     # The Job API over gRPC: a client of the runner, never imported by it.
     ("job service", ["beam_spark_runner.job_service", "beam_spark_runner.job_server"]),
@@ -51,6 +53,7 @@ FORBIDDEN = {
     "streaming semantics": {"pyspark", "py4j"},
     "planning": {"pyspark", "py4j"},
     "options": {"pyspark", "py4j"},
+    "io": {"pyspark", "py4j"},
 }
 # Loaded by Spark in helper processes: no Beam there (and no Spark API but
 # in the Spark glue among them).

@@ -1,0 +1,231 @@
+"""Spark glue of ReadFromSpark and WriteToSpark (translation/spark_io.py):
+the schema a source has when a pipeline is built, and, in batch, the read
+and the write as stages of the runner's plan.
+
+Rows cross between Spark and Beam as Arrow: a read is the data source's
+DataFrame through `mapInArrow`, which turns each Arrow batch into blocks of
+encoded Beam rows (one Spark row per block: the data itself stays in the
+JVM until it enters Python here); a write turns the input's blocks back
+into Arrow batches with `mapInArrow` and hands the DataFrame to Spark's
+writer in one Spark job.
+"""
+
+import functools
+
+import pyarrow as pa
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.execution import spark_internals
+from beam_spark_runner.execution.naming import name_rdd, spark_call_site
+from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
+from beam_spark_runner.worker import context, spark_rows
+from beam_spark_runner.worker.runs import RunCodec
+
+BLOCK_ROWS = 4096
+
+
+def _reader(spark, config, streaming):
+    reader = spark.readStream if streaming else spark.read
+    if config.format:
+        reader = reader.format(config.format)
+    if config.options:
+        reader = reader.options(**dict(config.options))
+    if config.schema_given and not config.table:
+        from pyspark.sql.types import StructType
+
+        reader = reader.schema(StructType.fromJson(config.schema))
+    if config.table:
+        return reader.table(config.table)
+    return reader.load(config.path) if config.path is not None else reader.load()
+
+
+def source_schema(spark, config, streaming=False):
+    """The Spark schema (JSON form) `config`'s source has now; raises
+    UnsupportedPipelineError, naming the transform and Spark's reason, when
+    Spark cannot read it (a missing path or table, an unknown format, a
+    format that cannot be read this way)."""
+    try:
+        frame = _reader(spark, config, streaming)
+        return frame.schema.jsonValue()
+    except Exception as e:  # noqa: BLE001 -- Spark's analysis errors come in several classes
+        raise UnsupportedPipelineError(
+            "%s (%s): Spark cannot read it %s: %s"
+            % (config.label, config.describe(), "as a stream" if streaming else "in batch", _first_line(e))
+        ) from None
+
+
+def given_schema(schema, label, session):
+    """A schema the user gave (a DDL string, a pyspark StructType or its JSON
+    form) as JSON; `session()` gives the SparkSession Spark parses DDL with."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, dict):
+        return schema
+    if isinstance(schema, str):
+        session()
+        try:
+            schema = StructType.fromDDL(schema)
+        except Exception as e:  # noqa: BLE001
+            raise UnsupportedPipelineError("%s: schema %r is not a Spark schema: %s" % (label, schema, _first_line(e)))
+    if isinstance(schema, StructType):
+        return schema.jsonValue()
+    raise TypeError("%s: schema must be a DDL string, a pyspark StructType or its JSON form, got %r" % (label, schema))
+
+
+def _first_line(error):
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+# --- batch -----------------------------------------------------------------------
+
+
+def read_spark_rdd(execution, stage):
+    config = decode_payload(stage.native.payload)
+    spark = execution.spark
+    frame = _reader(spark, config, False)
+    if frame.schema.jsonValue() != config.schema:
+        raise UnsupportedPipelineError(
+            "%s (%s): the source's schema changed since the pipeline was built: now %s, was %s"
+            % (config.label, config.describe(), frame.schema.simpleString(), _simple(config.schema))
+        )
+    ports = tuple((i, p.coder_id) for i, p in enumerate(stage.outputs))
+    encode = functools.partial(_batches_to_blocks, config, execution.plan.components, ports)
+    with spark_call_site(execution.sc, stage.display_name):
+        blocks = frame.mapInArrow(encode, "port int, block binary")
+        return name_rdd(blocks.rdd.map(_port_and_block), stage.display_name)
+
+
+def _simple(schema_json):
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(schema_json).simpleString()
+
+
+def _port_and_block(row):
+    return row[0], bytes(row[1])
+
+
+def _batches_to_blocks(config, components, ports, batches):
+    """mapInArrow body: each Arrow batch of the source as blocks of encoded
+    Beam rows for every output port (at most BLOCK_ROWS rows a block)."""
+    ctx = context.components_context(components)
+    codecs = [(i, RunCodec(ctx.coders[coder_id])) for i, coder_id in ports]
+    row_type = spark_rows.row_type(config.schema)
+    fields = config.schema["fields"]
+    readers = [spark_rows.reader_of(f["type"], converting_only=True) for f in fields]
+    names = [f["name"] for f in fields]
+    ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
+    for batch in batches:
+        for start in range(0, batch.num_rows, BLOCK_ROWS):
+            part = batch.slice(start, BLOCK_ROWS)
+            columns = []
+            for i, read in enumerate(readers):
+                values = part.column(i).to_pylist()
+                columns.append(values if read is None else [read(v) for v in values])
+            rows = [row_type(*values) for values in zip(*columns)]
+            runs = _runs(rows, columns[ts_index] if ts_index is not None else None)
+            out_ports, out_blocks = [], []
+            for index, codec in codecs:
+                out_ports.append(index)
+                out_blocks.append(codec.encode(runs))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(out_ports, pa.int32()), pa.array(out_blocks, pa.binary())], names=["port", "block"]
+            )
+
+
+def _runs(rows, timestamps):
+    """(template, values) runs of the rows: all at the minimum timestamp, or
+    each at its event time (a null one at the minimum timestamp)."""
+    glob = (window.GlobalWindow(),)
+    if timestamps is None:
+        return [(WindowedValue(None, MIN_TIMESTAMP, glob), rows)]
+    runs, last, values = [], object(), None
+    for row, ts in zip(rows, timestamps):
+        ts = MIN_TIMESTAMP if ts is None else ts
+        if ts != last:
+            values = []
+            runs.append((WindowedValue(None, ts, glob), values))
+            last = ts
+        values.append(row)
+    return runs
+
+
+def write_spark_rdd(execution, stage):
+    from pyspark.sql.types import StructType
+
+    config = decode_payload(stage.native.payload)
+    spark, sc = execution.spark, execution.sc
+    (port,) = stage.inputs
+    spark_schema = StructType.fromJson(config.schema)
+    decode = functools.partial(_blocks_to_batches, config.schema, execution.plan.components, port.coder_id)
+    execution.check_not_cancelled()
+    sc.setJobDescription("Beam: %s" % stage.display_name)
+    with spark_call_site(sc, stage.display_name):
+        blocks = execution.input_rdd(stage).map(_block_row)
+        frame = spark.createDataFrame(blocks, "block binary").mapInArrow(decode, spark_schema)
+        writer = frame.write.mode(config.mode)
+        if config.format:
+            writer = writer.format(config.format)
+        if config.options:
+            writer = writer.options(**dict(config.options))
+        if config.partition_by:
+            writer = writer.partitionBy(*config.partition_by)
+        try:
+            if config.table:
+                writer.saveAsTable(config.table)
+            else:
+                writer.save(config.path)
+        except Exception as e:  # noqa: BLE001 -- Spark's writer errors come in several classes
+            if _is_user_code_failure(e):
+                raise
+            raise UnsupportedPipelineError(
+                "%s (%s): Spark's writer failed: %s" % (config.label, config.describe(), _first_line(e))
+            ) from None
+    execution.after_spark_job()
+    destination = config.table or config.path
+    final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))
+    ctx = context.components_context(execution.plan.components)
+    blocks = [
+        (i, RunCodec(ctx.coders[p.coder_id]).encode([(final, [destination])])) for i, p in enumerate(stage.outputs)
+    ]
+    return sc.parallelize(blocks, 1)
+
+
+def _is_user_code_failure(error):
+    """A failure inside a Beam stage that fed the write (its own message
+    says so), as opposed to the writer's."""
+    return "Beam stage" in str(error)
+
+
+def _block_row(pair):
+    return (bytes(pair[1]),)
+
+
+def _blocks_to_batches(schema, components, coder_id, frames):
+    """mapInArrow body: the blocks of encoded Beam rows as Arrow batches of
+    the Spark schema."""
+    from pyspark.sql.types import StructType
+
+    arrow_schema = spark_internals.arrow_schema(StructType.fromJson(schema))
+    codec = RunCodec(context.components_context(components).coders[coder_id])
+    fields = schema["fields"]
+    writers = [(f["name"], spark_rows.writer_of(f["type"])) for f in fields]
+    for frame in frames:
+        for block in frame.column(0).to_pylist():
+            rows = [row for _, run in codec.decode(block) for row in run]
+            if not rows:
+                continue
+            columns = [[write(getattr(row, name)) for row in rows] for name, write in writers]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(col, type=arrow_schema.field(i).type) for i, col in enumerate(columns)], schema=arrow_schema
+            )
+
+
+SPARK_IO_STAGES = {
+    READ_SPARK_URN: read_spark_rdd,
+    WRITE_SPARK_URN: write_spark_rdd,
+}

@@ -1,0 +1,188 @@
+"""`ReadFromSpark` and `WriteToSpark`: any Spark data source or writer as a
+Beam transform (docs/io.md).
+
+Both expand to the runner's primitives (translation/spark_io.py) once their
+arguments are checked: what can be known when the pipeline is built fails
+then, naming the transform (an unknown format, a missing path or table, a
+type Beam cannot represent, an input without a schema, RETRACTING input).
+A ReadFromSpark's schema is fixed when the pipeline is built: given as
+`schema`, or read from the source then with the SparkSession the pipeline
+will run on (the active one, else one started from the pipeline's
+SparkRunner options).
+"""
+
+import dataclasses
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
+
+from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
+from beam_spark_runner.worker import spark_rows
+
+_MODES = ("append", "overwrite", "ignore", "error", "errorifexists")
+_RETRACTING = 3
+
+
+def _options(options, label):
+    if options is None:
+        return ()
+    if not isinstance(options, dict):
+        raise TypeError("%s: options must be a dict of option name to value, got %r" % (label, options))
+    return tuple(sorted((str(k), str(v)) for k, v in options.items()))
+
+
+def _describe(format, path, table):
+    if table is not None:
+        return "table=%r" % table
+    return "format=%r, path=%r" % (format, path)
+
+
+def _session(pipeline_options):
+    from beam_spark_runner.options import SparkRunnerOptions
+    from beam_spark_runner.session import get_or_create_session
+
+    spark, _ = get_or_create_session(pipeline_options.view_as(SparkRunnerOptions))
+    return spark
+
+
+def _as_row(value, row_type, names):
+    return row_type(*[getattr(value, name) for name in names])
+
+
+class ReadFromSpark(beam.PTransform):
+    """The rows of a Spark data source as a PCollection of Beam rows.
+
+    `format` (Spark's source name: "parquet", "orc", "json", "csv", ...,
+    or one a connector on the session's classpath adds) with `path`, or a
+    catalog `table`; `options` are the source's (Spark's `.options`);
+    `schema` (a DDL string, a pyspark StructType or its JSON form) skips
+    reading the schema from the source when the pipeline is built.
+    `timestamp_column`: a timestamp column whose value is each element's
+    event time (else the minimum timestamp). Rows are in the global window;
+    their type maps Spark's types as worker/spark_rows.py says."""
+
+    def __init__(self, format=None, path=None, table=None, options=None, schema=None, timestamp_column=None):
+        super().__init__()
+        self._label = "ReadFromSpark(%s)" % _describe(format, path, table)
+        if path is not None and table is not None:
+            raise ValueError("%s: give a path or a table, not both" % self._label)
+        if path is None and table is None and format is None:
+            raise ValueError("%s: give a format (with its path, if it reads one) or a table" % self._label)
+        self._format, self._path, self._table = format, path, table
+        self._spark_options = _options(options, self._label)
+        self._schema = schema
+        self._timestamp_column = timestamp_column
+
+    def expand(self, pbegin):
+        options = pbegin.pipeline.options
+        if options.view_as(StandardOptions).streaming:
+            raise UnsupportedPipelineError(
+                "%s: reading a Spark data source as a stream is not supported yet: run the pipeline in batch"
+                % self._label
+            )
+        config = SparkReadConfig(
+            self._format, self._path, self._table, self._spark_options, {}, self._timestamp_column, self._label
+        )
+        from beam_spark_runner.execution.batch_spark_io import given_schema, source_schema
+
+        if self._schema is not None:
+            # The source reads with the given schema; the rows have the one
+            # Spark makes of it (a file source's columns are nullable).
+            given = given_schema(self._schema, self._label, lambda: _session(options))
+            config = dataclasses.replace(config, schema=given, schema_given=True)
+        schema = source_schema(_session(options), config)
+        try:
+            element_type = spark_rows.row_type(schema)
+        except spark_rows.UnmappableType as e:
+            raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
+        self._check_timestamp_column(schema)
+        config = SparkReadConfig(
+            self._format,
+            self._path,
+            self._table,
+            self._spark_options,
+            schema,
+            self._timestamp_column,
+            self._label,
+            schema_given=self._schema is not None,
+        )
+        return pbegin | SparkRead(config, element_type)
+
+    def _check_timestamp_column(self, schema):
+        if self._timestamp_column is None:
+            return
+        types = {f["name"]: f["type"] for f in schema["fields"]}
+        if types.get(self._timestamp_column) != "timestamp":
+            raise UnsupportedPipelineError(
+                "%s: timestamp_column %r must be a column of Spark type timestamp; the source has %s"
+                % (self._label, self._timestamp_column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
+            )
+
+
+class WriteToSpark(beam.PTransform):
+    """A schema'd PCollection's rows written with Spark's writer.
+
+    `format` ("parquet" when None and a path is given, Spark's default
+    otherwise) with `path`, or a catalog `table` (`saveAsTable`); `mode`:
+    append, overwrite, ignore, error (errorifexists); `options` are the
+    writer's; `partition_by`: columns to partition the output by. The
+    input's element type must have a Beam schema (beam.Row, a NamedTuple,
+    rows read with ReadFromSpark); RETRACTING panes are refused (these
+    formats cannot apply them). The output is the destination written."""
+
+    def __init__(self, format=None, path=None, table=None, mode="append", options=None, partition_by=None):
+        super().__init__()
+        self._label = "WriteToSpark(%s)" % _describe(format, path, table)
+        if (path is None) == (table is None):
+            raise ValueError("%s: give a path or a table, not both" % self._label)
+        if mode not in _MODES:
+            raise ValueError("%s: mode must be one of %s, got %r" % (self._label, ", ".join(_MODES), mode))
+        self._format = format if format is not None or table is not None else "parquet"
+        self._path, self._table, self._mode = path, table, mode
+        self._spark_options = _options(options, self._label)
+        self._partition_by = tuple(partition_by or ())
+
+    def expand(self, pcoll):
+        if not pcoll.is_bounded:
+            raise UnsupportedPipelineError(
+                "%s: writing an unbounded PCollection with Spark's writers is not supported yet: run the "
+                "pipeline in batch" % self._label
+            )
+        if pcoll.windowing.accumulation_mode == _RETRACTING:
+            raise UnsupportedPipelineError(
+                "%s: its input has RETRACTING panes, which %s cannot apply; map retractions away "
+                "(triggers.map_pane) or use DISCARDING or ACCUMULATING panes"
+                % (self._label, self._table and "a table" or "a %s directory" % self._format)
+            )
+        try:
+            schema = spark_rows.spark_schema_of(pcoll.element_type)
+        except TypeError as e:
+            raise UnsupportedPipelineError(
+                "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
+                "type (with_output_types)" % (self._label, pcoll.element_type)
+            ) from e
+        except spark_rows.UnmappableType as e:
+            raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
+        missing = [c for c in self._partition_by if c not in {f["name"] for f in schema["fields"]}]
+        if missing:
+            raise UnsupportedPipelineError(
+                "%s: partition_by names columns it does not have: %s" % (self._label, missing)
+            )
+        config = SparkWriteConfig(
+            self._format,
+            self._path,
+            self._table,
+            self._mode,
+            self._spark_options,
+            self._partition_by,
+            schema,
+            self._label,
+        )
+        row_type = spark_rows.row_type(schema)
+        if pcoll.element_type is not row_type:
+            # Beam encodes a NamedTuple that was never registered with a
+            # RowCoder by pickling it: the write's input is made rows of the
+            # schema's own type, which always have their RowCoder.
+            pcoll = pcoll | "AsRows" >> beam.Map(_as_row, row_type, tuple(row_type._fields)).with_output_types(row_type)
+        return pcoll | SparkWrite(config)

@@ -1,0 +1,108 @@
+"""Spark's own data sources and writers as runner primitives: what
+`beam_spark_runner.io.ReadFromSpark` and `WriteToSpark` expand to, and what
+the runner runs for them (execution/batch_spark_io.py).
+
+- `READ_SPARK_URN`: the rows of a Spark data source (`spark.read` with a
+  format, options and a path, or a catalog table), each a Beam row of the
+  source's schema (worker/spark_rows.py), in the global window, timestamped
+  by `timestamp_column` or at the minimum timestamp;
+- `WRITE_SPARK_URN`: a schema'd PCollection's rows written with Spark's
+  writer (`write.format(...).mode(...).options(...).partitionBy(...)`, to a
+  path or with `saveAsTable`); its output is the one destination written.
+
+The payloads are pickled configs (as the runner's other I/O primitives):
+a Python client of the job service sends them as its SDK expands them.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from apache_beam import pvalue
+from apache_beam.internal import pickler
+from apache_beam.transforms import core, ptransform, window
+
+READ_SPARK_URN = "beam_spark_runner:transform:read_spark:v1"
+WRITE_SPARK_URN = "beam_spark_runner:transform:write_spark:v1"
+SPARK_IO_URNS = frozenset([READ_SPARK_URN, WRITE_SPARK_URN])
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkReadConfig:
+    """What a ReadFromSpark reads; `schema` is the Spark StructType (JSON
+    form) its rows have, fixed when the pipeline was built."""
+
+    format: Optional[str]
+    path: Optional[str]
+    table: Optional[str]
+    options: Tuple[Tuple[str, str], ...]
+    schema: dict
+    timestamp_column: Optional[str] = None
+    label: str = "ReadFromSpark"
+    # The user gave the schema: the source reads with it (a JSON or CSV
+    # source's rows take its types).
+    schema_given: bool = False
+
+    def describe(self):
+        return "table %s" % self.table if self.table else "%s at %s" % (self.format, self.path)
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkWriteConfig:
+    """Where a WriteToSpark writes; `schema` the Spark StructType (JSON form)
+    of the rows it writes."""
+
+    format: Optional[str]
+    path: Optional[str]
+    table: Optional[str]
+    mode: str
+    options: Tuple[Tuple[str, str], ...]
+    partition_by: Tuple[str, ...]
+    schema: dict
+    label: str = "WriteToSpark"
+
+    def describe(self):
+        return "table %s" % self.table if self.table else "%s at %s" % (self.format or "parquet", self.path)
+
+
+def encode_payload(config) -> bytes:
+    return pickler.dumps(config)
+
+
+def decode_payload(payload: bytes):
+    return pickler.loads(payload)
+
+
+class SparkRead(ptransform.PTransform):
+    """The read primitive (its PCollection's rows have `element_type`)."""
+
+    def __init__(self, config: SparkReadConfig, element_type, bounded=True):
+        super().__init__()
+        self.config = config
+        self._element_type = element_type
+        self._bounded = bounded
+
+    def expand(self, pbegin):
+        return pvalue.PCollection(pbegin.pipeline, element_type=self._element_type, is_bounded=self._bounded)
+
+    def get_windowing(self, inputs):
+        return core.Windowing(window.GlobalWindows())
+
+    def to_runner_api_parameter(self, context):
+        return READ_SPARK_URN, encode_payload(self.config)
+
+
+class SparkWrite(ptransform.PTransform):
+    """The write primitive; its output is the destination written."""
+
+    def __init__(self, config: SparkWriteConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, pcoll):
+        return pvalue.PCollection(pcoll.pipeline, element_type=str, is_bounded=pcoll.is_bounded)
+
+    def get_windowing(self, inputs):
+        return core.Windowing(window.GlobalWindows())
+
+    def to_runner_api_parameter(self, context):
+        return WRITE_SPARK_URN, encode_payload(self.config)

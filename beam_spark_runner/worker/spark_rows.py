@@ -1,0 +1,264 @@
+"""Spark SQL rows as Beam schema rows, and back: the type mapping and the
+conversions of Arrow record batches (what Spark hands Python) to and from
+Beam's row encoding. No Spark here: a Spark schema is its JSON form
+(`StructType.jsonValue()`), data is pyarrow.
+
+The mapping (docs/io.md has the table), each way exact for these types:
+
+    Spark                 Beam schema type               Python value
+    boolean               BOOLEAN                        bool
+    byte / short          INT16                          int
+    integer / long        INT32 / INT64                  int
+    float / double        FLOAT / DOUBLE                 float
+    string / binary       STRING / BYTES                 str / bytes
+    date                  logical date                   datetime.date
+    timestamp             logical micros_instant         apache_beam Timestamp
+    decimal(p, s)         logical decimal                decimal.Decimal
+    array<T>              ARRAY<T>                       list
+    map<K, V>             MAP<K, V>                      dict
+    struct<...>           ROW<...>                       a row (named tuple)
+
+Nullability is kept (a Spark field's `nullable`, an array's `containsNull`,
+a map's `valueContainsNull`). A decimal's precision and scale are not part
+of Beam's decimal type: a row type made here keeps its Spark schema, so a
+row read from Spark writes back with the same type; other rows write
+decimals as decimal(38, 18). Anything else (timestamp_ntz, intervals,
+variant, null, char/varchar, calendar intervals) is refused, naming the
+column and its type (`UnmappableType`).
+"""
+
+import datetime
+import decimal
+import hashlib
+import json
+import uuid
+
+from apache_beam.portability.api import schema_pb2
+from apache_beam.typehints import schemas
+from apache_beam.utils.timestamp import Timestamp
+
+_ATOMIC = {
+    "boolean": schema_pb2.BOOLEAN,
+    # Beam Python's BYTE coder is unsigned (0-255), Spark's byte signed.
+    "byte": schema_pb2.INT16,
+    "short": schema_pb2.INT16,
+    "integer": schema_pb2.INT32,
+    "long": schema_pb2.INT64,
+    "float": schema_pb2.FLOAT,
+    "double": schema_pb2.DOUBLE,
+    "string": schema_pb2.STRING,
+    "binary": schema_pb2.BYTES,
+}
+_ATOMIC_BACK = {v: k for k, v in _ATOMIC.items() if k != "byte"}
+_ATOMIC_BACK[schema_pb2.BYTE] = "short"  # Beam's bytes are 0-255
+_DATE_URN = schemas.Date.urn()
+_MICROS_URN = schemas.MicrosInstant.urn()
+_MILLIS_URN = schemas.MillisInstant.urn()
+_DECIMAL_URN = schemas.DecimalLogicalType.urn()
+DEFAULT_DECIMAL = "decimal(38,18)"
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class UnmappableType(ValueError):
+    """A column whose type has no Beam (or Spark) counterpart; the message
+    names the column and the type."""
+
+
+def _logical(python_type):
+    """Beam's FieldType for a logical type, as Beam itself writes it."""
+    return schemas.typing_to_runner_api(python_type)
+
+
+def _field_type(spark_type, nullable, column):
+    if isinstance(spark_type, str):
+        if spark_type in _ATOMIC:
+            field = schema_pb2.FieldType(atomic_type=_ATOMIC[spark_type])
+        elif spark_type == "date":
+            field = _logical(datetime.date)
+        elif spark_type == "timestamp":
+            field = _logical(Timestamp)
+        elif spark_type.startswith("decimal"):
+            field = _logical(decimal.Decimal)
+        else:
+            raise UnmappableType("column %r: Spark type %s has no Beam schema type" % (column, spark_type))
+    else:
+        kind = spark_type.get("type")
+        if kind == "array":
+            field = schema_pb2.FieldType(
+                array_type=schema_pb2.ArrayType(
+                    element_type=_field_type(spark_type["elementType"], spark_type["containsNull"], column + "[]")
+                )
+            )
+        elif kind == "map":
+            field = schema_pb2.FieldType(
+                map_type=schema_pb2.MapType(
+                    key_type=_field_type(spark_type["keyType"], False, column + "{key}"),
+                    value_type=_field_type(spark_type["valueType"], spark_type["valueContainsNull"], column + "{}"),
+                )
+            )
+        elif kind == "struct":
+            field = schema_pb2.FieldType(row_type=schema_pb2.RowType(schema=beam_schema(spark_type, column + ".")))
+        else:
+            raise UnmappableType("column %r: Spark type %s has no Beam schema type" % (column, json.dumps(spark_type)))
+    field.nullable = bool(nullable)
+    return field
+
+
+def _schema_id(spark_schema):
+    """The same id for the same Spark schema, in every process."""
+    digest = hashlib.sha1(json.dumps(spark_schema, sort_keys=True).encode()).hexdigest()
+    return str(uuid.UUID(digest[:32]))
+
+
+def beam_schema(spark_schema, prefix="") -> schema_pb2.Schema:
+    """The Beam schema of a Spark StructType (its JSON form)."""
+    fields = [
+        schema_pb2.Field(name=f["name"], type=_field_type(f["type"], f.get("nullable", True), prefix + f["name"]))
+        for f in spark_schema["fields"]
+    ]
+    return schema_pb2.Schema(fields=fields, id=_schema_id(spark_schema))
+
+
+def row_type(spark_schema):
+    """The Python row type (a named tuple Beam registers with its RowCoder)
+    of a Spark StructType; it remembers the Spark schema (`spark_schema_of`)."""
+    t = schemas.named_tuple_from_schema(beam_schema(spark_schema))
+    t.__spark_schema__ = json.dumps(spark_schema, sort_keys=True)
+    return t
+
+
+def spark_schema_of(element_type):
+    """The Spark StructType (JSON form) for rows of `element_type`: the one a
+    row type made by `row_type` remembers, else derived from its Beam schema.
+    Raises UnmappableType for a field with no Spark type, TypeError for an
+    element type without a schema."""
+    kept = getattr(element_type, "__spark_schema__", None)
+    if kept is not None:
+        return json.loads(kept)
+    try:
+        schema = schemas.schema_from_element_type(element_type)
+    except Exception as e:
+        raise TypeError(
+            "%s has no schema (use beam.Row, a NamedTuple or a type with a Beam schema)" % element_type
+        ) from e
+    return _spark_struct(schema, "")
+
+
+def _spark_struct(schema, prefix):
+    return {
+        "type": "struct",
+        "fields": [
+            {
+                "name": f.name,
+                "type": _spark_type(f.type, prefix + f.name),
+                "nullable": f.type.nullable,
+                "metadata": {},
+            }
+            for f in schema.fields
+        ],
+    }
+
+
+def _spark_type(field, column):
+    which = field.WhichOneof("type_info")
+    if which == "atomic_type" and field.atomic_type in _ATOMIC_BACK:
+        return _ATOMIC_BACK[field.atomic_type]
+    if which == "logical_type":
+        urn = field.logical_type.urn
+        if urn == _DATE_URN:
+            return "date"
+        if urn in (_MICROS_URN, _MILLIS_URN):
+            return "timestamp"
+        if urn == _DECIMAL_URN:
+            return DEFAULT_DECIMAL
+    if which == "array_type" or which == "iterable_type":
+        element = field.array_type.element_type if which == "array_type" else field.iterable_type.element_type
+        return {"type": "array", "elementType": _spark_type(element, column + "[]"), "containsNull": element.nullable}
+    if which == "map_type":
+        value = field.map_type.value_type
+        return {
+            "type": "map",
+            "keyType": _spark_type(field.map_type.key_type, column + "{key}"),
+            "valueType": _spark_type(value, column + "{}"),
+            "valueContainsNull": value.nullable,
+        }
+    if which == "row_type":
+        return _spark_struct(field.row_type.schema, column + ".")
+    if which == "logical_type" and field.logical_type.urn == schemas.PYTHON_ANY_URN:
+        raise UnmappableType(
+            "field %r has no type Beam knows (it is Any): declare the element type, e.g. a NamedTuple "
+            "with typed fields and .with_output_types(...)" % column
+        )
+    raise UnmappableType("field %r: Beam type %s has no Spark SQL type" % (column, _describe(field)))
+
+
+def _describe(field):
+    which = field.WhichOneof("type_info")
+    if which == "atomic_type":
+        return schema_pb2.AtomicType.Name(field.atomic_type)
+    if which == "logical_type":
+        return field.logical_type.urn
+    return which
+
+
+# --- values ---------------------------------------------------------------------
+
+
+def _identity(value):
+    return value
+
+
+def _to_timestamp(value):
+    """An Arrow timestamp (a datetime, or micros) as Beam's Timestamp."""
+    if value is None or isinstance(value, Timestamp):
+        return value
+    if isinstance(value, int):
+        return Timestamp(micros=value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    delta = value - _EPOCH
+    return Timestamp(micros=(delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
+def _from_timestamp(value):
+    return None if value is None else value.micros
+
+
+def reader_of(spark_type, converting_only=False):
+    """A function turning one value of an Arrow column of `spark_type` (as
+    `to_pylist` gives it) into what the Beam row field holds; with
+    `converting_only`, None where the value needs no conversion."""
+    if converting_only:
+        read = reader_of(spark_type)
+        return None if read is _identity else read
+    if isinstance(spark_type, str):
+        return _to_timestamp if spark_type == "timestamp" else _identity
+    kind = spark_type["type"]
+    if kind == "array":
+        element = reader_of(spark_type["elementType"])
+        if element is _identity:
+            return _identity
+        return lambda v: None if v is None else [element(x) for x in v]
+    if kind == "map":
+        key, value = reader_of(spark_type["keyType"]), reader_of(spark_type["valueType"])
+        return lambda v: None if v is None else {key(k): value(x) for k, x in v}
+    # A struct: a dict from Arrow, a row of its own Beam type.
+    nested = row_type(spark_type)
+    fields = [(f["name"], reader_of(f["type"])) for f in spark_type["fields"]]
+    return lambda v: None if v is None else nested(**{name: read(v[name]) for name, read in fields})
+
+
+def writer_of(spark_type):
+    """A function turning one Beam row field value into what pyarrow takes
+    for a column of `spark_type`."""
+    if isinstance(spark_type, str):
+        return _from_timestamp if spark_type == "timestamp" else _identity
+    kind = spark_type["type"]
+    if kind == "array":
+        element = writer_of(spark_type["elementType"])
+        return lambda v: None if v is None else [element(x) for x in v]
+    if kind == "map":
+        key, value = writer_of(spark_type["keyType"]), writer_of(spark_type["valueType"])
+        return lambda v: None if v is None else [(key(k), value(x)) for k, x in v.items()]
+    fields = [(f["name"], writer_of(f["type"])) for f in spark_type["fields"]]
+    return lambda v: None if v is None else {name: write(getattr(v, name)) for name, write in fields}

@@ -1,0 +1,151 @@
+"""Spark SQL types as Beam schema types and back (worker/spark_rows.py),
+without Spark: Spark schemas in their JSON form, values through pyarrow."""
+
+import datetime
+import decimal
+import typing
+
+import pyarrow as pa
+import pytest
+from apache_beam.coders import RowCoder
+from apache_beam.portability.api import schema_pb2
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_spark_runner.worker import spark_rows
+
+ALL_TYPES = {
+    "type": "struct",
+    "fields": [
+        {"name": "flag", "type": "boolean", "nullable": True, "metadata": {}},
+        {"name": "b", "type": "byte", "nullable": True, "metadata": {}},
+        {"name": "s", "type": "short", "nullable": True, "metadata": {}},
+        {"name": "i", "type": "integer", "nullable": False, "metadata": {}},
+        {"name": "l", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "f", "type": "float", "nullable": True, "metadata": {}},
+        {"name": "d", "type": "double", "nullable": True, "metadata": {}},
+        {"name": "text", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "raw", "type": "binary", "nullable": True, "metadata": {}},
+        {"name": "day", "type": "date", "nullable": True, "metadata": {}},
+        {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+        {"name": "money", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+        {
+            "name": "tags",
+            "type": {"type": "array", "elementType": "string", "containsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "scores",
+            "type": {"type": "map", "keyType": "string", "valueType": "timestamp", "valueContainsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "inner",
+            "type": {
+                "type": "struct",
+                "fields": [
+                    {"name": "x", "type": "long", "nullable": False, "metadata": {}},
+                    {"name": "when", "type": "timestamp", "nullable": True, "metadata": {}},
+                ],
+            },
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+}
+
+
+def test_every_mapped_spark_type_has_a_beam_schema_type_and_comes_back_the_same():
+    schema = spark_rows.beam_schema(ALL_TYPES)
+    by_name = {f.name: f.type for f in schema.fields}
+    assert by_name["i"] == schema_pb2.FieldType(atomic_type=schema_pb2.INT32, nullable=False)
+    assert by_name["s"].atomic_type == schema_pb2.INT16 and by_name["s"].nullable
+    assert by_name["b"].atomic_type == schema_pb2.INT16  # Beam Python's BYTE is unsigned
+    assert by_name["ts"].logical_type.urn == "beam:logical_type:micros_instant:v1"
+    assert by_name["day"].logical_type.urn == "beam:logical_type:date:v1"
+    assert by_name["inner"].row_type.schema.fields[0].name == "x"
+    t = spark_rows.row_type(ALL_TYPES)
+    assert spark_rows.spark_schema_of(t) == ALL_TYPES  # the row type keeps its Spark schema
+    assert spark_rows.beam_schema(ALL_TYPES).id == schema.id  # stable across processes
+
+
+def test_a_beam_schema_of_its_own_maps_to_spark_types():
+    class Order(typing.NamedTuple):
+        id: int
+        amount: float
+        placed: Timestamp
+        lines: typing.List[str]
+        note: typing.Optional[str]
+        price: decimal.Decimal
+
+    struct = spark_rows.spark_schema_of(Order)
+    assert [(f["name"], f["type"], f["nullable"]) for f in struct["fields"]] == [
+        ("id", "long", False),
+        ("amount", "double", False),
+        ("placed", "timestamp", False),
+        ("lines", {"type": "array", "elementType": "string", "containsNull": False}, False),
+        ("note", "string", True),
+        ("price", "decimal(38,18)", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "spark_type, shown",
+    [
+        ("timestamp_ntz", "timestamp_ntz"),
+        ("interval day to second", "interval day to second"),
+        ("void", "void"),
+        ({"type": "udt", "class": "x"}, "udt"),
+    ],
+)
+def test_a_type_without_a_beam_counterpart_is_refused_naming_the_column(spark_type, shown):
+    struct = {
+        "type": "struct",
+        "fields": [
+            {
+                "name": "outer",
+                "type": {"type": "array", "elementType": spark_type, "containsNull": True},
+                "nullable": True,
+                "metadata": {},
+            }
+        ],
+    }
+    with pytest.raises(spark_rows.UnmappableType, match=r"column 'outer\[\]': Spark type .*%s" % shown):
+        spark_rows.beam_schema(struct)
+
+
+def test_values_go_from_arrow_to_encoded_rows_and_back_unchanged():
+    t = spark_rows.row_type(ALL_TYPES)
+    inner_type = spark_rows.row_type(ALL_TYPES["fields"][-1]["type"])
+    when = datetime.datetime(2026, 11, 27, 8, 30, 0, 123456, tzinfo=datetime.timezone.utc)
+    row = dict(
+        flag=True,
+        b=-3,
+        s=300,
+        i=7,
+        l=2**40,
+        f=1.5,
+        d=2.25,
+        text="héllo",
+        raw=b"\x00\x01",
+        day=datetime.date(2026, 11, 27),
+        ts=when,
+        money=decimal.Decimal("12.34"),
+        tags=["a", None],
+        scores=[("k", when), ("n", None)],
+        inner={"x": 5, "when": None},
+    )
+    readers = {f["name"]: spark_rows.reader_of(f["type"]) for f in ALL_TYPES["fields"]}
+    beam_row = t(**{name: readers[name](value) for name, value in row.items()})
+    assert beam_row.ts == Timestamp(micros=int(when.timestamp()) * 1_000_000 + 123456)
+    assert beam_row.scores == {"k": beam_row.ts, "n": None}
+    assert isinstance(beam_row.inner, inner_type) and beam_row.inner.x == 5
+    coder = RowCoder(spark_rows.beam_schema(ALL_TYPES))
+    decoded = coder.decode(coder.encode(beam_row))
+    assert decoded == beam_row
+    writers = {f["name"]: spark_rows.writer_of(f["type"]) for f in ALL_TYPES["fields"]}
+    back = {name: writers[name](getattr(decoded, name)) for name in row}
+    assert back["ts"] == beam_row.ts.micros and back["inner"] == {"x": 5, "when": None}
+    arrow = pa.array([back["scores"]], type=pa.map_(pa.string(), pa.timestamp("us", tz="UTC")))
+    assert arrow.to_pylist() == [[("k", when), ("n", None)]]
