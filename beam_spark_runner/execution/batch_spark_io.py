@@ -166,7 +166,8 @@ def write_spark_rdd(execution, stage):
     sc.setJobDescription("Beam: %s" % stage.display_name)
     with spark_call_site(sc, stage.display_name):
         blocks = execution.input_rdd(stage).map(_block_row)
-        frame = spark.createDataFrame(blocks, "block binary").mapInArrow(decode, spark_schema)
+        with spark_internals.keeping_active_session(spark):
+            frame = spark.createDataFrame(blocks, "block binary").mapInArrow(decode, spark_schema)
         writer = frame.write.mode(config.mode)
         if config.format:
             writer = writer.format(config.format)

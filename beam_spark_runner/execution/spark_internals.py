@@ -63,6 +63,32 @@ def create_java_rdd(rdd):
     return rdd._jrdd
 
 
+# --- the active SparkSession -------------------------------------------------
+
+
+@contextlib.contextmanager
+def keeping_active_session(spark):
+    """Within the block, `spark.createDataFrame` (which makes `spark` the
+    active session: PySpark's `SparkSession._activeSession`, a process-wide
+    attribute, and the JVM's active session of this thread) leaves the
+    caller's active session as it was afterwards. A job the job service runs
+    on its own session must not become what `SparkSession.getActiveSession()`
+    answers to a notebook or a later run in the same process."""
+    from pyspark.sql import SparkSession
+
+    before = SparkSession._activeSession
+    java_session = spark._jvm.org.apache.spark.sql.SparkSession
+    java_before = java_session.getActiveSession()
+    try:
+        yield
+    finally:
+        SparkSession._activeSession = before
+        if java_before.isDefined():
+            java_session.setActiveSession(java_before.get())
+        else:
+            java_session.clearActiveSession()
+
+
 # --- the Python workers' interpreter -----------------------------------------
 
 
@@ -260,6 +286,12 @@ PRIVATE_APIS = (
         "pyspark.sql.pandas.types.to_arrow_schema(schema, timezone=...)",
         "arrow_schema: the Arrow batches WriteToSpark hands Spark's writer",
         lambda: "timezone" in inspect.signature(_pyspark("pyspark.sql.pandas.types", "to_arrow_schema")).parameters,
+    ),
+    (
+        "SparkSession._activeSession and ._jvm",
+        "keeping_active_session: WriteToSpark in a job service job leaves the caller's active session",
+        lambda: hasattr(_pyspark("pyspark.sql", "SparkSession"), "_activeSession")
+        and _sets_attribute(_pyspark("pyspark.sql", "SparkSession"), "_jvm"),
     ),
     (
         "pyspark.daemon.manager",

@@ -32,6 +32,9 @@ def test_the_streaming_example_prints_its_progress_and_none_of_sparks_internals(
         str(tmp_path / "out"),
         "--duration_seconds",
         "8",
+        # Another test process's Spark may hold the UI's default port, which
+        # Spark rightly warns about; any free port will do here.
+        "--spark_conf=spark.ui.port=0",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_LOCAL"))}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=str(tmp_path), env=env)

@@ -375,3 +375,6 @@ def test_a_portable_client_reads_and_writes_spark_data_sources(service, tmp_path
     with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
         p | ReadFromSpark(format="parquet", path=source) | WriteToSpark(format="orc", path=out)
     assert sorted(spark.read.orc(out).collect()) == sorted(spark.read.parquet(source).collect())
+    # The job ran on a session of its own, which WriteToSpark's DataFrame
+    # must not leave as the process's active session.
+    assert SparkSession.getActiveSession() is spark
