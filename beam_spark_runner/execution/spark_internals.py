@@ -290,8 +290,10 @@ PRIVATE_APIS = (
     (
         "SparkSession._activeSession and ._jvm",
         "keeping_active_session: WriteToSpark in a job service job leaves the caller's active session",
-        lambda: hasattr(_pyspark("pyspark.sql", "SparkSession"), "_activeSession")
-        and _sets_attribute(_pyspark("pyspark.sql", "SparkSession"), "_jvm"),
+        lambda: (
+            hasattr(_pyspark("pyspark.sql", "SparkSession"), "_activeSession")
+            and _sets_attribute(_pyspark("pyspark.sql", "SparkSession"), "_jvm")
+        ),
     ),
     (
         "pyspark.daemon.manager",
