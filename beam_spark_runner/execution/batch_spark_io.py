@@ -27,7 +27,7 @@ from beam_spark_runner.worker.runs import RunCodec
 BLOCK_ROWS = 4096
 
 
-def _reader(spark, config, streaming):
+def spark_reader(spark, config, streaming):
     reader = spark.readStream if streaming else spark.read
     if config.format:
         reader = reader.format(config.format)
@@ -48,12 +48,12 @@ def source_schema(spark, config, streaming=False):
     Spark cannot read it (a missing path or table, an unknown format, a
     format that cannot be read this way)."""
     try:
-        frame = _reader(spark, config, streaming)
+        frame = spark_reader(spark, config, streaming)
         return frame.schema.jsonValue()
     except Exception as e:  # noqa: BLE001 -- Spark's analysis errors come in several classes
         raise UnsupportedPipelineError(
             "%s (%s): Spark cannot read it %s: %s"
-            % (config.label, config.describe(), "as a stream" if streaming else "in batch", _first_line(e))
+            % (config.label, config.describe(), "as a stream" if streaming else "in batch", first_line(e))
         ) from None
 
 
@@ -69,13 +69,13 @@ def given_schema(schema, label, session):
         try:
             schema = StructType.fromDDL(schema)
         except Exception as e:  # noqa: BLE001
-            raise UnsupportedPipelineError("%s: schema %r is not a Spark schema: %s" % (label, schema, _first_line(e)))
+            raise UnsupportedPipelineError("%s: schema %r is not a Spark schema: %s" % (label, schema, first_line(e)))
     if isinstance(schema, StructType):
         return schema.jsonValue()
     raise TypeError("%s: schema must be a DDL string, a pyspark StructType or its JSON form, got %r" % (label, schema))
 
 
-def _first_line(error):
+def first_line(error):
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
 
@@ -86,7 +86,7 @@ def _first_line(error):
 def read_spark_rdd(execution, stage):
     config = decode_payload(stage.native.payload)
     spark = execution.spark
-    frame = _reader(spark, config, False)
+    frame = spark_reader(spark, config, False)
     if frame.schema.jsonValue() != config.schema:
         raise UnsupportedPipelineError(
             "%s (%s): the source's schema changed since the pipeline was built: now %s, was %s"
@@ -161,20 +161,14 @@ def write_spark_rdd(execution, stage):
     spark, sc = execution.spark, execution.sc
     (port,) = stage.inputs
     spark_schema = StructType.fromJson(config.schema)
-    decode = functools.partial(_blocks_to_batches, config.schema, execution.plan.components, port.coder_id)
+    decode = functools.partial(blocks_to_arrow, config.schema, execution.plan.components, port.coder_id)
     execution.check_not_cancelled()
     sc.setJobDescription("Beam: %s" % stage.display_name)
     with spark_call_site(sc, stage.display_name):
         blocks = execution.input_rdd(stage).map(_block_row)
         with spark_internals.keeping_active_session(spark):
             frame = spark.createDataFrame(blocks, "block binary").mapInArrow(decode, spark_schema)
-        writer = frame.write.mode(config.mode)
-        if config.format:
-            writer = writer.format(config.format)
-        if config.options:
-            writer = writer.options(**dict(config.options))
-        if config.partition_by:
-            writer = writer.partitionBy(*config.partition_by)
+        writer = spark_writer(frame, config, config.mode)
         try:
             if config.table:
                 writer.saveAsTable(config.table)
@@ -184,7 +178,7 @@ def write_spark_rdd(execution, stage):
             if _is_user_code_failure(e):
                 raise
             raise UnsupportedPipelineError(
-                "%s (%s): Spark's writer failed: %s" % (config.label, config.describe(), _first_line(e))
+                "%s (%s): Spark's writer failed: %s" % (config.label, config.describe(), first_line(e))
             ) from None
     execution.after_spark_job()
     destination = config.table or config.path
@@ -194,6 +188,18 @@ def write_spark_rdd(execution, stage):
         (i, RunCodec(ctx.coders[p.coder_id]).encode([(final, [destination])])) for i, p in enumerate(stage.outputs)
     ]
     return sc.parallelize(blocks, 1)
+
+
+def spark_writer(frame, config, mode):
+    """`frame`'s DataFrameWriter as `config` asks, in `mode`."""
+    writer = frame.write.mode(mode)
+    if config.format:
+        writer = writer.format(config.format)
+    if config.options:
+        writer = writer.options(**dict(config.options))
+    if config.partition_by:
+        writer = writer.partitionBy(*config.partition_by)
+    return writer
 
 
 def _is_user_code_failure(error):
@@ -206,7 +212,7 @@ def _block_row(pair):
     return (bytes(pair[1]),)
 
 
-def _blocks_to_batches(schema, components, coder_id, frames):
+def blocks_to_arrow(schema, components, coder_id, frames):
     """mapInArrow body: the blocks of encoded Beam rows as Arrow batches of
     the Spark schema."""
     from pyspark.sql.types import StructType
