@@ -265,6 +265,34 @@ class TestStreamSource:
 
 
 @dataclasses.dataclass(frozen=True)
+class SparkSource:
+    """A Spark streaming data source (ReadFromSpark): its rows enter the
+    query beside the Beam source and go to `dest`, encoded with `coder_id`;
+    its watermark follows its data (streaming/source_watermarks.py)."""
+
+    name: str  # the read's transform id (its watermark source name)
+    display_name: str
+    payload: bytes  # translation.spark_io.SparkReadConfig, pickled
+    dest: Dest
+    coder_id: str  # windowed coder of its output
+    out_of_orderness_us: int = 0
+    idle_timeout_us: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkSink:
+    """A Spark writer (WriteToSpark) at the end of the query: the rows
+    addressed to `dest` are written by the driver's foreachBatch sink and
+    published once their batch is a completed checkpoint."""
+
+    name: str  # the write's transform id
+    display_name: str
+    payload: bytes  # translation.spark_io.SparkWriteConfig, pickled
+    dest: Dest
+    coder_id: str  # windowed coder of its input
+
+
+@dataclasses.dataclass(frozen=True)
 class Operator:
     kind: OperatorKind
     name: str  # unique: stage name or GBK transform id
@@ -304,13 +332,17 @@ class StreamingPlan:
     watermark_graph: Dict[str, object]
     side_watermarks: Dict[str, Dict[Dest, object]]  # op -> side dest -> StageInputs of what feeds it
     components: bytes
+    spark_sources: Tuple[SparkSource, ...] = ()
+    spark_sinks: Tuple[SparkSink, ...] = ()
 
     def for_operators(self) -> "StreamingPlan":
         """What an operator needs of the plan besides itself: the row
         addressing and the components, without the other operators' stages
         (each operator's UDF carries its own copy: a query of 27 operators
         carried 21 MB of plans where 4.7 MB do)."""
-        return dataclasses.replace(self, sources=(), operators=(), watermark_graph={}, side_watermarks={})
+        return dataclasses.replace(
+            self, sources=(), operators=(), watermark_graph={}, side_watermarks={}, spark_sources=(), spark_sinks=()
+        )
 
     def describe(self) -> str:
         lines = []
@@ -318,6 +350,8 @@ class StreamingPlan:
             lines.append(
                 "Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d.describe() for _, d, _ in s.outputs))
             )
+        for s in self.spark_sources:
+            lines.append("Source %s (Spark readStream) -> %s" % (s.display_name, s.dest.describe()))
         if self.impulse_dests:
             lines.append("Source Impulse -> %s" % ", ".join(d.describe() for d in self.impulse_dests))
         for i, op in enumerate(self.operators):
@@ -335,4 +369,7 @@ class StreamingPlan:
             lines.append("    reads  %s" % ", ".join(d.describe() for d in op.inputs))
             for dest in op.output_dests():
                 lines.append("    writes %s" % dest.describe())
+        for s in self.spark_sinks:
+            lines.append("Sink %s (Spark writer, published per completed checkpoint)" % s.display_name)
+            lines.append("    reads  %s" % s.dest.describe())
         return "\n".join(lines)

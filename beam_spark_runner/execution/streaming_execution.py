@@ -18,6 +18,7 @@ from beam_spark_runner.execution import streaming_commits, ui_metrics
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution.streaming_checkpoint import HoldFiles, check_resumable
 from beam_spark_runner.execution.streaming_query import QuerySettings, start_query
+from beam_spark_runner.execution.streaming_spark_io import SparkSinkWrites
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.streaming import plan_fingerprint
 from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator
@@ -84,6 +85,7 @@ class StreamingExecution:
             lambda batch, record: self._holds.record(self.scratch_dir, batch, record),
             planned_processing_time=not self._script.streams,
         )
+        self._sink_writes = SparkSinkWrites(spark, plan, self._files)
         self._settings = QuerySettings(spark)
         self._listener = None
         self.trigger_interval = trigger_interval
@@ -108,14 +110,9 @@ class StreamingExecution:
             request_drain(scratch)
         _LOG.info("Draining the streaming pipeline: its sources read nothing more")
 
-    @property
-    def cancelled(self):
-        return self._cancelled.is_set()
+    cancelled = property(lambda self: self._cancelled.is_set())
 
-    @property
-    def last_status(self):
-        """The last completed batch's status (streaming/driver_sink.BatchStatus)."""
-        return self._driver_sink.last_status
+    last_status = property(lambda self: self._driver_sink.last_status, doc="driver_sink.BatchStatus of the last batch")
 
     def progress(self):
         """The completed micro-batches' progress records (streaming/progress.py)."""
@@ -246,4 +243,4 @@ class StreamingExecution:
     def _sink(self, batch_df, batch_id):
         """Spark's foreachBatch sink: the batch's rows go to the driver sink."""
         self._settings.restore()
-        self._driver_sink.on_batch(batch_id, batch_df.collect())
+        self._driver_sink.on_batch(batch_id, self._sink_writes.collect(batch_df, batch_id))

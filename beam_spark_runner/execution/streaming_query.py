@@ -5,12 +5,15 @@ the session settings the query needs while it starts.
 One query per pipeline, a single chain (see streaming/rows.py):
 
     Beam source (Python DataSourceStreamReader: TestStream, Impulse, CONTROL rows)
+      (unioned with each Spark data source: readStream -> mapInArrow to
+       query rows, execution/streaming_spark_io.py)
       -> per plan operator, in topological order:
            stateless stage:  mapInArrow (after a repartition by key-group when
                              it reads a splittable DoFn's output)
            GroupByKey / stateful DoFn / splittable DoFn / side inputs:
                              groupBy(kg).transformWithState (RocksDB state)
-      -> foreachBatch sink on the driver (streaming/driver_sink.py).
+      -> foreachBatch sink on the driver (streaming/driver_sink.py; Spark
+         sinks' rows written there first, execution/streaming_spark_io.py).
 """
 
 import functools
@@ -18,7 +21,7 @@ import os
 import pickle
 import urllib.parse
 
-from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.execution import checkpoint_files, streaming_spark_io
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT,
     BeamStreamSource,
@@ -100,6 +103,8 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
         .option("partitions", str(key_groups))
         .load()
     )
+    for frame in streaming_spark_io.source_frames(spark, plan, key_groups):
+        df = df.union(frame)
     shared = plan.for_operators()
     for op in plan.operators:
         pickled = pickle.dumps((op, shared, key_groups))

@@ -88,7 +88,8 @@ _SparkRow = Row(*R.FIELDS)
 _ARROW_TYPES = (pa.int32(), pa.string(), pa.int32(), pa.binary(), pa.binary(), pa.int64(), pa.int64())
 
 
-def _record_batch(rows):
+def record_batch(rows):
+    """Query rows (rows.QueryRow or tuples in its field order) as one Arrow batch."""
     columns = list(zip(*rows))
     return pa.RecordBatch.from_arrays(
         [pa.array(columns[i], type=t) for i, t in enumerate(_ARROW_TYPES)], names=list(R.FIELDS)
@@ -118,7 +119,7 @@ def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
             with forwarding(*logs):
                 out = _operator(token, pickled).run(mine)
             if out:
-                yield _record_batch(out)
+                yield record_batch(out)
 
 
 class KeyGroupProcessor(StatefulProcessor):

@@ -12,9 +12,12 @@ SparkRunner options).
 """
 
 import dataclasses
+import os
+import urllib.parse
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.utils.timestamp import Duration
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
@@ -22,6 +25,36 @@ from beam_spark_runner.worker import spark_rows
 
 _MODES = ("append", "overwrite", "ignore", "error", "errorifexists")
 _RETRACTING = 3
+# File formats whose streaming source needs a schema: read from the files
+# there when the pipeline is built, as a batch read would.
+_FILE_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro")
+# Formats a streaming WriteToSpark stages and publishes per micro-batch.
+STREAMING_WRITE_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro")
+# The columns naming a row's source partition when the user names none.
+_DEFAULT_PARTITION_COLUMNS = {"kafka": ("topic", "partition")}
+
+
+def _micros(value, name, label):
+    """A duration given as seconds (int or float) or a Beam Duration, in micros."""
+    if value is None:
+        return None
+    if isinstance(value, Duration):
+        micros = value.micros
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        micros = int(round(value * 1e6))
+    else:
+        raise TypeError("%s: %s must be seconds or an apache_beam Duration, got %r" % (label, name, value))
+    if micros < 0:
+        raise ValueError("%s: %s must not be negative, got %r" % (label, name, value))
+    return micros
+
+
+def _absolute(path):
+    """A local path made absolute (a restarted streaming driver may run
+    elsewhere); a URI as it is."""
+    if path is None or urllib.parse.urlparse(path).scheme not in ("", "file"):
+        return path
+    return os.path.abspath(path[len("file:") :] if path.startswith("file:") else path)
 
 
 def _options(options, label):
@@ -59,10 +92,31 @@ class ReadFromSpark(beam.PTransform):
     `schema` (a DDL string, a pyspark StructType or its JSON form) skips
     reading the schema from the source when the pipeline is built.
     `timestamp_column`: a timestamp column whose value is each element's
-    event time (else the minimum timestamp). Rows are in the global window;
-    their type maps Spark's types as worker/spark_rows.py says."""
+    event time (else the minimum timestamp in batch, the micro-batch's time
+    in streaming). Rows are in the global window; their type maps Spark's
+    types as worker/spark_rows.py says.
 
-    def __init__(self, format=None, path=None, table=None, options=None, schema=None, timestamp_column=None):
+    In a streaming pipeline the source is `spark.readStream` (a file
+    source's schema is read from the files there when the pipeline is built
+    unless `schema` is given) and its watermark follows the data: per
+    source partition (the values of `partition_columns`; a Kafka source's
+    topic and partition by default) the newest event time read, minus
+    `max_out_of_orderness`; the minimum over partitions, leaving out those
+    that read nothing for `idle_timeout` (both seconds or a Duration;
+    streaming/source_watermarks.py)."""
+
+    def __init__(
+        self,
+        format=None,
+        path=None,
+        table=None,
+        options=None,
+        schema=None,
+        timestamp_column=None,
+        max_out_of_orderness=None,
+        idle_timeout=None,
+        partition_columns=None,
+    ):
         super().__init__()
         self._label = "ReadFromSpark(%s)" % _describe(format, path, table)
         if path is not None and table is not None:
@@ -73,16 +127,32 @@ class ReadFromSpark(beam.PTransform):
         self._spark_options = _options(options, self._label)
         self._schema = schema
         self._timestamp_column = timestamp_column
+        self._out_of_orderness_us = _micros(max_out_of_orderness, "max_out_of_orderness", self._label)
+        self._idle_timeout_us = _micros(idle_timeout, "idle_timeout", self._label)
+        if partition_columns is not None and isinstance(partition_columns, str):
+            raise TypeError("%s: partition_columns must be a list of column names" % self._label)
+        self._partition_columns = None if partition_columns is None else tuple(partition_columns)
 
     def expand(self, pbegin):
         options = pbegin.pipeline.options
-        if options.view_as(StandardOptions).streaming:
-            raise UnsupportedPipelineError(
-                "%s: reading a Spark data source as a stream is not supported yet: run the pipeline in batch"
-                % self._label
-            )
+        streaming = bool(options.view_as(StandardOptions).streaming)
+        if not streaming:
+            self._refuse_streaming_arguments()
+        path = _absolute(self._path) if streaming else self._path
         config = SparkReadConfig(
-            self._format, self._path, self._table, self._spark_options, {}, self._timestamp_column, self._label
+            self._format,
+            path,
+            self._table,
+            self._spark_options,
+            {},
+            self._timestamp_column,
+            self._label,
+            streaming=streaming,
+            out_of_orderness_us=self._out_of_orderness_us or 0,
+            idle_timeout_us=self._idle_timeout_us,
+            partition_columns=self._partition_columns
+            if self._partition_columns is not None
+            else _DEFAULT_PARTITION_COLUMNS.get(self._format, ()),
         )
         from beam_spark_runner.execution.batch_spark_io import given_schema, source_schema
 
@@ -91,28 +161,45 @@ class ReadFromSpark(beam.PTransform):
             # Spark makes of it (a file source's columns are nullable).
             given = given_schema(self._schema, self._label, lambda: _session(options))
             config = dataclasses.replace(config, schema=given, schema_given=True)
-        schema = source_schema(_session(options), config)
+        elif streaming and self._table is None and self._format in _FILE_FORMATS:
+            # Spark's file stream needs a schema: the one the files have now.
+            found = source_schema(_session(options), config)
+            config = dataclasses.replace(config, schema=found, schema_given=True)
+        schema = source_schema(_session(options), config, streaming=streaming)
         try:
             element_type = spark_rows.row_type(schema)
         except spark_rows.UnmappableType as e:
             raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
-        self._check_timestamp_column(schema)
-        config = SparkReadConfig(
-            self._format,
-            self._path,
-            self._table,
-            self._spark_options,
-            schema,
-            self._timestamp_column,
-            self._label,
-            schema_given=self._schema is not None,
-        )
-        return pbegin | SparkRead(config, element_type)
+        self._check_columns(schema, config.partition_columns)
+        config = dataclasses.replace(config, schema=schema)
+        return pbegin | SparkRead(config, element_type, bounded=not streaming)
 
-    def _check_timestamp_column(self, schema):
+    def _refuse_streaming_arguments(self):
+        given = [
+            name
+            for name, value in (
+                ("max_out_of_orderness", self._out_of_orderness_us),
+                ("idle_timeout", self._idle_timeout_us),
+                ("partition_columns", self._partition_columns),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UnsupportedPipelineError(
+                "%s: %s set the watermark of a streaming read; this pipeline is batch (no --streaming)"
+                % (self._label, ", ".join(given))
+            )
+
+    def _check_columns(self, schema, partition_columns):
+        types = {f["name"]: f["type"] for f in schema["fields"]}
+        missing = [c for c in partition_columns if c not in types]
+        if missing:
+            raise UnsupportedPipelineError(
+                "%s: partition_columns names columns the source does not have: %s (it has %s)"
+                % (self._label, ", ".join(missing), ", ".join(types))
+            )
         if self._timestamp_column is None:
             return
-        types = {f["name"]: f["type"] for f in schema["fields"]}
         if types.get(self._timestamp_column) != "timestamp":
             raise UnsupportedPipelineError(
                 "%s: timestamp_column %r must be a column of Spark type timestamp; the source has %s"
@@ -144,11 +231,9 @@ class WriteToSpark(beam.PTransform):
         self._partition_by = tuple(partition_by or ())
 
     def expand(self, pcoll):
-        if not pcoll.is_bounded:
-            raise UnsupportedPipelineError(
-                "%s: writing an unbounded PCollection with Spark's writers is not supported yet: run the "
-                "pipeline in batch" % self._label
-            )
+        streaming = bool(pcoll.pipeline.options.view_as(StandardOptions).streaming) or not pcoll.is_bounded
+        if streaming:
+            self._check_streaming_write()
         if pcoll.windowing.accumulation_mode == _RETRACTING:
             raise UnsupportedPipelineError(
                 "%s: its input has RETRACTING panes, which %s cannot apply; map retractions away "
@@ -171,7 +256,7 @@ class WriteToSpark(beam.PTransform):
             )
         config = SparkWriteConfig(
             self._format,
-            self._path,
+            _absolute(self._path) if streaming else self._path,
             self._table,
             self._mode,
             self._spark_options,
@@ -186,3 +271,23 @@ class WriteToSpark(beam.PTransform):
             # schema's own type, which always have their RowCoder.
             pcoll = pcoll | "AsRows" >> beam.Map(_as_row, row_type, tuple(row_type._fields)).with_output_types(row_type)
         return pcoll | SparkWrite(config)
+
+    def _check_streaming_write(self):
+        """A streaming write stages each micro-batch's rows and publishes
+        them as new files in a directory: what cannot be done that way is
+        refused."""
+        if self._table is not None:
+            raise UnsupportedPipelineError(
+                "%s: a streaming pipeline cannot write a catalog table; write a directory (path=...) "
+                "and create the table over it" % self._label
+            )
+        if self._mode != "append":
+            raise UnsupportedPipelineError(
+                "%s: a streaming pipeline appends each micro-batch's rows; mode %r is for batch writes"
+                % (self._label, self._mode)
+            )
+        if self._format not in STREAMING_WRITE_FORMATS:
+            raise UnsupportedPipelineError(
+                "%s: a streaming pipeline writes the file formats %s; %r has no exactly-once commit here"
+                % (self._label, ", ".join(STREAMING_WRITE_FORMATS), self._format)
+            )

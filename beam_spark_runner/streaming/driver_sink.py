@@ -14,7 +14,8 @@ batch without one carried nothing and is ignored):
 2. the hold record the source planner plans the next batch with
    (`source_planner.hold_record`), handed to `record_holds`, with the
    processing time by which the driver needs another batch when the release
-   policy holds side effects back;
+   policy holds side effects back, and what the Spark sources read (the
+   EVENT_TIMES rows: newest event time per source partition);
 3. its metrics (the METRICS rows, and the batch's own: watermarks, lag,
    duration), its progress record (streaming/progress.py) and a log line:
    at INFO for the first batch, every `log_every`-th and the last, at DEBUG
@@ -83,6 +84,8 @@ class BatchRows:
     finalizers: List[bytes] = dataclasses.field(default_factory=list)
     metrics: Dict[str, List[bytes]] = dataclasses.field(default_factory=dict)  # operator -> MonitoringInfos
     unread: List[str] = dataclasses.field(default_factory=list)  # dests of data rows nothing read
+    # Spark source -> {partition: newest event time read} (micros)
+    read: Dict[str, Dict[str, int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, rows) -> "BatchRows":
@@ -102,6 +105,11 @@ class BatchRows:
                 out.metrics.setdefault(row.dest, []).extend(pickle.loads(row.payload))
             elif kind == R.STATUS:
                 out.status = BatchStatus.parse(row.payload)
+            elif kind == R.EVENT_TIMES:
+                source, newest = R.parse_event_times(row.payload)
+                seen = out.read.setdefault(source, {})
+                for partition, micros in newest.items():
+                    seen[partition] = max(micros, seen.get(partition, micros))
             elif kind in R.DATA_KINDS:
                 out.unread.append(row.dest)
         return out
@@ -163,7 +171,7 @@ class DriverSink:
         if status is None:
             return None
         driver_wake = self._checkpoint(batch_id, batch, status)
-        self._record_holds(status.batch, hold_record(batch.holds, driver_wake))
+        self._record_holds(status.batch, hold_record(batch.holds, driver_wake, batch.read))
         self._account(batch_id, batch, status)
         return status
 

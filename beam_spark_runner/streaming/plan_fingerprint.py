@@ -169,7 +169,11 @@ def _coder_differences(name, was, now):
 
 def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
     components = beam_runner_api_pb2.Components.FromString(plan.components)
-    sources = tuple(s.name for s in plan.sources) + (("impulse",) if plan.impulse_dests else ())
+    sources = (
+        tuple(s.name for s in plan.sources)
+        + (("impulse",) if plan.impulse_dests else ())
+        + tuple(s.name for s in plan.spark_sources)
+    )
     # Each stage's descriptor, parsed once for all that reads it here.
     descriptors = {
         op.name: beam_fn_api_pb2.ProcessBundleDescriptor.FromString(op.stage.descriptor)
@@ -203,6 +207,8 @@ def _writers(plan, components, descriptors):
     for source in plan.sources:
         for _, dest, coder_id in source.outputs:
             out.setdefault(R.dest_text(dest), set()).add(described(coder_id))
+    for spark_source in plan.spark_sources:
+        out.setdefault(R.dest_text(spark_source.dest), set()).add(described(spark_source.coder_id))
     for op in plan.operators:
         if op.stage is None:
             continue

@@ -26,7 +26,10 @@ A row is a `QueryRow` (a named tuple in `FIELDS` order, Spark schema
 * STATUS: the batch's planned offset (JSON in `payload`), for the driver;
 * FINALIZE: a bundle's finalization callbacks (pickled (stage name,
   pickled callbacks) in `payload`), which the driver runs once the batch
-  is durable (streaming/checkpoint_coordinator.py).
+  is durable (streaming/checkpoint_coordinator.py);
+* EVENT_TIMES: what one task of a Spark data source read: the newest event
+  time per source partition (`event_times`), for the source's watermark
+  (streaming/source_watermarks.py).
 
 Operators consume the DATA, KEYED and CONTROL rows addressed to them and
 pass every other row through unchanged, so the query is one chain and each
@@ -61,7 +64,7 @@ class QueryRow(NamedTuple):
 FIELDS = QueryRow._fields
 SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
 
-DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE, KEYED = 0, 1, 2, 3, 4, 5, 6
+DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE, KEYED, EVENT_TIMES = 0, 1, 2, 3, 4, 5, 6, 7
 DATA_KINDS = (DATA, KEYED)
 
 # Encoded bytes of elements (and keys) per KEYED row, at most (one element
@@ -195,6 +198,19 @@ def metrics(operator_name, payload) -> QueryRow:
 
 def finalize(operator_name, payload) -> QueryRow:
     return QueryRow(FINALIZE, operator_name, 0, None, payload, None, None)
+
+
+def event_times(source: str, newest_by_partition) -> QueryRow:
+    """What a task of Spark source `source` read: {partition: newest event
+    time, micros}."""
+    payload = json.dumps({"source": source, "newest": newest_by_partition}, sort_keys=True).encode()
+    return QueryRow(EVENT_TIMES, "event_times:" + source, 0, None, payload, None, None)
+
+
+def parse_event_times(payload) -> Tuple[str, dict]:
+    """(source, {partition: newest event time}) of an EVENT_TIMES row."""
+    decoded = json.loads(payload)
+    return decoded["source"], {p: int(t) for p, t in decoded["newest"].items()}
 
 
 def status(batch, payload) -> QueryRow:

@@ -23,6 +23,7 @@ from beam_spark_runner.streaming.source_planner import (
     ScriptedStream,
     SourceScript,
 )
+from beam_spark_runner.streaming.source_watermarks import WatermarkRule
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import source_key
@@ -44,6 +45,7 @@ def compile_script(plan, key_groups) -> SourceScript:
             op: {R.dest_text(dest): inputs for dest, inputs in sides.items()}
             for op, sides in plan.side_watermarks.items()
         },
+        {s.name: WatermarkRule(s.out_of_orderness_us, s.idle_timeout_us) for s in plan.spark_sources},
     )
 
 

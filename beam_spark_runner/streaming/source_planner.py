@@ -9,11 +9,19 @@ batch re-reads the same events with the same times:
     {"batch": n, "pos": {test stream: next event index},
      "src_wm": {source: micros}, "pt": micros, "times": BatchTimes JSON,
      "steps": {operator: [[seq, input wm, processing time], ...]}, "done": bool,
-     "drain": bool}
+     "drain": bool, "spark": {Spark source: DataWatermark snapshot}}
+
+Spark data sources (ReadFromSpark) are read by Spark itself, beside this
+source, with their own offsets in the same checkpoint; their rows carry no
+`seq` order (SPARK_SOURCE_SEQ: before every time step). Their watermarks
+follow what earlier batches read (streaming/source_watermarks.py): the
+driver puts the newest event times each batch read into its hold record,
+and the next offset's "spark" snapshot includes them.
 
 Drain (`request_drain`, from the driver): from the next batch on, the
 sources read nothing more (TestStream events not read yet are left unread)
-and their watermarks go to +infinity; keyed operators are told in their
+and their watermarks go to +infinity (a Spark data source's once a batch
+read nothing from it: Spark reads it, the planner cannot stop it); keyed operators are told in their
 CONTROL rows, so splittable DoFns truncate their restrictions (Beam's
 drain); processing-time timers stop holding watermarks back, as when a
 TestStream is exhausted. The pipeline then ends once every watermark is at
@@ -32,7 +40,10 @@ Idling: when a batch planned now would read no event, move no watermark
 and find nothing due by processing time (each key-group reports its next
 wake-up with its holds; the driver its own), `next_offset` returns the
 offset it was given, so Spark runs no batch, after waiting for the next
-wake-up (at most IDLE_WAIT_SECONDS per request; Spark asks again).
+wake-up (at most IDLE_WAIT_SECONDS per request; Spark asks again). A query
+with Spark sources cannot tell whether they have data, so after that wait
+it plans a batch anyway: an idle query runs one batch per
+IDLE_WAIT_SECONDS, and never idles while its Spark sources deliver rows.
 """
 
 import dataclasses
@@ -42,11 +53,13 @@ import time
 from typing import Dict, Optional, Tuple
 
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.source_watermarks import DataWatermark, WatermarkRule
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority
 
 IMPULSE_SOURCE = "impulse"  # as plans.IMPULSE_SOURCE (this module imports no Beam)
 AFTER_ALL = 1 << 62  # seq of the step that follows every data row
 IMPULSE_SEQ = -1  # Impulse's element comes before any TestStream event
+SPARK_SOURCE_SEQ = -2  # a Spark source's rows come before every time step
 HOLDS_WAIT_SECONDS = 300
 # While idle, how long one offset request may wait before answering "no new
 # batch" (Spark asks again at once): bounds the delay of a drain request and
@@ -74,17 +87,19 @@ def holds_path(run_dir, batch):
 # Format of the hold record the driver writes after each batch. 1 (no
 # "format" field): {operator: {key-group: [hold, event hold]}}. 2 adds each
 # key-group's wake-up and the driver's own, so the planner can let an idle
-# query wait.
-HOLDS_FORMAT = 2
+# query wait. 3 adds what the Spark sources read ("read").
+HOLDS_FORMAT = 3
+_HOLDS_FORMATS_READ = (2, 3)
 
 
-def hold_record(holds, driver_wake=None):
+def hold_record(holds, driver_wake=None, read=None):
     """The record of a batch's hold reports: `holds` is {operator:
     {key-group: [hold, hold without processing-time timers, wake-up]}}
     (micros or None); `driver_wake`: the processing time by which the driver
     needs another batch (its checkpoint coordinator holds side effects back
-    until more batches complete), None: no need."""
-    return {"format": HOLDS_FORMAT, "holds": holds, "driver_wake": driver_wake}
+    until more batches complete), None: no need; `read`: {Spark source:
+    {partition: newest event time read}}."""
+    return {"format": HOLDS_FORMAT, "holds": holds, "driver_wake": driver_wake, "read": read or {}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,21 +108,24 @@ class HoldReport:
     event hold, ...]}}; `wake`: the earliest processing time at which some
     key-group or the driver has work without new input (None: never);
     `wake_known`: False for a format-1 record, which says nothing of wake-ups
-    (the planner then never idles on it)."""
+    (the planner then never idles on it); `read`: {Spark source: {partition:
+    newest event time}} of the batch's rows."""
 
     holds: dict
     wake: Optional[int]
     wake_known: bool
+    read: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data):
         if "format" not in data:
             return cls(data, None, False)
-        if data["format"] != HOLDS_FORMAT:
-            raise ValueError("hold record format %r, this runner reads %d" % (data["format"], HOLDS_FORMAT))
+        if data["format"] not in _HOLDS_FORMATS_READ:
+            raise ValueError("hold record format %r, this runner reads %s" % (data["format"], _HOLDS_FORMATS_READ))
         wakes = [entry[2] for by_kg in data["holds"].values() for entry in by_kg.values() if len(entry) > 2]
         wakes.append(data.get("driver_wake"))
-        return cls(data["holds"], min((w for w in wakes if w is not None), default=None), True)
+        wake = min((w for w in wakes if w is not None), default=None)
+        return cls(data["holds"], wake, True, data.get("read") or {})
 
 
 def write_holds(run_dir, batch, record):
@@ -144,6 +162,8 @@ class SourceScript:
     watermark_graph: Dict[str, StageInputs]
     key_groups: int
     side_watermarks: Dict[str, Dict[str, StageInputs]] = dataclasses.field(default_factory=dict)
+    # Spark data sources (ReadFromSpark): name -> how its watermark follows its data.
+    spark_sources: Dict[str, WatermarkRule] = dataclasses.field(default_factory=dict)
 
 
 class SourcePlanner:
@@ -170,6 +190,8 @@ class SourcePlanner:
         wms = {key: MIN_MICROS for s in self._streams for key in s.source_keys}
         if self.script.impulse_rows:
             wms[IMPULSE_SOURCE] = MIN_MICROS
+        for name in self.script.spark_sources:
+            wms[name] = MIN_MICROS
         return {
             "batch": 0,
             "pos": {s.name: 0 for s in self._streams},
@@ -179,13 +201,27 @@ class SourcePlanner:
             "steps": {},
             "done": False,
             "drain": False,
+            "spark": {name: DataWatermark(rule).snapshot() for name, rule in self.script.spark_sources.items()},
         }
 
     def next_offset(self, start):
         """The offset of the batch after `start` (or `start` itself when the
-        pipeline is done: Spark then runs no further batch)."""
+        pipeline is done, or idle without Spark sources: Spark then runs no
+        batch). With Spark sources an idle query still plans a batch once
+        the wait is over: only a batch can read what they have."""
         if start["done"]:
             return start
+        planned = self._plan(start)
+        if planned is not None:
+            return planned
+        self._wait_idle(self._batch_pt)
+        if not self.script.spark_sources:
+            return start  # the same offset: Spark runs no batch, and asks again
+        return self._plan(start, may_idle=False)
+
+    def _plan(self, start, may_idle=True):
+        """The offset of the batch after `start`, or None when that batch
+        would have nothing to do and `may_idle`."""
         batch = start["batch"] + 1
         authority = self._authority_after(start)
         src_wm = dict(start["src_wm"])
@@ -197,25 +233,27 @@ class SourcePlanner:
             src_wm[IMPULSE_SOURCE] = MAX_MICROS
             moments.append((IMPULSE_SEQ, dict(src_wm), pt))
         if draining:
-            # Nothing more is read; every source's watermark goes to +infinity.
+            # Nothing more is read; every source's watermark goes to +infinity
+            # (a Spark source's once it is quiet: _spark_watermarks).
             pos = dict(start["pos"])
-            if any(wm < MAX_MICROS for wm in src_wm.values()):
-                src_wm = {source: MAX_MICROS for source in src_wm}
+            closing = [s for s in src_wm if s not in self.script.spark_sources]
+            if any(src_wm[s] < MAX_MICROS for s in closing):
+                src_wm.update({s: MAX_MICROS for s in closing})
                 moments.append((max(pos.values(), default=0), dict(src_wm), pt))
         else:
             pos, pt = self._read_events(start, src_wm, pt, moments)
         if not self._streams:
             pt = max(pt, int(self._clock()))
+        spark = self._spark_watermarks(start, src_wm, pt, draining)
         for source, wm in src_wm.items():
             if source in authority.sources:
                 authority.report_source(source, wm)
         self._batch_pt = pt
         self._last_source_wms = src_wm
         times = authority.plan(batch)
-        if not draining and not moments and pos == start["pos"] and self._idle(start, times):
+        if may_idle and not draining and not moments and pos == start["pos"] and self._idle(start, times):
             authority.forget(batch)
-            self._wait_idle(times.processing_time)
-            return start  # the same offset: Spark runs no batch, and asks again
+            return None
         return {
             "batch": batch,
             "pos": pos,
@@ -225,7 +263,29 @@ class SourcePlanner:
             "steps": self._steps(times, start, moments),
             "done": authority.finished(),
             "drain": draining,
+            "spark": spark,
         }
+
+    def _spark_watermarks(self, start, src_wm, pt, draining):
+        """Moves each Spark source's watermark in `src_wm` (in place) by what
+        the last batch read; returns the sources' snapshots for the offset.
+
+        Spark reads these sources itself, so a drain cannot stop them: while
+        draining, a source's watermark goes to +infinity once a batch read
+        nothing from it (rows it delivers later are late data)."""
+        snapshots = {}
+        previous = start.get("spark") or {}
+        read = self._report.read if self._report is not None else {}
+        for name, rule in self.script.spark_sources.items():
+            data_wm = DataWatermark.restore(rule, previous.get(name))
+            if read.get(name):
+                data_wm.observe(read[name], start["pt"])
+            if draining and start["batch"] >= 1 and not read.get(name):
+                src_wm[name] = MAX_MICROS
+            else:
+                src_wm[name] = max(src_wm.get(name, MIN_MICROS), data_wm.watermark(pt))
+            snapshots[name] = data_wm.snapshot()
+        return snapshots
 
     def _idle(self, start, times):
         """Whether a batch planned now would have nothing to do: no event
@@ -234,6 +294,8 @@ class SourcePlanner:
         time yet. The query then idles instead of running empty batches."""
         if not start["times"] or self._report is None or not self._report.wake_known:
             return False
+        if self._report.read:
+            return False  # a Spark source is delivering: the next batch may read more
         previous = BatchTimes.from_json(start["times"])
         if (previous.input_watermarks, previous.output_watermarks) != (times.input_watermarks, times.output_watermarks):
             return False
@@ -242,7 +304,7 @@ class SourcePlanner:
 
     def _wait_idle(self, now):
         """Waits until the next wake-up is due, at most IDLE_WAIT_SECONDS."""
-        wake = self._report.wake
+        wake = self._report.wake if self._report is not None else None
         wait_s = IDLE_WAIT_SECONDS if wake is None else min(IDLE_WAIT_SECONDS, max(0.0, (wake - now) / 1e6))
         if wait_s > 0:
             self._sleep(wait_s)
@@ -312,7 +374,7 @@ class SourcePlanner:
                     BatchTimes.from_json(start["times"]),
                     {s: wm for s, wm in start["src_wm"].items() if s in self._authority.sources},
                 )
-        if start["batch"] >= 1 and graph:
+        if start["batch"] >= 1 and (graph or self.script.spark_sources):
             # Once a TestStream is exhausted its processing time never moves
             # again: processing-time timers can no longer fire, so their
             # holds no longer count (as Beam's DirectRunner, which ends with

@@ -11,6 +11,7 @@ from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+from beam_spark_runner.translation import spark_io
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
 
@@ -101,18 +102,28 @@ def check_transforms(pipeline, streaming=False):
             errors.append("%s: %s is a batch-only runner transform" % (name, urn))
         elif urn in NATIVE_IO_URNS:
             continue
-        elif urn in SPARK_IO_URNS and streaming:
-            errors.append(
-                "%s: Spark data sources and writers (%s) run in batch pipelines; a streaming pipeline "
-                "cannot use them yet" % (name, urn)
-            )
         elif urn in SPARK_IO_URNS:
-            continue
+            errors.extend(_check_spark_io(name, t, streaming))
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
         elif urn in translations.PAR_DO_URNS:
             errors.extend(_check_pardo(name, t))
     return errors
+
+
+def _check_spark_io(name, transform, streaming):
+    """A ReadFromSpark expanded for a batch pipeline reads with spark.read,
+    one for a streaming pipeline with spark.readStream: the pipeline run
+    must be the kind it was built for."""
+    config = spark_io.decode_payload(transform.spec.payload)
+    built_streaming = bool(getattr(config, "streaming", False))
+    if transform.spec.urn == spark_io.READ_SPARK_URN and built_streaming != streaming:
+        return [
+            "%s: it was built for a %s pipeline and cannot run in a %s one: build the pipeline with the "
+            "options it runs with (--streaming)"
+            % (name, "streaming" if built_streaming else "batch", "streaming" if streaming else "batch")
+        ]
+    return []
 
 
 def _check_pardo(name, transform):

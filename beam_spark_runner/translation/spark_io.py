@@ -3,9 +3,12 @@
 the runner runs for them (execution/batch_spark_io.py).
 
 - `READ_SPARK_URN`: the rows of a Spark data source (`spark.read` with a
-  format, options and a path, or a catalog table), each a Beam row of the
-  source's schema (worker/spark_rows.py), in the global window, timestamped
-  by `timestamp_column` or at the minimum timestamp;
+  format, options and a path, or a catalog table; `spark.readStream` in a
+  streaming pipeline), each a Beam row of the source's schema
+  (worker/spark_rows.py), in the global window, timestamped by
+  `timestamp_column`, else at the minimum timestamp in batch and at the
+  micro-batch's time in streaming, where the source's watermark follows
+  its data (streaming/source_watermarks.py);
 - `WRITE_SPARK_URN`: a schema'd PCollection's rows written with Spark's
   writer (`write.format(...).mode(...).options(...).partitionBy(...)`, to a
   path or with `saveAsTable`); its output is the one destination written.
@@ -41,6 +44,12 @@ class SparkReadConfig:
     # The user gave the schema: the source reads with it (a JSON or CSV
     # source's rows take its types).
     schema_given: bool = False
+    # Built for a streaming pipeline (spark.readStream), with its watermark
+    # rule (micros) and the columns naming a row's source partition.
+    streaming: bool = False
+    out_of_orderness_us: int = 0
+    idle_timeout_us: Optional[int] = None
+    partition_columns: Tuple[str, ...] = ()
 
     def describe(self):
         return "table %s" % self.table if self.table else "%s at %s" % (self.format, self.path)

@@ -38,12 +38,15 @@ from beam_spark_runner.plans import (
     DestKind,
     Operator,
     OperatorKind,
+    SparkSink,
+    SparkSource,
     StreamingPlan,
     TestStreamSource,
     source_key,
 )
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.translation.stage_plans import StagePlanner
 
 _TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
@@ -58,7 +61,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
     )
     planner = StagePlanner(context, stages, plain_python=plain_python)
     planned = [(stage, planner.stage(stage, index)) for index, stage in enumerate(stages)]
-    sources, operators, impulse_dests = [], [], []
+    sources, operators, impulse_dests, spark_sources, spark_sinks = [], [], [], [], []
     keyed_dests, element_coders, broadcast = {}, {}, []
     # Stateless readers of a splittable DoFn's output get its rows one per
     # element, spread over key-groups.
@@ -68,10 +71,17 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
         if plan.splittable and not plan.stateful
         for port in plan.outputs
     }
+    read_buffers = {port.buffer for _, plan in planned for port in plan.inputs}
     for stage, plan in planned:
         test_stream = _test_stream_of(stage)
         if test_stream is not None:
             sources.append(_test_stream_source(plan, test_stream, stage))
+            continue
+        if plan.native is not None and plan.native.urn == READ_SPARK_URN:
+            spark_sources.append(_spark_source(plan))
+            continue
+        if plan.native is not None and plan.native.urn == WRITE_SPARK_URN:
+            spark_sinks.append(_spark_sink(plan, read_buffers))
             continue
         inputs = []
         for port in plan.inputs:
@@ -109,7 +119,8 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
                 rebalance_input=kind == OperatorKind.STATELESS and any(d in sdf_outputs for d in inputs),
             )
         )
-    ordered = _with_pass_on(_with_group_operators(operators, planner.groups))
+    sink_dests = frozenset(s.dest for s in spark_sinks)
+    ordered = _with_pass_on(_with_group_operators(operators, planner.groups), sink_dests)
     return StreamingPlan(
         sources=tuple(sources),
         impulse_dests=tuple(impulse_dests),
@@ -117,9 +128,47 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
         keyed_dests=keyed_dests,
         element_coders=element_coders,
         broadcast_dests=tuple(broadcast),
-        watermark_graph=_watermark_graph(sources, impulse_dests, ordered),
-        side_watermarks=_side_watermarks(sources, impulse_dests, ordered),
+        watermark_graph=_watermark_graph(sources + spark_sources, impulse_dests, ordered),
+        side_watermarks=_side_watermarks(sources + spark_sources, impulse_dests, ordered),
         components=context.components.SerializeToString(),
+        spark_sources=tuple(spark_sources),
+        spark_sinks=tuple(spark_sinks),
+    )
+
+
+def _spark_source(plan):
+    """A ReadFromSpark stage: its rows enter the query at the destination its
+    one output feeds."""
+    config = decode_payload(plan.native.payload)
+    (port,) = plan.outputs
+    return SparkSource(
+        plan.native.transform_id,
+        config.label,
+        plan.native.payload,
+        Dest.written_to(port.buffer),
+        port.coder_id,
+        out_of_orderness_us=config.out_of_orderness_us,
+        idle_timeout_us=config.idle_timeout_us,
+    )
+
+
+def _spark_sink(plan, read_buffers):
+    """A WriteToSpark stage: the rows addressed to its input are written at
+    the end of each micro-batch. Its output (the destination written) has no
+    micro-batch to be produced in: a pipeline reading it is refused."""
+    (port,) = plan.inputs
+    label = decode_payload(plan.native.payload).label
+    if any(out.buffer in read_buffers for out in plan.outputs):
+        raise UnsupportedPipelineError(
+            "%s: in a streaming pipeline its output (the destination written) cannot be read by another "
+            "transform; read the written files with ReadFromSpark in another pipeline" % label
+        )
+    return SparkSink(
+        plan.native.transform_id,
+        label,
+        plan.native.payload,
+        Dest.read_from(port.buffer),
+        port.coder_id,
     )
 
 
@@ -206,15 +255,16 @@ def _placement(op, dest):
     return None
 
 
-def _with_pass_on(operators):
-    """Sets each operator's `pass_on`: its inputs a later operator reads.
+def _with_pass_on(operators, sink_dests=frozenset()):
+    """Sets each operator's `pass_on`: its inputs a later operator or a
+    Spark sink (`sink_dests`) reads.
     Readers of one dest must agree on how its rows are spread over
     key-groups (the writer places each row once); otherwise the pipeline is
     rejected."""
     out = []
     for i, op in enumerate(operators):
         later = operators[i + 1 :]
-        shared = tuple(d for d in dict.fromkeys(op.inputs) if any(d in o.inputs for o in later))
+        shared = tuple(d for d in dict.fromkeys(op.inputs) if d in sink_dests or any(d in o.inputs for o in later))
         for dest in shared:
             readers = [op] + [o for o in later if dest in o.inputs]
             placements = {_placement(o, dest) for o in readers} - {None}
@@ -256,6 +306,9 @@ def _feeds(sources, impulse_dests, operators):
     """dest -> {("source", name) | ("op", keyed operator name)} feeding it."""
     feeds = {}
     for s in sources:
+        if isinstance(s, SparkSource):
+            feeds.setdefault(s.dest, set()).add(("source", s.name))
+            continue
         for tag, dest, _ in s.outputs:
             feeds.setdefault(dest, set()).add(("source", source_key(s.name, tag)))
     for dest in impulse_dests:

@@ -1,0 +1,224 @@
+"""Spark glue of ReadFromSpark and WriteToSpark in a streaming query
+(translation/spark_io.py; the plan's `SparkSource`s and `SparkSink`s).
+
+A source is Spark's own `readStream`, unioned into the query beside the
+Beam source: its Arrow batches become query rows in the executors
+(`source_rows`, a `mapInArrow`: the data stays in the JVM until then),
+each element a Beam row timestamped by its `timestamp_column` or by the
+micro-batch's time (`current_timestamp()`, which Spark keeps in its offset
+log: a replayed batch gets the same). Each task also sends one EVENT_TIMES
+row: the newest event time it read per source partition, from which the
+source planner moves the source's watermark (streaming/source_watermarks.py).
+Spark's own offsets for the source live in the query's checkpoint, so a
+restarted driver resumes where the last completed batch ended.
+
+A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`),
+which writes them with Spark's writer to a staging directory named by the
+sink and the batch (a replay of the batch overwrites its own attempt), and
+hands the driver sink a FINALIZE row with the `Publication` that renames
+the staged files to final names carrying the run and the batch. The
+checkpoint coordinator runs it once the batch is a completed checkpoint
+(and again after a restart that interrupted it): each row is in exactly
+one published file.
+"""
+
+import functools
+import os
+import pickle
+import posixpath
+import uuid
+
+import pyarrow as pa
+from apache_beam.coders.coder_impl import create_OutputStream
+from apache_beam.internal import pickler
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_spark_runner.execution import checkpoint_files, spark_internals
+from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, spark_reader, spark_writer
+from beam_spark_runner.execution.streaming_udfs import record_batch
+from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.operators import RowWriter
+from beam_spark_runner.streaming.source_planner import SPARK_SOURCE_SEQ
+from beam_spark_runner.translation.spark_io import decode_payload
+from beam_spark_runner.worker import context, grouping, spark_rows
+from beam_spark_runner.worker.transactional_files import Move, Publication, digest
+
+BATCH_TIME_COLUMN = "__beam_batch_time"
+RUN_ID_FILE = checkpoint_files.join(checkpoint_files.BEAM_DIR, "spark_writes_run_id")
+STAGING_DIR = "_beam_staging"  # Spark's readers skip names starting with "_"
+
+
+# --- sources ------------------------------------------------------------------
+
+
+def source_frames(spark, plan, key_groups):
+    """One streaming DataFrame of query rows (rows.SCHEMA) per Spark source
+    of `plan`."""
+    from pyspark.sql import functions as F
+
+    shared = pickle.dumps(plan.for_operators())
+    frames = []
+    for source in plan.spark_sources:
+        config = decode_payload(source.payload)
+        frame = spark_reader(spark, config, True).withColumn(BATCH_TIME_COLUMN, F.current_timestamp())
+        frames.append(frame.mapInArrow(functools.partial(source_rows, source, shared, key_groups), R.SCHEMA))
+    return frames
+
+
+def source_rows(source, pickled_plan, key_groups, batches):
+    """mapInArrow body: a Spark source's Arrow batches (its columns, then
+    the batch time) as query rows addressed to `source.dest`, then one
+    EVENT_TIMES row with the newest event time per source partition."""
+    plan = pickle.loads(pickled_plan)
+    config = decode_payload(source.payload)
+    writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
+    element_impl = context.coder_impl(plan.components, source.coder_id)
+    fields = config.schema["fields"]
+    names = [f["name"] for f in fields]
+    row_type = spark_rows.row_type(config.schema)
+    readers = [spark_rows.reader_of(f["type"], converting_only=True) for f in fields]
+    ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
+    partition_indexes = [names.index(c) for c in config.partition_columns]
+    glob = (window.GlobalWindow(),)
+    newest = {}
+    for batch in batches:
+        for start in range(0, batch.num_rows, BLOCK_ROWS):
+            part = batch.slice(start, BLOCK_ROWS)
+            columns = []
+            for i, read in enumerate(readers):
+                values = part.column(i).to_pylist()
+                columns.append(values if read is None else [read(v) for v in values])
+            if ts_index is not None:
+                times = columns[ts_index]
+            else:
+                batch_times = part.column(len(fields)).cast(pa.int64()).to_pylist()
+                times = [Timestamp(micros=t) for t in batch_times]
+            partitions = ["/".join(str(columns[i][r]) for i in partition_indexes) for r in range(part.num_rows)]
+            stream = create_OutputStream()
+            for values, ts, partition in zip(zip(*columns), times, partitions):
+                if ts is None:
+                    ts = MIN_TIMESTAMP  # a null event time: the minimum, counted by no watermark
+                else:
+                    newest[partition] = max(ts.micros, newest.get(partition, ts.micros))
+                element_impl.encode_to_stream(WindowedValue(row_type(*values), ts, glob), stream, True)
+            rows = writer.rows(source.dest, stream.get(), SPARK_SOURCE_SEQ)
+            if rows:
+                yield record_batch(rows)
+    if newest:
+        yield record_batch([R.event_times(source.name, newest)])
+
+
+# --- sinks --------------------------------------------------------------------
+
+
+def run_id(files):
+    """The id the checkpoint's Spark writes name their files with: made when
+    the checkpoint is first used, the same for every restart of it (a
+    replayed batch publishes under its earlier names), another for another
+    checkpoint writing the same directory."""
+    found = files.read(RUN_ID_FILE)
+    if found:
+        return found.decode().strip()
+    made = uuid.uuid4().hex[:12]
+    files.write(RUN_ID_FILE, made.encode())
+    return made
+
+
+class SparkSinkWrites:
+    """The foreachBatch end of a query with Spark sinks: `collect(batch_df,
+    batch_id)` writes each sink's rows of the batch to its staging
+    directory and returns the batch's other rows plus one FINALIZE row per
+    sink written (its Publication). `files`: the checkpoint's files, where
+    the run id lives."""
+
+    def __init__(self, spark, plan, files):
+        self._spark = spark
+        self._sinks = plan.spark_sinks
+        self._components = plan.components
+        self._run = run_id(files) if self._sinks else None
+        self._dests = {R.dest_text(s.dest): s for s in self._sinks}
+
+    def collect(self, batch_df, batch_id):
+        if not self._sinks:
+            return batch_df.collect()
+        from pyspark.sql import functions as F
+
+        # Materialized once: the sinks' writes and the collect below read it
+        # without running the batch's operators again.
+        frame = batch_df.localCheckpoint(eager=True)
+        is_sink_row = F.col("kind").isin(*R.DATA_KINDS) & F.col("dest").isin(*self._dests)
+        # The sinks' rows come to the driver without their payloads: only
+        # which sinks have rows this batch.
+        collected = frame.withColumn("payload", F.when(is_sink_row, F.lit(None)).otherwise(F.col("payload"))).collect()
+        written = sorted({row.dest for row in collected if row.kind in R.DATA_KINDS and row.dest in self._dests})
+        rows = [row for row in collected if not (row.kind in R.DATA_KINDS and row.dest in self._dests)]
+        for dest in written:
+            rows.append(self._write(frame, self._dests[dest], batch_id))
+        return rows
+
+    def _write(self, frame, sink, batch_id):
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        config = decode_payload(sink.payload)
+        window_prefix = checkpoint_files.join(
+            config.path, STAGING_DIR, "%s-%s" % (self._run, digest(sink.name)), "batch"
+        )
+        publication = Publication(config.label, window_prefix, batch_id, ())
+        staging = publication.staging_dir
+        selected = frame.filter(F.col("kind").isin(*R.DATA_KINDS) & (F.col("dest") == R.dest_text(sink.dest)))
+        to_arrow = functools.partial(sink_batches, config.schema, self._components, sink.coder_id)
+        with spark_internals.keeping_active_session(self._spark):
+            rows = selected.select("kind", "payload").mapInArrow(to_arrow, StructType.fromJson(config.schema))
+            spark_writer(rows, config, "overwrite").save(staging)
+        moves = tuple(
+            Move(path, _final_name(config.path, staging, path, self._run, batch_id, i))
+            for i, path in enumerate(_staged_files(staging))
+        )
+        publication = Publication(config.label, window_prefix, batch_id, moves)
+        return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
+
+
+def _staged_files(staging):
+    """The data files Spark's writer left under `staging`, sorted (its
+    _SUCCESS marker and checksum files are not data)."""
+    found = FileSystems.match([staging.rstrip("/") + "/**"])[0].metadata_list
+    return sorted(m.path for m in found if posixpath.basename(m.path).startswith("part-"))
+
+
+def _final_name(path, staging, staged, run, batch_id, index):
+    """A staged file's published name: in the same partition directory
+    (col=value/...) under `path`, named by run, batch and index, with the
+    writer's extension (".snappy.parquet")."""
+    relative = os.path.relpath(staged, staging)
+    directory, base = posixpath.split(relative.replace(os.sep, "/"))
+    extension = base[base.index(".") :] if "." in base else ""
+    name = "part-%s-%08d-%05d%s" % (run, batch_id, index, extension)
+    return checkpoint_files.join(path, directory, name) if directory else checkpoint_files.join(path, name)
+
+
+def sink_batches(schema, components, coder_id, batches):
+    """mapInArrow body: a sink's DATA and KEYED query rows (kind, payload)
+    as Arrow batches of its Spark schema."""
+    from pyspark.sql.types import StructType
+
+    arrow_schema = spark_internals.arrow_schema(StructType.fromJson(schema))
+    impl = context.coder_impl(components, coder_id)
+    writers = [(f["name"], spark_rows.writer_of(f["type"])) for f in schema["fields"]]
+    for batch in batches:
+        values = []
+        for kind, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            if kind == R.KEYED:
+                # A keyed reader beside the sink: its elements, each with its key.
+                payload = b"".join(element for _, element in R.keyed_entries(payload))
+            values.extend(wv.value for wv, _ in grouping.decode_elements(payload, impl))
+        for start in range(0, len(values), BLOCK_ROWS):
+            chunk = values[start : start + BLOCK_ROWS]
+            columns = [[write(getattr(row, name)) for row in chunk] for name, write in writers]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(col, type=arrow_schema.field(i).type) for i, col in enumerate(columns)],
+                schema=arrow_schema,
+            )
