@@ -119,3 +119,18 @@ def test_status_rows_parse_into_typed_status():
     status = BatchStatus.parse(_status(4, operators=("a", "b"), done=True).payload)
     assert (status.batch, status.operators, status.done) == (4, ("a", "b"), True)
     assert status.times.input_watermarks == {"a": 5_000_000, "b": 5_000_000}
+
+
+def test_what_the_spark_sources_read_goes_into_the_hold_record_newest_per_partition():
+    sink, _, _, holds, _ = _sink()
+    rows = [
+        R.report("gbk", KG[0], 2, None, None),
+        R.report("gbk", KG[1], 2, None, None),
+        R.event_times("read", {"p0": 5_000, "p1": 9_000}),
+        R.event_times("read", {"p0": 7_000}),  # another task of the same source
+        R.event_times("other", {"": 1_000}),
+        _status(2),
+    ]
+    sink.on_batch(4, rows)
+    ((_, record),) = holds
+    assert record["read"] == {"read": {"p0": 7_000, "p1": 9_000}, "other": {"": 1_000}}

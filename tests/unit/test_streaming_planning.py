@@ -624,3 +624,66 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     assert len(window_state[1]) == 1  # one buffered accumulator
     on_time = operator.run(store, [], [[AFTER_ALL, 20_000_000, 6]])
     assert panes(on_time) == [[165]]
+
+
+def _spark_io_pipeline(read_written=False):
+    """A Spark source -> windowed sum -> Spark sink, built from the runner's
+    primitives (ReadFromSpark would ask a SparkSession for the schema)."""
+    from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
+    from beam_spark_runner.worker import spark_rows
+
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "user", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "score", "type": "long", "nullable": True, "metadata": {}},
+        ],
+    }
+    row_type = spark_rows.row_type(schema)
+    read = SparkReadConfig(
+        "json",
+        "/in",
+        None,
+        (),
+        schema,
+        label="ReadFromSpark(in)",
+        streaming=True,
+        out_of_orderness_us=3_000_000,
+        idle_timeout_us=9_000_000,
+    )
+    write = SparkWriteConfig("parquet", "/out", None, "append", (), (), schema, label="WriteToSpark(out)")
+    p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+    written = (
+        p
+        | "Read" >> SparkRead(read, row_type, bounded=False)
+        | beam.WindowInto(window.FixedWindows(10))
+        | beam.Map(lambda r: (r.user, r.score))
+        | beam.CombinePerKey(sum)
+        | beam.Map(lambda kv: row_type(kv[0], kv[1])).with_output_types(row_type)
+        | "Write" >> SparkWrite(write)
+    )
+    if read_written:
+        _ = written | beam.Map(print)
+    return p
+
+
+def test_spark_sources_and_sinks_are_planned_around_the_operators():
+    plan = plan_streaming_pipeline(pipeline_proto_of(_spark_io_pipeline()))
+    (source,) = plan.spark_sources
+    (sink,) = plan.spark_sinks
+    assert source.name == "Read" and source.out_of_orderness_us == 3_000_000 and source.idle_timeout_us == 9_000_000
+    assert sink.name == "Write"
+    readers = [op for op in plan.operators if source.dest in op.inputs]
+    assert readers, "an operator reads the source's rows"
+    (group,) = [op for op in plan.operators if op.kind == OperatorKind.GROUP]
+    assert plan.watermark_graph[group.name].sources == ("Read",)
+    assert any(sink.dest in op.output_dests() for op in plan.operators)
+    text = plan.describe()
+    assert "Source ReadFromSpark(in) (Spark readStream)" in text and "Sink WriteToSpark(out)" in text
+    script = compile_script(plan, key_groups=2)
+    assert script.spark_sources["Read"].out_of_orderness_us == 3_000_000
+
+
+def test_reading_a_streaming_writes_output_is_refused_naming_the_write():
+    with pytest.raises(UnsupportedPipelineError, match=r"WriteToSpark\(out\).*cannot be read"):
+        plan_streaming_pipeline(pipeline_proto_of(_spark_io_pipeline(read_written=True)))
