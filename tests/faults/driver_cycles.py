@@ -103,6 +103,18 @@ def problems_of(out, ticks):
     return problems
 
 
+def published_rows(directory):
+    """(key, seq) of every row of the Parquet files WriteToSpark published in
+    `directory` (its staging directory is not published output)."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for path in sorted(glob.glob(os.path.join(directory, "part-*"))):
+        table = pq.read_table(path)
+        found.extend(zip(table.column("key").to_pylist(), table.column("seq").to_pylist()))
+    return found
+
+
 def published_lines(directory):
     """(key, seq) of every line in the files a sink published in `directory`."""
     found = []

@@ -7,7 +7,8 @@ point of a micro-batch's commit. Run as a script:
 A PeriodicImpulse ticks every 0.25 s from START to STOP (epoch seconds);
 tick i becomes the line "k<i % 4>,<i // 4>" (key, sequence number), in
 fixed 2-second windows, written by both sinks under OUT/text and
-OUT/files. FAULT kills the driver (`os._exit`) once, guarded by the MARKER
+OUT/files, and as rows (key, seq) by `WriteToSpark` as Parquet under
+OUT/parquet. FAULT kills the driver (`os._exit`) once, guarded by the MARKER
 file, at:
 
 - `before_spark_commit`: the batch's pending record is written, Spark has
@@ -19,6 +20,7 @@ file, at:
 
 import os
 import sys
+import typing
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -80,6 +82,11 @@ def install(fault, marker):
         raise ValueError("unknown fault %r; one of %s" % (fault, FAULTS))
 
 
+class Line(typing.NamedTuple):
+    key: str
+    seq: int
+
+
 def line_of(start, tick):
     i = int(round((float(tick) - start) / INTERVAL))
     return "k%d,%d" % (i % KEYS, i // KEYS)
@@ -98,6 +105,10 @@ def main(out, checkpoint, start, stop):
     )
     lines | beam.io.WriteToText(os.path.join(out, "text", "ticks"), num_shards=2)
     lines | fileio.WriteToFiles(os.path.join(out, "files"), shards=2)
+    from beam_spark_runner.io import WriteToSpark
+
+    rows = lines | beam.Map(lambda line: Line(line.split(",")[0], int(line.split(",")[1]))).with_output_types(Line)
+    rows | WriteToSpark(format="parquet", path=os.path.join(out, "parquet"))
     p.run().wait_until_finish()
 
 

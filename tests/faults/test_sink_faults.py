@@ -4,8 +4,9 @@ entry (the batch is replayed, its staged files are overwritten), after
 Spark's commit and before the files are published (the restart publishes
 them: finalizers run after restart, never before their batch committed),
 and half way through publishing a pane (the restart finishes it). In every
-case the files Beam's `WriteToText` and `fileio.WriteToFiles` published
-hold every (key, seq) once, and no staged file is left.
+case the files Beam's `WriteToText` and `fileio.WriteToFiles` published,
+and the Parquet files `WriteToSpark` published, hold every (key, seq) once,
+and no staged file is left.
 
 Each case runs tests/faults/sink_pipeline.py twice in fresh processes (the
 second in another working directory, given only the checkpoint URI) and
@@ -21,7 +22,7 @@ import time
 import pytest
 
 from tests.faults import sink_pipeline
-from tests.faults.driver_cycles import published_lines
+from tests.faults.driver_cycles import published_lines, published_rows
 from tests.faults.injection import sequence_problems
 
 LEAD_S, TICKING_S = 4, 8  # ticks start before the run: its first batch has several windows
@@ -50,7 +51,8 @@ def _run(out, checkpoint, start, stop, cwd, fault=()):
 def _staged_leftovers(out):
     text = [d for d in os.listdir(os.path.join(out, "text")) if d.startswith("beam-temp-")]
     files = glob.glob(os.path.join(out, "files", ".temp-beam-spark-*", "*"))
-    return text + files
+    spark = glob.glob(os.path.join(out, "parquet", "_beam_staging", "*", "*", "*"))
+    return text + files + spark
 
 
 @pytest.mark.parametrize("fault", sink_pipeline.FAULTS)
@@ -69,6 +71,8 @@ def test_published_files_are_exact_after_a_driver_crash_during_commit(tmp_path, 
     for sink in ("text", "files"):
         problems = sequence_problems(published_lines(os.path.join(out, sink)), keys, ticks // sink_pipeline.KEYS)
         assert not problems, "%s after %s: %s" % (sink, fault, "; ".join(problems))
+    problems = sequence_problems(published_rows(os.path.join(out, "parquet")), keys, ticks // sink_pipeline.KEYS)
+    assert not problems, "WriteToSpark after %s: %s" % (fault, "; ".join(problems))
     assert not _staged_leftovers(out)
 
 

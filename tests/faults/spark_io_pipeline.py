@@ -1,0 +1,55 @@
+"""The pipeline test_spark_io_faults kills and restarts: a JSON directory
+read with `ReadFromSpark` (event time from the data), counted per user in
+fixed 10-second windows, written with `WriteToSpark` as Parquet. Run as a
+script, in its own process group (the test SIGKILLs the group: this driver
+and its Spark JVM):
+
+    python spark_io_pipeline.py SOURCE OUT CHECKPOINT
+
+It runs until killed: the test appends files to SOURCE between kills, and
+ends the last run once the published output is complete.
+"""
+
+import sys
+import typing
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import window
+
+SCHEMA = "user string, score long, ts timestamp"
+WINDOW_S = 10
+
+
+class Total(typing.NamedTuple):
+    user: str
+    window_start: int
+    total: int
+
+
+class _WindowTotal(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam):
+        yield Total(kv[0], int(w.start), kv[1])
+
+
+def main(source, out, checkpoint):
+    from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+
+    options = PipelineOptions(
+        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
+    )
+    p = beam.Pipeline(options=options)
+    _ = (
+        p
+        | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
+        | beam.WindowInto(window.FixedWindows(WINDOW_S))
+        | beam.Map(lambda r: (r.user, r.score))
+        | beam.CombinePerKey(sum)
+        | beam.ParDo(_WindowTotal()).with_output_types(Total)
+        | "Write" >> WriteToSpark(format="parquet", path=out)
+    )
+    p.run().wait_until_finish()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
