@@ -15,6 +15,13 @@ each needing a shuffle:
 With --log_out FILE, the messages format_group logged in the cluster's
 executors and the driver received are written to FILE as JSON, with the
 process ids they were logged in and the driver's pid.
+With --spark_io, the counts are also written as Parquet with WriteToSpark
+(DIR/counts_parquet), read back with ReadFromSpark in a second batch
+pipeline (DIR/roundtrip-*, as counts), and a streaming pipeline reads a JSON
+directory (DIR/events, written here) with ReadFromSpark, sums it per user
+in 10 s windows and writes DIR/streamed with WriteToSpark; it is drained
+once the windows before the sentinel are out, which fires the sentinel's
+(`expected_streamed()` lists them all).
 With --ui_metrics_out FILE, the Beam metrics the Spark UI lists (the
 accumulators of the "Beam metrics" jobs, read from the UI's REST API) are
 written to FILE as JSON before the application stops.
@@ -22,10 +29,14 @@ written to FILE as JSON before the application stops.
 
 import argparse
 import collections
+import datetime
+import glob
 import json
 import logging
 import os
 import sys
+import time
+import typing
 import urllib.request
 
 import apache_beam as beam
@@ -52,15 +63,22 @@ def format_group(initial, words):
     return "%s: %d %s" % (initial, len(words), ",".join(sorted(set(words))))
 
 
-def build(p, input_path, output_dir):
+def build(p, input_path, output_dir, spark_io=False):
     words = p | "Read" >> beam.io.ReadFromText(input_path) | "Split" >> beam.FlatMap(split_words)
+    counts = words | "PairWithOne" >> beam.Map(lambda w: (w, 1)) | "Count" >> beam.CombinePerKey(sum)
     (
-        words
-        | "PairWithOne" >> beam.Map(lambda w: (w, 1))
-        | "Count" >> beam.CombinePerKey(sum)
+        counts
         | "FormatCounts" >> beam.MapTuple(format_count)
         | "WriteCounts" >> beam.io.WriteToText(output_dir + "/counts")
     )
+    if spark_io:
+        from beam_spark_runner.io import WriteToSpark
+
+        (
+            counts
+            | "AsRows" >> beam.MapTuple(WordCount).with_output_types(WordCount)
+            | "WriteParquet" >> WriteToSpark(format="parquet", path=output_dir + "/counts_parquet")
+        )
     (
         words
         | "KeyByInitial" >> beam.Map(lambda w: (w[0], w))
@@ -68,6 +86,99 @@ def build(p, input_path, output_dir):
         | "FormatGroups" >> beam.MapTuple(format_group)
         | "WriteGroups" >> beam.io.WriteToText(output_dir + "/groups")
     )
+
+
+class WordCount(typing.NamedTuple):
+    word: str
+    count: int
+
+
+class UserTotal(typing.NamedTuple):
+    user: str
+    window_start: int
+    total: int
+
+
+class _UserTotal(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam):
+        yield UserTotal(kv[0], int(w.start), kv[1])
+
+
+_EVENTS_EPOCH = datetime.datetime(2026, 1, 1)
+
+
+def streamed_events():
+    """(user, score, seconds after 2026-01-01) of the streaming part, with a
+    sentinel an hour later that closes every window before it."""
+    events = [("abc"[i % 3], i, i) for i in range(30)]
+    return events + [("sentinel", 0, 3600)]
+
+
+def expected_streamed():
+    epoch_s = int((_EVENTS_EPOCH - datetime.datetime(1970, 1, 1)).total_seconds())
+    totals = collections.Counter()
+    for user, score, second in streamed_events():
+        totals[(user, epoch_s + second // 10 * 10)] += score
+    return sorted((u, s, t) for (u, s), t in totals.items())
+
+
+def build_spark_io(p, output_dir):
+    from beam_spark_runner.io import ReadFromSpark
+
+    (
+        p
+        | "ReadCounts" >> ReadFromSpark(format="parquet", path=output_dir + "/counts_parquet")
+        | "FormatRead" >> beam.Map(lambda r: format_count(r.word, r.count))
+        | "WriteRoundtrip" >> beam.io.WriteToText(output_dir + "/roundtrip")
+    )
+
+
+def run_streaming(options, output_dir, timeout_s=120):
+    """The streaming part of --spark_io; returns the rows it published."""
+    from apache_beam.options.pipeline_options import StandardOptions
+    from apache_beam.transforms import window
+
+    from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+
+    events_dir = os.path.join(output_dir, "events")
+    os.makedirs(events_dir)
+    with open(os.path.join(events_dir, "events.json"), "w") as f:
+        for user, score, second in streamed_events():
+            ts = (_EVENTS_EPOCH + datetime.timedelta(seconds=second)).isoformat()
+            f.write(json.dumps({"user": user, "score": score, "ts": ts}) + "\n")
+    out = os.path.join(output_dir, "streamed")
+    options.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=options)
+    _ = (
+        p
+        | "ReadEvents"
+        >> ReadFromSpark(
+            format="json", path=events_dir, schema="user string, score long, ts timestamp", timestamp_column="ts"
+        )
+        | beam.WindowInto(window.FixedWindows(10))
+        | beam.Map(lambda r: (r.user, r.score))
+        | beam.CombinePerKey(sum)
+        | beam.ParDo(_UserTotal()).with_output_types(UserTotal)
+        | "WriteTotals" >> WriteToSpark(format="parquet", path=out)
+    )
+    result = p.run()
+    deadline = time.time() + timeout_s
+    before_sentinel = [row for row in expected_streamed() if row[0] != "sentinel"]
+    while published_streamed(out) != before_sentinel and time.time() < deadline:
+        time.sleep(0.5)
+    result.drain()
+    result.wait_until_finish(timeout_s * 1000)
+    return published_streamed(out)
+
+
+def published_streamed(out):
+    import pyarrow.parquet as pq
+
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "part-*"))):
+        table = pq.read_table(path)
+        rows.extend(zip(*(table.column(c).to_pylist() for c in UserTotal._fields)))
+    return sorted(rows)
 
 
 def expected_counts(lines):
@@ -106,6 +217,7 @@ def main(argv=None):
     parser.add_argument("--output", required=True, help="Output directory.")
     parser.add_argument("--ui_metrics_out", help="Where to write the metrics the Spark UI lists.")
     parser.add_argument("--log_out", help="Where to write what format_group logged.")
+    parser.add_argument("--spark_io", action="store_true", help="Also run the ReadFromSpark/WriteToSpark parts.")
     known, pipeline_args = parser.parse_known_args(argv)
     options = PipelineOptions(pipeline_args)
     from pyspark.sql import SparkSession
@@ -117,7 +229,12 @@ def main(argv=None):
     logging.getLogger(GROUP_LOGGER).setLevel(logging.INFO)
     try:
         with beam.Pipeline(options=options) as p:
-            build(p, known.input, known.output)
+            build(p, known.input, known.output, known.spark_io)
+        if known.spark_io:
+            with beam.Pipeline(options=options) as p:
+                build_spark_io(p, known.output)
+            with open(os.path.join(known.output, "streamed.json"), "w") as f:
+                json.dump(run_streaming(options, known.output), f)
         if known.log_out:
             with open(known.log_out, "w") as f:
                 json.dump({"records": logged, "driver_pid": os.getpid()}, f)
