@@ -108,7 +108,9 @@ class StreamingExecution:
             scratch = self.scratch_dir
         if scratch is not None:
             request_drain(scratch)
-        _LOG.info("Draining the streaming pipeline: its sources read nothing more")
+        _LOG.info(
+            "Draining the streaming pipeline: its sources read nothing more (a Spark data source once a batch read nothing)"
+        )
 
     cancelled = property(lambda self: self._cancelled.is_set())
 

@@ -64,6 +64,11 @@ def source_frames(spark, plan, key_groups):
     for source in plan.spark_sources:
         config = decode_payload(source.payload)
         frame = spark_reader(spark, config, True).withColumn(BATCH_TIME_COLUMN, F.current_timestamp())
+        # Spread over every key-group's task before Python sees the rows: a
+        # file source reads one new file in one task. A JVM shuffle of
+        # Spark's rows (Spark sorts before a round-robin repartition, so a
+        # replayed batch spreads them alike).
+        frame = frame.repartition(key_groups)
         frames.append(frame.mapInArrow(functools.partial(source_rows, source, shared, key_groups), R.SCHEMA))
     return frames
 
@@ -75,11 +80,11 @@ def source_rows(source, pickled_plan, key_groups, batches):
     plan = pickle.loads(pickled_plan)
     config = decode_payload(source.payload)
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
-    element_impl = context.coder_impl(plan.components, source.coder_id)
+    encode = context.coder_impl(plan.components, source.coder_id).encode_to_stream
     fields = config.schema["fields"]
     names = [f["name"] for f in fields]
     row_type = spark_rows.row_type(config.schema)
-    readers = [spark_rows.reader_of(f["type"], converting_only=True) for f in fields]
+    readers = [_column_reader(f["type"]) for f in fields]
     ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
     partition_indexes = [names.index(c) for c in config.partition_columns]
     glob = (window.GlobalWindow(),)
@@ -87,28 +92,44 @@ def source_rows(source, pickled_plan, key_groups, batches):
     for batch in batches:
         for start in range(0, batch.num_rows, BLOCK_ROWS):
             part = batch.slice(start, BLOCK_ROWS)
-            columns = []
-            for i, read in enumerate(readers):
-                values = part.column(i).to_pylist()
-                columns.append(values if read is None else [read(v) for v in values])
-            if ts_index is not None:
-                times = columns[ts_index]
+            columns = [read(part.column(i)) for i, read in enumerate(readers)]
+            times = columns[ts_index] if ts_index is not None else _timestamps(part.column(len(fields)))
+            if partition_indexes:
+                keys = [columns[i] for i in partition_indexes]
+                partitions = ["/".join(map(str, values)) for values in zip(*keys)]
             else:
-                batch_times = part.column(len(fields)).cast(pa.int64()).to_pylist()
-                times = [Timestamp(micros=t) for t in batch_times]
-            partitions = ["/".join(str(columns[i][r]) for i in partition_indexes) for r in range(part.num_rows)]
+                partitions = None
             stream = create_OutputStream()
-            for values, ts, partition in zip(zip(*columns), times, partitions):
+            for r, values in enumerate(zip(*columns)):
+                ts = times[r]
                 if ts is None:
                     ts = MIN_TIMESTAMP  # a null event time: the minimum, counted by no watermark
                 else:
-                    newest[partition] = max(ts.micros, newest.get(partition, ts.micros))
-                element_impl.encode_to_stream(WindowedValue(row_type(*values), ts, glob), stream, True)
+                    partition = partitions[r] if partitions is not None else ""
+                    if ts.micros > newest.get(partition, MIN_TIMESTAMP.micros):
+                        newest[partition] = ts.micros
+                encode(WindowedValue(row_type(*values), ts, glob), stream, True)
             rows = writer.rows(source.dest, stream.get(), SPARK_SOURCE_SEQ)
             if rows:
                 yield record_batch(rows)
     if newest:
         yield record_batch([R.event_times(source.name, newest)])
+
+
+def _timestamps(column):
+    """An Arrow timestamp column as Beam Timestamps (None for nulls)."""
+    return [None if m is None else Timestamp(micros=m) for m in column.cast(pa.int64()).to_pylist()]
+
+
+def _column_reader(spark_type):
+    """Arrow column -> Python values of a row: timestamps through their
+    micros (no datetime in between), others as spark_rows reads them."""
+    if spark_type == "timestamp":
+        return _timestamps
+    read = spark_rows.reader_of(spark_type, converting_only=True)
+    if read is None:
+        return lambda column: column.to_pylist()
+    return lambda column: [read(v) for v in column.to_pylist()]
 
 
 # --- sinks --------------------------------------------------------------------
