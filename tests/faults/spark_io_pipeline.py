@@ -11,25 +11,15 @@ ends the last run once the published output is complete.
 """
 
 import sys
-import typing
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window
 
+from tests.window_totals import Total, WindowTotal
+
 SCHEMA = "user string, score long, ts timestamp"
 WINDOW_S = 10
-
-
-class Total(typing.NamedTuple):
-    user: str
-    window_start: int
-    total: int
-
-
-class _WindowTotal(beam.DoFn):
-    def process(self, kv, w=beam.DoFn.WindowParam):
-        yield Total(kv[0], int(w.start), kv[1])
 
 
 def main(source, out, checkpoint):
@@ -45,7 +35,7 @@ def main(source, out, checkpoint):
         | beam.WindowInto(window.FixedWindows(WINDOW_S))
         | beam.Map(lambda r: (r.user, r.score))
         | beam.CombinePerKey(sum)
-        | beam.ParDo(_WindowTotal()).with_output_types(Total)
+        | beam.ParDo(WindowTotal()).with_output_types(Total)
         | "Write" >> WriteToSpark(format="parquet", path=out)
     )
     p.run().wait_until_finish()

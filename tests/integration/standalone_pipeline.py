@@ -43,6 +43,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tests.window_totals import Total, WindowTotal
+
 
 GROUP_LOGGER = "standalone.groups"  # format_group logs each group here, at INFO
 
@@ -91,17 +93,6 @@ def build(p, input_path, output_dir, spark_io=False):
 class WordCount(typing.NamedTuple):
     word: str
     count: int
-
-
-class UserTotal(typing.NamedTuple):
-    user: str
-    window_start: int
-    total: int
-
-
-class _UserTotal(beam.DoFn):
-    def process(self, kv, w=beam.DoFn.WindowParam):
-        yield UserTotal(kv[0], int(w.start), kv[1])
 
 
 _EVENTS_EPOCH = datetime.datetime(2026, 1, 1)
@@ -158,7 +149,7 @@ def run_streaming(options, output_dir, timeout_s=120):
         | beam.WindowInto(window.FixedWindows(10))
         | beam.Map(lambda r: (r.user, r.score))
         | beam.CombinePerKey(sum)
-        | beam.ParDo(_UserTotal()).with_output_types(UserTotal)
+        | beam.ParDo(WindowTotal()).with_output_types(Total)
         | "WriteTotals" >> WriteToSpark(format="parquet", path=out)
     )
     result = p.run()
@@ -177,7 +168,7 @@ def published_streamed(out):
     rows = []
     for path in sorted(glob.glob(os.path.join(out, "part-*"))):
         table = pq.read_table(path)
-        rows.extend(zip(*(table.column(c).to_pylist() for c in UserTotal._fields)))
+        rows.extend(zip(*(table.column(c).to_pylist() for c in Total._fields)))
     return sorted(rows)
 
 

@@ -19,21 +19,11 @@ from beam_spark_runner import SparkRunner
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 from beam_spark_runner.result import PipelineState
+from tests.window_totals import Total, WindowTotal
 
 SCHEMA = "user string, score long, ts timestamp"
 EPOCH = datetime.datetime(2026, 1, 1)
 TIMEOUT_S = 180
-
-
-class Total(typing.NamedTuple):
-    user: str
-    window_start: int
-    total: int
-
-
-class WindowTotal(beam.DoFn):
-    def process(self, kv, w=beam.DoFn.WindowParam):
-        yield Total(kv[0], int(w.start), kv[1])
 
 
 def _options(checkpoint_dir=None):

@@ -20,22 +20,10 @@ from beam_spark_runner.streaming.source_planner import (
     request_drain,
     write_holds,
 )
+from tests.unit.planning_clock import PlanningClock
 
 SECOND = 10**6
 START = 1_000 * SECOND  # the ticks' first event time
-
-
-class _Clock:
-    def __init__(self, micros):
-        self.micros = micros
-        self.slept = []
-
-    def __call__(self):
-        return self.micros
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.micros += int(seconds * SECOND)
 
 
 def _planner(tmp_path, clock):
@@ -70,7 +58,7 @@ def _settle(tmp_path, planner, clock, record_of):
 
 
 def test_an_idle_pipeline_runs_no_batch_until_its_next_wake_up(tmp_path):
-    clock = _Clock(START + 5 * SECOND)
+    clock = PlanningClock(START + 5 * SECOND)
     planner, sdf, gbk = _planner(tmp_path, clock)
     tick = START + 10 * SECOND  # the SDF's residual resumes at the next tick
 
@@ -91,7 +79,7 @@ def test_an_idle_pipeline_runs_no_batch_until_its_next_wake_up(tmp_path):
 
 
 def test_a_wake_up_sooner_than_the_bounded_wait_ends_the_wait_then(tmp_path):
-    clock = _Clock(START + 5 * SECOND)
+    clock = PlanningClock(START + 5 * SECOND)
     planner, sdf, gbk = _planner(tmp_path, clock)
     soon = clock.micros + 50_000  # wakes 50 ms from now
 
@@ -102,7 +90,7 @@ def test_a_wake_up_sooner_than_the_bounded_wait_ends_the_wait_then(tmp_path):
 
 
 def test_no_idling_while_the_driver_needs_batches_or_a_drain_was_requested(tmp_path):
-    clock = _Clock(START + 5 * SECOND)
+    clock = PlanningClock(START + 5 * SECOND)
     planner, sdf, gbk = _planner(tmp_path, clock)
     later = START + 100 * SECOND
     holds = {sdf: {"0": [START, START, later]}, gbk: {"0": [None, None, None]}}
@@ -118,7 +106,7 @@ def test_no_idling_while_the_driver_needs_batches_or_a_drain_was_requested(tmp_p
 def test_a_hold_record_without_wake_ups_never_idles(tmp_path):
     """Records written before wake-ups were reported (format 1, in a
     checkpoint resumed by this runner) say nothing of them."""
-    clock = _Clock(START + 5 * SECOND)
+    clock = PlanningClock(START + 5 * SECOND)
     planner, sdf, gbk = _planner(tmp_path, clock)
     offset = planner.next_offset(planner.initial_offset())
     for _ in range(5):

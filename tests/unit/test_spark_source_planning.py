@@ -14,22 +14,10 @@ from beam_spark_runner.streaming.source_planner import (
 )
 from beam_spark_runner.streaming.source_watermarks import WatermarkRule
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs
+from tests.unit.planning_clock import PlanningClock
 
 S = 10**6
 NOW = 5_000 * S
-
-
-class _Clock:
-    def __init__(self, micros):
-        self.micros = micros
-        self.slept = []
-
-    def __call__(self):
-        return self.micros
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.micros += int(seconds * S)
 
 
 def _planner(tmp_path, clock, rule=WatermarkRule(out_of_orderness_us=2 * S)):
@@ -54,7 +42,7 @@ def _after(tmp_path, planner, offset, read, hold=None):
 
 
 def test_the_watermark_follows_what_the_previous_batch_read(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock)
     first = planner.next_offset(planner.initial_offset())
     assert _input_wm(first) == MIN_MICROS
@@ -66,7 +54,7 @@ def test_the_watermark_follows_what_the_previous_batch_read(tmp_path):
 
 
 def test_a_replanned_batch_gets_the_same_watermark_from_the_offset_it_starts_at(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock)
     first = planner.next_offset(planner.initial_offset())
     second = _after(tmp_path, planner, first, {"read": {"p0": 10 * S, "p1": 30 * S}})
@@ -77,7 +65,7 @@ def test_a_replanned_batch_gets_the_same_watermark_from_the_offset_it_starts_at(
 
 
 def test_with_a_spark_source_an_idle_query_still_plans_a_batch_after_the_idle_wait(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock)
     offset = planner.next_offset(planner.initial_offset())
     # Nothing read, nothing held, nothing due: without Spark sources no batch.
@@ -89,7 +77,7 @@ def test_with_a_spark_source_an_idle_query_still_plans_a_batch_after_the_idle_wa
 
 
 def test_a_source_that_delivers_rows_is_never_waited_for(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock)
     offset = planner.next_offset(planner.initial_offset())
     for i in range(3):
@@ -98,7 +86,7 @@ def test_a_source_that_delivers_rows_is_never_waited_for(tmp_path):
 
 
 def test_a_drain_closes_the_source_once_a_batch_read_nothing_from_it(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock)
     first = planner.next_offset(planner.initial_offset())
     request_drain(str(tmp_path))
@@ -112,7 +100,7 @@ def test_a_drain_closes_the_source_once_a_batch_read_nothing_from_it(tmp_path):
 
 
 def test_an_idle_partition_stops_holding_the_watermark(tmp_path):
-    clock = _Clock(NOW)
+    clock = PlanningClock(NOW)
     planner = _planner(tmp_path, clock, WatermarkRule(idle_timeout_us=10 * S))
     offset = planner.next_offset(planner.initial_offset())
     offset = _after(tmp_path, planner, offset, {"read": {"a": 5 * S, "b": 50 * S}})

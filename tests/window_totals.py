@@ -1,0 +1,20 @@
+"""The rows the Spark I/O test pipelines write: a total per key and window
+(WriteToSpark needs a schema'd element type, which must be importable in
+Spark's workers)."""
+
+import typing
+
+import apache_beam as beam
+
+
+class Total(typing.NamedTuple):
+    user: str
+    window_start: int
+    total: int
+
+
+class WindowTotal(beam.DoFn):
+    """(key, total) in a window -> Total(key, window start in seconds, total)."""
+
+    def process(self, kv, w=beam.DoFn.WindowParam):
+        yield Total(kv[0], int(w.start), kv[1])
