@@ -3,14 +3,17 @@ the schema a source has when a pipeline is built, and, in batch, the read
 and the write as stages of the runner's plan.
 
 Rows cross between Spark and Beam as Arrow: a read is the data source's
-DataFrame through `mapInArrow`, which turns each Arrow batch into blocks of
-encoded Beam rows (one Spark row per block: the data itself stays in the
-JVM until it enters Python here); a write turns the input's blocks back
-into Arrow batches with `mapInArrow` and hands the DataFrame to Spark's
-writer in one Spark job.
+DataFrame through `mapInArrow`, which cuts each Arrow batch into slices of
+at most BLOCK_ROWS rows and hands each on as one Spark row holding its
+Arrow IPC stream; a Python `mapPartitions` over those turns each slice into
+a block of Beam rows, column by column (kept as Python objects when the
+next stage runs in the same task, else encoded); a write turns the
+input's blocks back into Arrow batches with `mapInArrow` and hands the
+DataFrame to Spark's writer in one Spark job.
 """
 
 import functools
+import operator
 
 import pyarrow as pa
 from apache_beam.transforms import window
@@ -22,7 +25,8 @@ from beam_spark_runner.execution import spark_internals
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
-from beam_spark_runner.worker.runs import RunCodec
+from beam_spark_runner.worker.gc_tuning import bulk_data_gc
+from beam_spark_runner.worker.runs import DecodedBlock, RunCodec
 
 BLOCK_ROWS = 4096
 
@@ -93,10 +97,11 @@ def read_spark_rdd(execution, stage):
             % (config.label, config.describe(), frame.schema.simpleString(), _simple(config.schema))
         )
     ports = tuple((i, p.coder_id) for i, p in enumerate(stage.outputs))
-    encode = functools.partial(_batches_to_blocks, config, execution.plan.components, ports)
+    in_process = execution.feeds_plain_stage_in_process(stage)
+    to_blocks = functools.partial(_arrow_to_blocks, config, execution.plan.components, ports, in_process)
     with spark_call_site(execution.sc, stage.display_name):
-        blocks = frame.mapInArrow(encode, "port int, block binary")
-        return name_rdd(blocks.rdd.map(_port_and_block), stage.display_name)
+        payloads = frame.mapInArrow(_arrow_ipc, "arrow binary")
+        return name_rdd(payloads.rdd.mapPartitions(to_blocks), stage.display_name)
 
 
 def _simple(schema_json):
@@ -105,36 +110,42 @@ def _simple(schema_json):
     return StructType.fromJson(schema_json).simpleString()
 
 
-def _port_and_block(row):
-    return row[0], bytes(row[1])
+def _arrow_ipc(batches):
+    """mapInArrow body: each Arrow batch of the source cut into slices of at
+    most BLOCK_ROWS rows, each slice as one row holding its Arrow IPC stream."""
+    for batch in batches:
+        for start in range(0, batch.num_rows, BLOCK_ROWS):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch.slice(start, BLOCK_ROWS))
+            stream = sink.getvalue()
+            offsets = pa.array([0, stream.size], pa.int32()).buffers()[1]
+            column = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, stream])
+            yield pa.RecordBatch.from_arrays([column], names=["arrow"])
 
 
-def _batches_to_blocks(config, components, ports, batches):
-    """mapInArrow body: each Arrow batch of the source as blocks of encoded
-    Beam rows for every output port (at most BLOCK_ROWS rows a block)."""
+def _arrow_to_blocks(config, components, ports, in_process, payloads):
+    """`(output index, block)` of the Beam rows in the Arrow IPC payloads
+    (`_arrow_ipc`), one block per payload batch: a runs.DecodedBlock when
+    the only reader is a plain Python stage in the same task, else the rows
+    encoded for every output port."""
     ctx = context.components_context(components)
     codecs = [(i, RunCodec(ctx.coders[coder_id])) for i, coder_id in ports]
     row_type = spark_rows.row_type(config.schema)
     fields = config.schema["fields"]
-    readers = [spark_rows.reader_of(f["type"], converting_only=True) for f in fields]
+    readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     names = [f["name"] for f in fields]
-    ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
-    for batch in batches:
-        for start in range(0, batch.num_rows, BLOCK_ROWS):
-            part = batch.slice(start, BLOCK_ROWS)
-            columns = []
-            for i, read in enumerate(readers):
-                values = part.column(i).to_pylist()
-                columns.append(values if read is None else [read(v) for v in values])
-            rows = [row_type(*values) for values in zip(*columns)]
-            runs = _runs(rows, columns[ts_index] if ts_index is not None else None)
-            out_ports, out_blocks = [], []
-            for index, codec in codecs:
-                out_ports.append(index)
-                out_blocks.append(codec.encode(runs))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(out_ports, pa.int32()), pa.array(out_blocks, pa.binary())], names=["port", "block"]
-            )
+    event_time = operator.itemgetter(names.index(config.timestamp_column)) if config.timestamp_column else None
+    with bulk_data_gc():
+        for (payload,) in payloads:
+            for batch in pa.ipc.open_stream(pa.py_buffer(payload)):
+                rows = spark_rows.rows_of(row_type, readers, batch)
+                runs = _runs(rows, list(map(event_time, rows)) if event_time is not None else None)
+                if in_process:
+                    yield codecs[0][0], DecodedBlock(runs)
+                else:
+                    for index, codec in codecs:
+                        yield index, codec.encode(runs)
 
 
 def _runs(rows, timestamps):

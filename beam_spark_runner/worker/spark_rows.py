@@ -1,6 +1,6 @@
 """Spark SQL rows as Beam schema rows, and back: the type mapping and the
-conversions of Arrow record batches (what Spark hands Python) to and from
-Beam's row encoding. No Spark here: a Spark schema is its JSON form
+conversions of Arrow record batches (what Spark hands Python) to Beam rows
+and back. No Spark here: a Spark schema is its JSON form
 (`StructType.jsonValue()`), data is pyarrow.
 
 The mapping (docs/io.md has the table), each way exact for these types:
@@ -29,10 +29,12 @@ column and its type (`UnmappableType`).
 
 import datetime
 import decimal
+import functools
 import hashlib
 import json
 import uuid
 
+import pyarrow as pa
 from apache_beam.portability.api import schema_pb2
 from apache_beam.typehints import schemas
 from apache_beam.utils.timestamp import Timestamp
@@ -246,6 +248,46 @@ def reader_of(spark_type, converting_only=False):
     nested = row_type(spark_type)
     fields = [(f["name"], reader_of(f["type"])) for f in spark_type["fields"]]
     return lambda v: None if v is None else nested(**{name: read(v[name]) for name, read in fields})
+
+
+def column_reader_of(spark_type):
+    """A function turning an Arrow column of `spark_type` (as Spark hands it
+    to Python) into the list of what the Beam row fields hold, one per value
+    and equal to what `reader_of` makes of each value (None for a null).
+    Whole columns at once where the type allows it: a timestamp column as
+    its microseconds, any type that needs no conversion as `to_pylist`."""
+    if spark_type == "timestamp":
+        return _timestamp_column
+    read = reader_of(spark_type, converting_only=True)
+    if read is None:
+        return _plain_column
+    return functools.partial(_column_by_value, read)
+
+
+def _plain_column(column):
+    return column.to_pylist()
+
+
+def _column_by_value(read, column):
+    return [read(v) for v in column.to_pylist()]
+
+
+def _timestamp_column(column):
+    if column.type.unit != "us":
+        column = column.cast(pa.timestamp("us", tz=column.type.tz))
+    micros = column.cast(pa.int64()).to_pylist()
+    if column.null_count == 0:
+        return [Timestamp(micros=m) for m in micros]
+    return [None if m is None else Timestamp(micros=m) for m in micros]
+
+
+def rows_of(row_type, readers, batch):
+    """The rows of `row_type` (made by `row_type(spark_schema)`) holding an
+    Arrow record batch's values, in its order; `readers` are the
+    `column_reader_of` functions of its columns, in column order."""
+    if not readers:
+        return [row_type() for _ in range(batch.num_rows)]
+    return list(map(row_type, *(read(batch.column(i)) for i, read in enumerate(readers))))
 
 
 def writer_of(spark_type):

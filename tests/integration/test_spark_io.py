@@ -225,3 +225,43 @@ def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
     ):
         p | "bad ts" >> ReadFromSpark(format="parquet", path=ntz, schema="id int", timestamp_column="id")
     assert not os.path.exists(tmp_path / "o")
+
+
+def test_a_source_read_by_two_transforms_feeds_both(tmp_path):
+    spark = _spark()
+    source = str(tmp_path / "events")
+    start = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+    schema = T.StructType(
+        [
+            T.StructField("key", T.StringType()),
+            T.StructField("value", T.LongType()),
+            T.StructField("at", T.TimestampType()),
+        ]
+    )
+    events = [
+        Row(key="k%d" % (i % 3), value=i, at=None if i == 5 else start + datetime.timedelta(seconds=i))
+        for i in range(10_000)
+    ]
+    spark.createDataFrame(events, schema).write.parquet(source)
+
+    def build(p):
+        rows = p | ReadFromSpark(format="parquet", path=source, timestamp_column="at")
+        totals = rows | "key and value" >> beam.Map(lambda row: (row.key, row.value)) | beam.CombinePerKey(sum)
+        stamps = rows | "event times" >> beam.Map(
+            lambda row, ts=beam.DoFn.TimestampParam: (row.value, row.at is None, ts.micros)
+        )
+        assert_that(
+            totals,
+            equal_to([("k%d" % k, sum(range(k, 10_000, 3))) for k in range(3)]),
+            label="totals",
+        )
+        min_micros = beam.utils.timestamp.MIN_TIMESTAMP.micros
+        assert_that(
+            stamps,
+            equal_to(
+                [(i, i == 5, min_micros if i == 5 else int((start.timestamp() + i) * 1_000_000)) for i in range(10_000)]
+            ),
+            label="event times",
+        )
+
+    _run(build)

@@ -149,3 +149,73 @@ def test_values_go_from_arrow_to_encoded_rows_and_back_unchanged():
     assert back["ts"] == beam_row.ts.micros and back["inner"] == {"x": 5, "when": None}
     arrow = pa.array([back["scores"]], type=pa.map_(pa.string(), pa.timestamp("us", tz="UTC")))
     assert arrow.to_pylist() == [[("k", when), ("n", None)]]
+
+
+def _arrow_type(spark_type):
+    atomic = {
+        "boolean": pa.bool_(),
+        "byte": pa.int8(),
+        "short": pa.int16(),
+        "integer": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "decimal(10,2)": pa.decimal128(10, 2),
+    }
+    if isinstance(spark_type, str):
+        return atomic[spark_type]
+    if spark_type["type"] == "array":
+        return pa.list_(_arrow_type(spark_type["elementType"]))
+    if spark_type["type"] == "map":
+        return pa.map_(_arrow_type(spark_type["keyType"]), _arrow_type(spark_type["valueType"]))
+    return pa.struct([pa.field(f["name"], _arrow_type(f["type"]), f["nullable"]) for f in spark_type["fields"]])
+
+
+def test_a_record_batch_reads_as_the_rows_the_value_readers_make():
+    when = datetime.datetime(2026, 11, 27, 8, 30, 0, 123456, tzinfo=datetime.timezone.utc)
+    before_epoch = datetime.datetime(1901, 3, 4, 5, 6, 7, 890123, tzinfo=datetime.timezone.utc)
+    full = dict(
+        flag=True,
+        b=-3,
+        s=300,
+        i=7,
+        l=2**40,
+        f=1.5,
+        d=2.25,
+        text="héllo",
+        raw=b"\x00\x01",
+        day=datetime.date(2026, 11, 27),
+        ts=when,
+        money=decimal.Decimal("12.34"),
+        tags=["a", None],
+        scores=[("k", when), ("n", None)],
+        inner={"x": 5, "when": None},
+    )
+    names = [f["name"] for f in ALL_TYPES["fields"]]
+    nulls = {name: (1 if name == "i" else None) for name in names}
+    earlier = dict(full, i=2, ts=before_epoch, tags=[], scores=[], inner={"x": -1, "when": before_epoch})
+    values = [full, nulls, earlier]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([v[f["name"]] for v in values], _arrow_type(f["type"])) for f in ALL_TYPES["fields"]], names=names
+    )
+    t = spark_rows.row_type(ALL_TYPES)
+    readers = [spark_rows.column_reader_of(f["type"]) for f in ALL_TYPES["fields"]]
+    rows = spark_rows.rows_of(t, readers, batch)
+    by_value = {f["name"]: spark_rows.reader_of(f["type"]) for f in ALL_TYPES["fields"]}
+    expected = [t(**{name: by_value[name](value) for name, value in v.items()}) for v in values]
+    assert rows == expected
+    assert all(type(row) is t for row in rows)
+    assert rows[0].ts == Timestamp(micros=int(when.timestamp()) * 1_000_000 + 123456)
+    assert rows[2].ts == Timestamp.from_utc_datetime(before_epoch) and rows[2].inner.when == rows[2].ts
+    assert rows[1] == t(**nulls)  # a null is None, a timestamp's too
+    coder = RowCoder(spark_rows.beam_schema(ALL_TYPES))
+    assert [coder.decode(coder.encode(row)) for row in rows] == rows
+    assert spark_rows.rows_of(t, readers, batch.slice(1, 2)) == expected[1:]
+    assert spark_rows.rows_of(t, readers, batch.slice(2, 1)) == expected[2:]  # no null in the slice
+    no_columns = spark_rows.row_type({"type": "struct", "fields": []})
+    two_rows = pa.RecordBatch.from_pydict({"x": [1, 2]}).select([])
+    assert spark_rows.rows_of(no_columns, [], two_rows) == [no_columns(), no_columns()]
