@@ -130,6 +130,7 @@ def run_native(spark, source, out, checkpoint, expected):
     schema = spark.read.parquet(source).schema
     # As many state partitions as the Beam query's key-groups (Spark's
     # default, 200, would cost the native query 200 state tasks a batch).
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     counts = (
         spark.readStream.schema(schema)
@@ -154,6 +155,7 @@ def run_native(spark, source, out, checkpoint, expected):
     first = time.perf_counter()
     query.awaitTermination(TIMEOUT_S)
     elapsed = time.perf_counter() - first
+    spark.conf.set("spark.sql.shuffle.partitions", saved)
     return elapsed, _published(out) == expected
 
 

@@ -84,7 +84,7 @@ def source_rows(source, pickled_plan, key_groups, batches):
     fields = config.schema["fields"]
     names = [f["name"] for f in fields]
     row_type = spark_rows.row_type(config.schema)
-    readers = [_column_reader(f["type"]) for f in fields]
+    readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
     partition_indexes = [names.index(c) for c in config.partition_columns]
     glob = (window.GlobalWindow(),)
@@ -117,19 +117,8 @@ def source_rows(source, pickled_plan, key_groups, batches):
 
 
 def _timestamps(column):
-    """An Arrow timestamp column as Beam Timestamps (None for nulls)."""
-    return [None if m is None else Timestamp(micros=m) for m in column.cast(pa.int64()).to_pylist()]
-
-
-def _column_reader(spark_type):
-    """Arrow column -> Python values of a row: timestamps through their
-    micros (no datetime in between), others as spark_rows reads them."""
-    if spark_type == "timestamp":
-        return _timestamps
-    read = spark_rows.reader_of(spark_type, converting_only=True)
-    if read is None:
-        return lambda column: column.to_pylist()
-    return lambda column: [read(v) for v in column.to_pylist()]
+    """The batch-time column as Beam Timestamps."""
+    return spark_rows.column_reader_of("timestamp")(column)
 
 
 # --- sinks --------------------------------------------------------------------

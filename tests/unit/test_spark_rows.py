@@ -115,11 +115,9 @@ def test_a_type_without_a_beam_counterpart_is_refused_naming_the_column(spark_ty
         spark_rows.beam_schema(struct)
 
 
-def test_values_go_from_arrow_to_encoded_rows_and_back_unchanged():
-    t = spark_rows.row_type(ALL_TYPES)
-    inner_type = spark_rows.row_type(ALL_TYPES["fields"][-1]["type"])
-    when = datetime.datetime(2026, 11, 27, 8, 30, 0, 123456, tzinfo=datetime.timezone.utc)
-    row = dict(
+def _sample(when):
+    """A value of every mapped type (as Arrow hands them to Python), `when` the timestamps'."""
+    return dict(
         flag=True,
         b=-3,
         s=300,
@@ -136,6 +134,13 @@ def test_values_go_from_arrow_to_encoded_rows_and_back_unchanged():
         scores=[("k", when), ("n", None)],
         inner={"x": 5, "when": None},
     )
+
+
+def test_values_go_from_arrow_to_encoded_rows_and_back_unchanged():
+    t = spark_rows.row_type(ALL_TYPES)
+    inner_type = spark_rows.row_type(ALL_TYPES["fields"][-1]["type"])
+    when = datetime.datetime(2026, 11, 27, 8, 30, 0, 123456, tzinfo=datetime.timezone.utc)
+    row = _sample(when)
     readers = {f["name"]: spark_rows.reader_of(f["type"]) for f in ALL_TYPES["fields"]}
     beam_row = t(**{name: readers[name](value) for name, value in row.items()})
     assert beam_row.ts == Timestamp(micros=int(when.timestamp()) * 1_000_000 + 123456)
@@ -178,23 +183,7 @@ def _arrow_type(spark_type):
 def test_a_record_batch_reads_as_the_rows_the_value_readers_make():
     when = datetime.datetime(2026, 11, 27, 8, 30, 0, 123456, tzinfo=datetime.timezone.utc)
     before_epoch = datetime.datetime(1901, 3, 4, 5, 6, 7, 890123, tzinfo=datetime.timezone.utc)
-    full = dict(
-        flag=True,
-        b=-3,
-        s=300,
-        i=7,
-        l=2**40,
-        f=1.5,
-        d=2.25,
-        text="héllo",
-        raw=b"\x00\x01",
-        day=datetime.date(2026, 11, 27),
-        ts=when,
-        money=decimal.Decimal("12.34"),
-        tags=["a", None],
-        scores=[("k", when), ("n", None)],
-        inner={"x": 5, "when": None},
-    )
+    full = _sample(when)
     names = [f["name"] for f in ALL_TYPES["fields"]]
     nulls = {name: (1 if name == "i" else None) for name in names}
     earlier = dict(full, i=2, ts=before_epoch, tags=[], scores=[], inner={"x": -1, "when": before_epoch})
