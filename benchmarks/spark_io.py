@@ -6,7 +6,11 @@ in one SparkSession (local[2]):
 - `spark_io`: the same on SparkRunner through `ReadFromSpark` and
   `WriteToSpark` (the Beam stages between them are Python);
 - `beam_parquet`: the same on SparkRunner through Beam's own
-  `ReadFromParquet` and `WriteToParquet`.
+  `ReadFromParquet` and `WriteToParquet`;
+- `python_floor`: the same job in PySpark with the per-row work in Python
+  (the DataFrame's rows through `rdd.map`, `reduceByKey`): what a Python
+  stage over every row costs in PySpark itself, reported beside the
+  headline (how much of spark_io's time is the runner's).
 
 Input: `--rows` rows (key, value, ts), 1,000 keys, written once with Spark.
 Each variant's output is checked against the PySpark counts. Prints each
@@ -65,6 +69,11 @@ def _pyspark(spark, source, out):
     spark.read.parquet(source).groupBy("key").count().write.mode("overwrite").parquet(out)
 
 
+def _python_floor(spark, source, out):
+    counts = spark.read.parquet(source).rdd.map(lambda row: (row.key, 1)).reduceByKey(lambda a, b: a + b)
+    spark.createDataFrame(counts, "key long, count long").write.mode("overwrite").parquet(out)
+
+
 def _spark_io(source, out):
     from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 
@@ -116,6 +125,7 @@ def main(argv=None):
             "pyspark": lambda out: _pyspark(spark, source, out),
             "spark_io": lambda out: _spark_io(source, out),
             "beam_parquet": lambda out: _beam_parquet(source, out),
+            "python_floor": lambda out: _python_floor(spark, source, out),
         }
         times, ok = {name: [] for name in variants}, True
         expected = None
@@ -134,6 +144,10 @@ def main(argv=None):
         median = {name: statistics.median(t) for name, t in times.items()}
         for name, t in median.items():
             print("%-13s %6.1f s median  %9.0f rows/s" % (name, t, args.rows / t))
+        print(
+            "spark_io vs the same per-row work in PySpark's own Python path (python_floor): %.2fx"
+            % (median["spark_io"] / median["python_floor"])
+        )
         speedup = median["beam_parquet"] / median["spark_io"]
         print(
             "spark_io vs Beam's own Parquet I/O on SparkRunner: %.2fx faster (target >= 2x: %s)"
