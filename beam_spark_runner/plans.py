@@ -277,6 +277,10 @@ class SparkSource:
     coder_id: str  # windowed coder of its output
     out_of_orderness_us: int = 0
     idle_timeout_us: Optional[int] = None
+    # The plain-Python stateless operator that alone reads `dest`: it runs
+    # in the source's own task on the rows as read (never encoded), and not
+    # again in the chain. None: the rows are encoded and addressed to `dest`.
+    fused_operator: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,7 +355,8 @@ class StreamingPlan:
                 "Source %s (TestStream) -> %s" % (s.display_name, ", ".join(d.describe() for _, d, _ in s.outputs))
             )
         for s in self.spark_sources:
-            lines.append("Source %s (Spark readStream) -> %s" % (s.display_name, s.dest.describe()))
+            fused = " (read by operator %s in the same task)" % s.fused_operator if s.fused_operator else ""
+            lines.append("Source %s (Spark readStream) -> %s%s" % (s.display_name, s.dest.describe(), fused))
         if self.impulse_dests:
             lines.append("Source Impulse -> %s" % ", ".join(d.describe() for d in self.impulse_dests))
         for i, op in enumerate(self.operators):

@@ -103,11 +103,16 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
         .option("partitions", str(key_groups))
         .load()
     )
-    for frame in streaming_spark_io.source_frames(spark, plan, key_groups):
-        df = df.union(frame)
     shared = plan.for_operators()
+    pickled_ops = {op.name: pickle.dumps((op, shared, key_groups)) for op in plan.operators}
+    fused = {s.fused_operator for s in plan.spark_sources if s.fused_operator}
+    readers = {op.name: (token, pickled_ops[op.name], (log_settings, op.display_name)) for op in plan.operators}
+    for frame in streaming_spark_io.source_frames(spark, plan, key_groups, readers):
+        df = df.union(frame)
     for op in plan.operators:
-        pickled = pickle.dumps((op, shared, key_groups))
+        if op.name in fused:
+            continue  # runs in its Spark source's tasks
+        pickled = pickled_ops[op.name]
         logs = (log_settings, op.display_name)
         inputs = tuple(R.dest_text(d) for d in op.inputs)
         pass_on = tuple(R.dest_text(d) for d in op.pass_on)

@@ -33,7 +33,7 @@ from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.internal import pickler
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window
-from apache_beam.utils.timestamp import MIN_TIMESTAMP, Timestamp
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, spark_internals
@@ -54,9 +54,10 @@ STAGING_DIR = "_beam_staging"  # Spark's readers skip names starting with "_"
 # --- sources ------------------------------------------------------------------
 
 
-def source_frames(spark, plan, key_groups):
+def source_frames(spark, plan, key_groups, readers):
     """One streaming DataFrame of query rows (rows.SCHEMA) per Spark source
-    of `plan`."""
+    of `plan`. `readers`: {operator name: (run token, pickled operator,
+    logs)}, for a source's fused reader (plans.SparkSource.fused_operator)."""
     from pyspark.sql import functions as F
 
     shared = pickle.dumps(plan.for_operators())
@@ -69,14 +70,18 @@ def source_frames(spark, plan, key_groups):
         # Spark's rows (Spark sorts before a round-robin repartition, so a
         # replayed batch spreads them alike).
         frame = frame.repartition(key_groups)
-        frames.append(frame.mapInArrow(functools.partial(source_rows, source, shared, key_groups), R.SCHEMA))
+        reader = readers.get(source.fused_operator) if source.fused_operator else None
+        body = functools.partial(source_rows, source, shared, key_groups, reader)
+        frames.append(frame.mapInArrow(body, R.SCHEMA))
     return frames
 
 
-def source_rows(source, pickled_plan, key_groups, batches):
+def source_rows(source, pickled_plan, key_groups, reader, batches):
     """mapInArrow body: a Spark source's Arrow batches (its columns, then
-    the batch time) as query rows addressed to `source.dest`, then one
-    EVENT_TIMES row with the newest event time per source partition."""
+    the batch time) as query rows addressed to `source.dest` (or, with a
+    fused `reader` (token, pickled operator, logs), that operator's output
+    for them), then one EVENT_TIMES row with the newest event time per
+    source partition."""
     plan = pickle.loads(pickled_plan)
     config = decode_payload(source.payload)
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
@@ -99,7 +104,7 @@ def source_rows(source, pickled_plan, key_groups, batches):
                 partitions = ["/".join(map(str, values)) for values in zip(*keys)]
             else:
                 partitions = None
-            stream = create_OutputStream()
+            elements = []
             for r, values in enumerate(zip(*columns)):
                 ts = times[r]
                 if ts is None:
@@ -108,12 +113,31 @@ def source_rows(source, pickled_plan, key_groups, batches):
                     partition = partitions[r] if partitions is not None else ""
                     if ts.micros > newest.get(partition, MIN_TIMESTAMP.micros):
                         newest[partition] = ts.micros
-                encode(WindowedValue(row_type(*values), ts, glob), stream, True)
-            rows = writer.rows(source.dest, stream.get(), SPARK_SOURCE_SEQ)
+                elements.append(WindowedValue(row_type(*values), ts, glob))
+            if reader is not None:
+                rows = _run_fused(reader, elements)
+            else:
+                stream = create_OutputStream()
+                for element in elements:
+                    encode(element, stream, True)
+                rows = writer.rows(source.dest, stream.get(), SPARK_SOURCE_SEQ)
             if rows:
                 yield record_batch(rows)
     if newest:
         yield record_batch([R.event_times(source.name, newest)])
+
+
+def _run_fused(reader, elements):
+    """The fused operator's rows for one slice of the source's elements,
+    handed over as runs (one per element: their timestamps differ)."""
+    from beam_spark_runner.execution.streaming_udfs import operator
+    from beam_spark_runner.worker.gc_tuning import bulk_data_gc
+    from beam_spark_runner.worker.log_forwarding import forwarding
+
+    token, pickled, logs = reader
+    runs = [(element, [element.value]) for element in elements]
+    with bulk_data_gc(), forwarding(*logs):
+        return operator(token, pickled).run_decoded(runs, SPARK_SOURCE_SEQ)
 
 
 def _timestamps(column):

@@ -69,7 +69,7 @@ class _BeamStreamReader(DataSourceStreamReader):
 _OPERATORS = {}
 
 
-def _operator(token, pickled):
+def operator(token, pickled):
     """One operator object per Python worker, run and plan operator."""
     key = (token, pickled)
     if key not in _OPERATORS:
@@ -117,7 +117,7 @@ def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
                 mine.extend(map(R.QueryRow._make, zip(*(selected.column(f).to_pylist() for f in R.FIELDS))))
         if mine:
             with forwarding(*logs):
-                out = _operator(token, pickled).run(mine)
+                out = operator(token, pickled).run(mine)
             if out:
                 yield record_batch(out)
 
@@ -164,11 +164,11 @@ class KeyGroupProcessor(StatefulProcessor):
         draining = control is not None and control.draining
         if self._store is not None:
             with bulk_data_gc(), forwarding(*self._logs):
-                result = _operator(self._token, self._pickled).run(self._store, mine, steps, draining=draining)
+                result = operator(self._token, self._pickled).run(self._store, mine, steps, draining=draining)
         else:
             saved = self._state.get() if self._state.exists() else None
             with bulk_data_gc(), forwarding(*self._logs):
-                result = _operator(self._token, self._pickled).run(
+                result = operator(self._token, self._pickled).run(
                     state_blobs.unpack(saved[0]) if saved else None, mine, steps, draining=draining
                 )
             if result.blob is None:

@@ -51,6 +51,7 @@ from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSi
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
+from beam_spark_runner.worker.runs import DecodedBlock
 from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 from beam_spark_runner.worker.sdf_truncation import RestrictionTruncator
 from triggers.driver import ReduceSpec
@@ -276,6 +277,14 @@ class StatelessOperator(StageBase):
         for seq, group in _by_seq(data_rows):
             self._emit(self.runner.run(self._bundle(group)), seq, out)
         return out + self._take_reports(len(data_rows), out)
+
+    def run_decoded(self, runs, seq):
+        """One bundle of this operator's only input given as decoded runs
+        ((template, values) pairs: a Spark source's rows, in the task that
+        read them), never encoded; returns its rows as `run` does."""
+        out = []
+        self._emit(self.runner.run([(0, DecodedBlock(runs))]), seq, out)
+        return out + self._take_reports(sum(len(values) for _, values in runs), out)
 
 
 def earliest(a, b):

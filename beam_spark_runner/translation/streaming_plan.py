@@ -121,6 +121,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
         )
     sink_dests = frozenset(s.dest for s in spark_sinks)
     ordered = _with_pass_on(_with_group_operators(operators, planner.groups), sink_dests)
+    spark_sources = [_with_fused_reader(s, ordered, sink_dests, keyed_dests, broadcast) for s in spark_sources]
     return StreamingPlan(
         sources=tuple(sources),
         impulse_dests=tuple(impulse_dests),
@@ -150,6 +151,25 @@ def _spark_source(plan):
         out_of_orderness_us=config.out_of_orderness_us,
         idle_timeout_us=config.idle_timeout_us,
     )
+
+
+def _with_fused_reader(source, operators, sink_dests, keyed_dests, broadcast):
+    """The source with `fused_operator` set when one plain-Python stateless
+    operator alone reads its rows (no side inputs, no rebalancing, no other
+    input): that operator then runs in the source's task on the rows as
+    read, which saves encoding and decoding every row."""
+    readers = [op for op in operators if source.dest in op.inputs]
+    if len(readers) != 1 or source.dest in sink_dests or source.dest in keyed_dests or source.dest in broadcast:
+        return source
+    (op,) = readers
+    fusable = (
+        op.kind == OperatorKind.STATELESS
+        and op.stage.plain_spec is not None
+        and op.inputs == (source.dest,)
+        and not op.rebalance_input
+        and not op.pass_on
+    )
+    return dataclasses.replace(source, fused_operator=op.name) if fusable else source
 
 
 def _spark_sink(plan, read_buffers):

@@ -268,3 +268,34 @@ def test_streaming_only_arguments_are_refused_in_batch(tmp_path):
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions([]))
     with pytest.raises(UnsupportedPipelineError, match="max_out_of_orderness.*batch"):
         _ = p | ReadFromSpark(format="json", path=str(source), max_out_of_orderness=5)
+
+
+def test_a_source_copied_as_read_and_counted_beside_it_feeds_both(tmp_path, spark_session):
+    """The source's rows go to two readers (a WriteToSpark copying them as
+    read, and a windowed sum): they are encoded and addressed to both, and
+    each gets every row."""
+    source, out, copy = tmp_path / "in", tmp_path / "out", tmp_path / "copy"
+    source.mkdir()
+    events = _rounds()[0]
+    _write_json(str(source), "a.json", events)
+    p = beam.Pipeline(runner=SparkRunner(), options=_options())
+    rows = p | "Read" >> ReadFromSpark(format="json", path=str(source), schema=SCHEMA, timestamp_column="ts")
+    _ = rows | "Copy" >> WriteToSpark(format="parquet", path=str(copy))
+    _ = (
+        rows
+        | beam.WindowInto(window.FixedWindows(10))
+        | beam.Map(lambda r: (r.user, r.score))
+        | beam.CombinePerKey(sum)
+        | beam.ParDo(WindowTotal()).with_output_types(Total)
+        | "Write" >> WriteToSpark(format="parquet", path=str(out))
+    )
+    result = p.run()
+    try:
+        _wait(lambda: _published(spark_session, out), "the first windows to be published")
+        _drain(result)
+    finally:
+        if result.state not in (PipelineState.DRAINED, PipelineState.DONE):
+            result.cancel()
+    assert _published(spark_session, out) == _expected(events)
+    copied = spark_session.read.parquet(str(copy)).collect()
+    assert sorted((r.user, r.score) for r in copied) == sorted((e["user"], e["score"]) for e in events)

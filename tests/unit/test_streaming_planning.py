@@ -687,3 +687,22 @@ def test_spark_sources_and_sinks_are_planned_around_the_operators():
 def test_reading_a_streaming_writes_output_is_refused_naming_the_write():
     with pytest.raises(UnsupportedPipelineError, match=r"WriteToSpark\(out\).*cannot be read"):
         plan_streaming_pipeline(pipeline_proto_of(_spark_io_pipeline(read_written=True)))
+
+
+def test_a_spark_source_read_by_one_plain_stateless_stage_runs_that_stage_in_its_own_task():
+    plan = plan_streaming_pipeline(pipeline_proto_of(_spark_io_pipeline()))
+    (source,) = plan.spark_sources
+    (reader,) = [op for op in plan.operators if source.dest in op.inputs]
+    assert source.fused_operator == reader.name and reader.kind == OperatorKind.STATELESS
+    assert "in the same task" in plan.describe()
+
+
+def test_a_spark_source_with_two_readers_is_not_fused():
+    from beam_spark_runner.translation.spark_io import SparkRead
+
+    p = _spark_io_pipeline()
+    (read,) = [t for t in p.transforms_stack[0].parts if isinstance(t.transform, SparkRead)]
+    _ = read.outputs[None] | "SecondReader" >> beam.Map(print)
+    plan = plan_streaming_pipeline(pipeline_proto_of(p))
+    (source,) = plan.spark_sources
+    assert source.fused_operator is None
