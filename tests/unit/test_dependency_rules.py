@@ -59,6 +59,7 @@ FORBIDDEN = {
 # in the Spark glue among them).
 HELPER_PROCESS_MODULES = {
     "beam_spark_runner.streaming.source_planner": False,
+    "beam_spark_runner.streaming.source_watermarks": False,
     "beam_spark_runner.streaming.rows": False,
     "beam_spark_runner.streaming.watermarks": False,
     "beam_spark_runner.streaming.key_groups": False,
