@@ -173,7 +173,9 @@ class SparkSinkWrites:
         self._sinks = plan.spark_sinks
         self._components = plan.components
         self._run = run_id(files) if self._sinks else None
-        self._dests = {R.dest_text(s.dest): s for s in self._sinks}
+        self._dests = {}  # dest text -> the sinks reading it (one PCollection may have several)
+        for sink in self._sinks:
+            self._dests.setdefault(R.dest_text(sink.dest), []).append(sink)
 
     def collect(self, batch_df, batch_id):
         if not self._sinks:
@@ -190,7 +192,7 @@ class SparkSinkWrites:
         written = sorted({row.dest for row in collected if row.kind in R.DATA_KINDS and row.dest in self._dests})
         rows = [row for row in collected if not (row.kind in R.DATA_KINDS and row.dest in self._dests)]
         for dest in written:
-            rows.append(self._write(frame, self._dests[dest], batch_id))
+            rows.extend(self._write(frame, sink, batch_id) for sink in self._dests[dest])
         return rows
 
     def _write(self, frame, sink, batch_id):
@@ -198,9 +200,8 @@ class SparkSinkWrites:
         from pyspark.sql.types import StructType
 
         config = decode_payload(sink.payload)
-        window_prefix = checkpoint_files.join(
-            config.path, STAGING_DIR, "%s-%s" % (self._run, digest(sink.name)), "batch"
-        )
+        writer_id = "%s-%s" % (self._run, digest(sink.name)[:8])
+        window_prefix = checkpoint_files.join(config.path, STAGING_DIR, writer_id, "batch")
         publication = Publication(config.label, window_prefix, batch_id, ())
         staging = publication.staging_dir
         selected = frame.filter(F.col("kind").isin(*R.DATA_KINDS) & (F.col("dest") == R.dest_text(sink.dest)))
@@ -209,7 +210,7 @@ class SparkSinkWrites:
             rows = selected.select("kind", "payload").mapInArrow(to_arrow, StructType.fromJson(config.schema))
             spark_writer(rows, config, "overwrite").save(staging)
         moves = tuple(
-            Move(path, _final_name(config.path, staging, path, self._run, batch_id, i))
+            Move(path, _final_name(config.path, staging, path, writer_id, batch_id, i))
             for i, path in enumerate(_staged_files(staging))
         )
         publication = Publication(config.label, window_prefix, batch_id, moves)
@@ -223,14 +224,15 @@ def _staged_files(staging):
     return sorted(m.path for m in found if posixpath.basename(m.path).startswith("part-"))
 
 
-def _final_name(path, staging, staged, run, batch_id, index):
+def _final_name(path, staging, staged, writer_id, batch_id, index):
     """A staged file's published name: in the same partition directory
-    (col=value/...) under `path`, named by run, batch and index, with the
-    writer's extension (".snappy.parquet")."""
+    (col=value/...) under `path`, named by the writer (run and sink: two
+    sinks writing one directory never share a name), batch and index, with
+    the writer's extension (".snappy.parquet")."""
     relative = os.path.relpath(staged, staging)
     directory, base = posixpath.split(relative.replace(os.sep, "/"))
     extension = base[base.index(".") :] if "." in base else ""
-    name = "part-%s-%08d-%05d%s" % (run, batch_id, index, extension)
+    name = "part-%s-%08d-%05d%s" % (writer_id, batch_id, index, extension)
     return checkpoint_files.join(path, directory, name) if directory else checkpoint_files.join(path, name)
 
 

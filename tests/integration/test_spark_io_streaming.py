@@ -299,3 +299,32 @@ def test_a_source_copied_as_read_and_counted_beside_it_feeds_both(tmp_path, spar
     assert _published(spark_session, out) == _expected(events)
     copied = spark_session.read.parquet(str(copy)).collect()
     assert sorted((r.user, r.score) for r in copied) == sorted((e["user"], e["score"]) for e in events)
+
+
+def test_two_sinks_writing_one_directory_publish_every_row_of_both(tmp_path, spark_session):
+    """Files are named by run, sink, batch and index: a second sink's files
+    never replace the first's."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    events = _rounds()[0]
+    _write_json(str(source), "a.json", events)
+    p = beam.Pipeline(runner=SparkRunner(), options=_options())
+    rows = p | "Read" >> ReadFromSpark(format="json", path=str(source), schema=SCHEMA)
+    _ = rows | "CopyA" >> WriteToSpark(format="parquet", path=str(out))
+    _ = rows | "CopyB" >> WriteToSpark(format="parquet", path=str(out))
+    result = p.run()
+    try:
+        _wait(lambda: len(_published_rows(spark_session, out)) >= 2 * len(events), "both copies to be published")
+        time.sleep(2)
+    finally:
+        result.cancel()
+    copied = _published_rows(spark_session, out)
+    assert sorted((r.user, r.score) for r in copied) == sorted(
+        (e["user"], e["score"]) for e in events for _ in range(2)
+    )
+
+
+def _published_rows(spark, out):
+    if not os.path.exists(out) or not any(n.startswith("part-") for n in os.listdir(out)):
+        return []
+    return spark.read.parquet(str(out)).collect()
