@@ -11,6 +11,11 @@ INSTALL_REQUIRES = [
     # The batch progress bar (beam_spark_runner/progress_bar.py).
     "tqdm>=4.60,<5",
     "pytest",
+    # WriteToDatabase / ReadFromDatabase (beam_spark_runner/connectors/):
+    # PostgreSQL through psycopg 3 (its binary build carries libpq),
+    # MariaDB and MySQL through PyMySQL.
+    "psycopg[binary]==3.3.9",
+    "pymysql==1.2.4",
 ]
 
 TEST_REQUIRES = [

@@ -285,15 +285,18 @@ class SparkSource:
 
 @dataclasses.dataclass(frozen=True)
 class SparkSink:
-    """A Spark writer (WriteToSpark) at the end of the query: the rows
-    addressed to `dest` are written by the driver's foreachBatch sink and
-    published once their batch is a completed checkpoint."""
+    """A sink at the end of the query (WriteToSpark, WriteToDatabase): the
+    rows addressed to `dest` are staged by the driver's foreachBatch sink
+    and published once their batch is a completed checkpoint."""
 
     name: str  # the write's transform id
     display_name: str
-    payload: bytes  # translation.spark_io.SparkWriteConfig, pickled
+    # translation.spark_io.SparkWriteConfig or
+    # connectors.database_sink.DatabaseWriteConfig, pickled, by `urn`
+    payload: bytes
     dest: Dest
     coder_id: str  # windowed coder of its input
+    urn: str = "beam_spark_runner:transform:write_spark:v1"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,3 +63,30 @@ def spark_session():
     logging.getLogger("py4j").setLevel(logging.WARNING)
     yield session
     session.stop()
+
+
+def pytest_addoption(parser):
+    from tests import services
+
+    services.add_options(parser)
+
+
+@pytest.fixture
+def postgresql_url(request):
+    from tests import services
+
+    return services.require(request, services.POSTGRESQL)
+
+
+@pytest.fixture
+def mariadb_url(request):
+    from tests import services
+
+    return services.require(request, services.MARIADB)
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def database_url(request):
+    from tests import services
+
+    return services.require(request, services.POSTGRESQL if request.param == "postgresql" else services.MARIADB)

@@ -23,6 +23,7 @@ from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
 from beam_spark_runner.execution.batch_spark_io import SPARK_IO_STAGES
+from beam_spark_runner.execution.database_io import DATABASE_IO_STAGES
 from beam_spark_runner import plans
 from beam_spark_runner.worker import context, grouped_values, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
@@ -38,7 +39,7 @@ def key_partition(key: bytes) -> int:
 
 
 # The stages holding one runner-native transform, by its URN.
-_NATIVE_STAGES = {**NATIVE_STAGES, **SPARK_IO_STAGES}
+_NATIVE_STAGES = {**NATIVE_STAGES, **SPARK_IO_STAGES, **DATABASE_IO_STAGES}
 
 
 class BatchExecution:

@@ -17,6 +17,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from beam_spark_runner.execution import checkpoint_files
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
+from beam_spark_runner.connectors.database_sink import DatabasePublication
 from beam_spark_runner.worker.transactional_files import Publication
 
 _LOG = logging.getLogger(__name__)
@@ -131,9 +132,13 @@ def _json_problem(text):
     return None
 
 
+# The exactly-once sinks' commits: files renamed, database rows moved.
+_PUBLICATIONS = (Publication, DatabasePublication)
+
+
 def release(effects):
     """Runs a durable batch's bundle finalization callbacks on the driver.
-    Publications of the exactly-once file sinks run first and must succeed:
+    Publications of the exactly-once sinks run first and must succeed:
     one that fails fails the run, and the batch's pending record stays, so
     the next run publishes again. Other callbacks that fail are logged, as
     in Beam's SDK harness."""
@@ -141,9 +146,9 @@ def release(effects):
         stage_name, blob = pickle.loads(payload)
         callbacks = pickler.loads(blob)
         for publication in callbacks:
-            if isinstance(publication, Publication):
+            if isinstance(publication, _PUBLICATIONS):
                 publication()
-        run_finalization_callbacks([c for c in callbacks if not isinstance(c, Publication)], stage_name)
+        run_finalization_callbacks([c for c in callbacks if not isinstance(c, _PUBLICATIONS)], stage_name)
 
 
 def abort(effects):

@@ -12,8 +12,9 @@ source planner moves the source's watermark (streaming/source_watermarks.py).
 Spark's own offsets for the source live in the query's checkpoint, so a
 restarted driver resumes where the last completed batch ended.
 
-A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`),
-which writes them with Spark's writer to a staging directory named by the
+A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`).
+A WriteToDatabase's are staged in the database (execution/database_io.py);
+a WriteToSpark's are written with Spark's writer to a staging directory named by the
 sink and the batch (a replay of the batch overwrites its own attempt), and
 hands the driver sink a FINALIZE row with the `Publication` that renames
 the staged files to final names carrying the run and the batch. The
@@ -38,10 +39,12 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, spark_internals
 from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, spark_reader, spark_writer
+from beam_spark_runner.execution.database_io import MicroBatchStaging
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import SPARK_SOURCE_SEQ
+from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
 from beam_spark_runner.translation.spark_io import decode_payload
 from beam_spark_runner.worker import context, grouping, spark_rows
 from beam_spark_runner.worker.transactional_files import Move, Publication, digest
@@ -176,6 +179,10 @@ class SparkSinkWrites:
         self._dests = {}  # dest text -> the sinks reading it (one PCollection may have several)
         for sink in self._sinks:
             self._dests.setdefault(R.dest_text(sink.dest), []).append(sink)
+        database_sinks = [s for s in self._sinks if s.urn == WRITE_DATABASE_URN]
+        self._databases = MicroBatchStaging(self._run, self._components) if database_sinks else None
+        if database_sinks:
+            MicroBatchStaging.prepare(database_sinks)
 
     def collect(self, batch_df, batch_id):
         if not self._sinks:
@@ -199,12 +206,15 @@ class SparkSinkWrites:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
+        selected = frame.filter(F.col("kind").isin(*R.DATA_KINDS) & (F.col("dest") == R.dest_text(sink.dest)))
+        if sink.urn == WRITE_DATABASE_URN:
+            with spark_internals.keeping_active_session(self._spark):
+                return self._databases.stage(selected, sink, batch_id)
         config = decode_payload(sink.payload)
         writer_id = "%s-%s" % (self._run, digest(sink.name)[:8])
         window_prefix = checkpoint_files.join(config.path, STAGING_DIR, writer_id, "batch")
         publication = Publication(config.label, window_prefix, batch_id, ())
         staging = publication.staging_dir
-        selected = frame.filter(F.col("kind").isin(*R.DATA_KINDS) & (F.col("dest") == R.dest_text(sink.dest)))
         to_arrow = functools.partial(sink_batches, config.schema, self._components, sink.coder_id)
         with spark_internals.keeping_active_session(self._spark):
             rows = selected.select("kind", "payload").mapInArrow(to_arrow, StructType.fromJson(config.schema))

@@ -1,7 +1,9 @@
 """Beam transforms that reach the user's data through this runner:
-Spark's own data sources and writers (`ReadFromSpark`, `WriteToSpark`;
-docs/io.md)."""
+Spark's own data sources and writers (`ReadFromSpark`, `WriteToSpark`),
+PostgreSQL and MariaDB / MySQL tables (`ReadFromDatabase`,
+`WriteToDatabase`); docs/io.md."""
 
+from beam_spark_runner.io.database import ReadFromDatabase, WriteToDatabase
 from beam_spark_runner.io.spark import ReadFromSpark, WriteToSpark
 
-__all__ = ["ReadFromSpark", "WriteToSpark"]
+__all__ = ["ReadFromDatabase", "ReadFromSpark", "WriteToDatabase", "WriteToSpark"]

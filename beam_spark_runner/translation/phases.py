@@ -27,6 +27,7 @@ from beam_spark_runner.translation import (
     unliftable_combines,
 )
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
+from beam_spark_runner.translation.database_io import DATABASE_IO_URNS
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 
 
@@ -56,6 +57,7 @@ RUNNER_URNS = (
     )
     | NATIVE_IO_URNS
     | SPARK_IO_URNS
+    | DATABASE_IO_URNS
 )
 
 BATCH_PHASES = (

@@ -11,9 +11,10 @@ from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
-from beam_spark_runner.translation import spark_io
+from beam_spark_runner.translation import database_io, spark_io
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
+from triggers.driver import RETRACTING as RETRACTING_MODE
 
 
 _P = common_urns.primitives
@@ -104,6 +105,8 @@ def check_transforms(pipeline, streaming=False):
             continue
         elif urn in SPARK_IO_URNS:
             errors.extend(_check_spark_io(name, t, streaming))
+        elif urn in database_io.DATABASE_IO_URNS:
+            errors.extend(_check_database_write(name, t, pipeline))
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
         elif urn in translations.PAR_DO_URNS:
@@ -122,6 +125,23 @@ def _check_spark_io(name, transform, streaming):
             "%s: it was built for a %s pipeline and cannot run in a %s one: build the pipeline with the "
             "options it runs with (--streaming)"
             % (name, "streaming" if built_streaming else "batch", "streaming" if streaming else "batch")
+        ]
+    return []
+
+
+def _check_database_write(name, transform, pipeline):
+    """RETRACTING panes need key columns: without them a retraction has no
+    row to delete."""
+    config = database_io.decode_payload(transform.spec.payload)
+    components = pipeline.components
+    strategies = [
+        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
+        for p in transform.inputs.values()
+    ]
+    if not config.key_columns and any(s.accumulation_mode == RETRACTING_MODE for s in strategies):
+        return [
+            "%s: its input has RETRACTING panes; give key_columns so a retraction deletes the row it "
+            "retracts, or use DISCARDING or ACCUMULATING panes" % name
         ]
     return []
 

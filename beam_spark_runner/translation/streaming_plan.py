@@ -46,6 +46,7 @@ from beam_spark_runner.plans import (
 )
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases
+from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.translation.stage_plans import StagePlanner
 
@@ -80,7 +81,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
         if plan.native is not None and plan.native.urn == READ_SPARK_URN:
             spark_sources.append(_spark_source(plan))
             continue
-        if plan.native is not None and plan.native.urn == WRITE_SPARK_URN:
+        if plan.native is not None and plan.native.urn in (WRITE_SPARK_URN, WRITE_DATABASE_URN):
             spark_sinks.append(_spark_sink(plan, read_buffers))
             continue
         inputs = []
@@ -173,15 +174,15 @@ def _with_fused_reader(source, operators, sink_dests, keyed_dests, broadcast):
 
 
 def _spark_sink(plan, read_buffers):
-    """A WriteToSpark stage: the rows addressed to its input are written at
-    the end of each micro-batch. Its output (the destination written) has no
+    """A WriteToSpark or WriteToDatabase stage: the rows addressed to its
+    input are written at the end of each micro-batch. Its output (the destination written) has no
     micro-batch to be produced in: a pipeline reading it is refused."""
     (port,) = plan.inputs
     label = decode_payload(plan.native.payload).label
     if any(out.buffer in read_buffers for out in plan.outputs):
         raise UnsupportedPipelineError(
             "%s: in a streaming pipeline its output (the destination written) cannot be read by another "
-            "transform; read the written files with ReadFromSpark in another pipeline" % label
+            "transform; read what it wrote in another pipeline" % label
         )
     return SparkSink(
         plan.native.transform_id,
@@ -189,6 +190,7 @@ def _spark_sink(plan, read_buffers):
         plan.native.payload,
         Dest.read_from(port.buffer),
         port.coder_id,
+        urn=plan.native.urn,
     )
 
 

@@ -33,6 +33,8 @@ LAYERS = [
         ],
     ),
     ("worker", ["beam_spark_runner.worker"]),
+    # External systems' clients and exactly-once protocols, no Spark.
+    ("connectors", ["beam_spark_runner.connectors"]),
     ("plans", ["beam_spark_runner.plans"]),
     ("streaming semantics", ["beam_spark_runner.streaming"]),
     ("planning", ["beam_spark_runner.translation"]),
@@ -49,6 +51,7 @@ FORBIDDEN = {
     "core": {"pyspark", "py4j", "grpc"},
     "leaves": {"pyspark", "py4j", "grpc"},
     "worker": {"pyspark", "py4j"},
+    "connectors": {"pyspark", "py4j"},
     "plans": {"pyspark", "py4j"},
     "streaming semantics": {"pyspark", "py4j"},
     "planning": {"pyspark", "py4j"},

@@ -1,0 +1,267 @@
+"""Exactly-once writes of a PCollection's rows into a database table
+(`beam_spark_runner.io.WriteToDatabase`): rows are staged by the tasks
+that have them, then committed into the table by one transaction whose
+marker row says it happened.
+
+1. Staging. Every task attempt inserts its rows, in one transaction, into
+   the sink's staging table (`staging_table`, beside the target), each
+   row tagged with the sink, the epoch (the micro-batch; 0 in batch), the
+   writer (one driver run), the task's partition and attempt, its order
+   within the attempt and whether it is a retraction. A failed attempt's
+   transaction never commits; a retried or speculative attempt stages its
+   own complete copy.
+2. Publication (`DatabasePublication`, run on the driver: after the Spark
+   job in batch, by the checkpoint coordinator once the micro-batch is a
+   completed checkpoint in streaming). One transaction: insert the marker
+   row (sink, epoch) into `beam_spark_runner_commits`, and only if it was
+   not there, move one attempt per partition of the writer's staged rows
+   into the table; then delete the sink's staged rows up to the epoch.
+   Run again (a restart that interrupted it, a replayed release), it finds
+   its marker and changes nothing. So every row that reached the sink is
+   in the table exactly once.
+
+Without key columns the rows are appended. With key columns the table
+has a unique key on them; per key the last staged row of the epoch
+decides: an addition is upserted, a retraction (a RETRACTING pane's
+`triggers.Retraction`) deletes the key's row, so the table holds the
+current answer. No Spark here.
+"""
+
+import dataclasses
+import hashlib
+import itertools
+from typing import Optional, Tuple
+
+import triggers
+
+from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
+
+MARKER_TABLE = "beam_spark_runner_commits"
+# The staging table's own columns, before the row's.
+EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT = (
+    "_beam_epoch",
+    "_beam_sink",
+    "_beam_writer",
+    "_beam_part",
+    "_beam_attempt",
+    "_beam_seq",
+    "_beam_retract",
+)
+_STAGING_COLUMNS = (EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatabaseWriteConfig:
+    """What a WriteToDatabase writes: `schema` is the rows' Spark StructType
+    (JSON form, worker/spark_rows.py), `key_columns` the table's unique key
+    the rows are upserted on (none: appended)."""
+
+    url: str
+    table: str
+    key_columns: Tuple[str, ...]
+    schema: dict
+    label: str = "WriteToDatabase"
+
+    @property
+    def columns(self):
+        return tuple(f["name"] for f in self.schema["fields"])
+
+    def describe(self):
+        return "table %s at %s" % (self.table, dialect_of(self.url).url.redacted())
+
+
+def staging_table(config: DatabaseWriteConfig) -> str:
+    """The staging table of the sinks writing `config.table`, in the same
+    schema: `beam_staging_<digest of the table>`."""
+    digest = hashlib.sha1(config.table.encode()).hexdigest()[:12]
+    schema = config.table.rsplit(".", 1)[0] + "." if "." in config.table else ""
+    return "%sbeam_staging_%s" % (schema, digest)
+
+
+def marker_table(config: DatabaseWriteConfig) -> str:
+    schema = config.table.rsplit(".", 1)[0] + "." if "." in config.table else ""
+    return schema + MARKER_TABLE
+
+
+def check_table(config: DatabaseWriteConfig, cursor=None) -> Optional[dict]:
+    """Raises DatabaseError naming the table when an existing table cannot
+    take the rows (a column missing, no unique key on `key_columns`);
+    returns its columns, or None when it does not exist yet."""
+    dialect = dialect_of(config.url)
+    if cursor is None:
+        with dialect.connect() as conn:
+            return check_table(config, conn.cursor())
+    columns = dialect.table_columns(cursor, config.table)
+    if columns is None:
+        return None
+    where = "%s: table %s at %s" % (config.label, config.table, dialect.url.redacted())
+    missing = [c for c in config.columns if c not in columns]
+    if missing:
+        raise DatabaseError(
+            "%s has no column %s (its columns: %s)" % (where, ", ".join(map(repr, missing)), ", ".join(columns))
+        )
+    if config.key_columns and frozenset(config.key_columns) not in dialect.unique_keys(cursor, config.table):
+        raise DatabaseError(
+            "%s has no unique key or primary key on exactly %s, which upserts need"
+            % (where, ", ".join(config.key_columns))
+        )
+    return columns
+
+
+def prepare_tables(config: DatabaseWriteConfig):
+    """Creates what is missing (the table, with a primary key on the key
+    columns; the staging and marker tables) and checks the table."""
+    dialect = dialect_of(config.url)
+    types = {f["name"]: f["type"] for f in config.schema["fields"]}
+    with dialect.connect() as conn:
+        cursor = conn.cursor()
+        if check_table(config, cursor) is None:
+            defs = [
+                "%s %s%s"
+                % (
+                    dialect.quote(c),
+                    dialect.column_type(types[c], c, in_key=c in config.key_columns),
+                    " NOT NULL" if c in config.key_columns else "",
+                )
+                for c in config.columns
+            ]
+            if config.key_columns:
+                defs.append("PRIMARY KEY (%s)" % ", ".join(map(dialect.quote, config.key_columns)))
+            cursor.execute("CREATE TABLE IF NOT EXISTS %s (%s)" % (dialect.quote_table(config.table), ", ".join(defs)))
+        staging = [
+            "%s BIGINT NOT NULL" % dialect.quote(EPOCH),
+            "%s VARCHAR(64) NOT NULL" % dialect.quote(SINK),
+            "%s VARCHAR(64) NOT NULL" % dialect.quote(WRITER),
+            "%s INTEGER NOT NULL" % dialect.quote(PART),
+            "%s BIGINT NOT NULL" % dialect.quote(ATTEMPT),
+            "%s BIGINT NOT NULL" % dialect.quote(SEQ),
+            "%s BOOLEAN NOT NULL" % dialect.quote(RETRACT),
+        ] + [
+            "%s %s" % (dialect.quote(c), dialect.column_type(types[c], c, in_key=c in config.key_columns))
+            for c in config.columns
+        ]
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS %s (%s)" % (dialect.quote_table(staging_table(config)), ", ".join(staging))
+        )
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS %s (sink VARCHAR(64) NOT NULL, epoch BIGINT NOT NULL, "
+            "PRIMARY KEY (sink, epoch))" % dialect.quote_table(marker_table(config))
+        )
+        conn.commit()
+
+
+def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, part: int, attempt: int, values):
+    """Stages one task attempt's values (rows, or `triggers.Retraction`s of
+    rows) in one transaction; returns how many. Nothing is staged (the
+    transaction rolls back) if `values` raises."""
+    dialect = dialect_of(config.url)
+    fields = config.schema["fields"]
+    converters = [(f["name"], dialect.to_db(f["type"])) for f in fields]
+    head = (epoch, sink, writer, part, attempt)
+    counter = itertools.count()
+
+    def rows():
+        for value in values:
+            row, retract = triggers.unwrap(value)
+            yield (
+                head
+                + (next(counter), retract)
+                + tuple(convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters)
+            )
+
+    with dialect.connect() as conn:
+        dialect.bulk_insert(conn.cursor(), staging_table(config), _STAGING_COLUMNS + config.columns, rows())
+        conn.commit()
+    return next(counter)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatabasePublication:
+    """Commits the rows `writer` staged for (`sink`, `epoch`) into the
+    table, exactly once (the module's docstring). Idempotent; raises
+    DatabaseError if the database refuses, leaving the staged rows for the
+    next call."""
+
+    config: DatabaseWriteConfig
+    sink: str
+    epoch: int
+    writer: str
+
+    def __call__(self):
+        config = self.config
+        dialect = dialect_of(config.url)
+        q = dialect.quote
+        staging = dialect.quote_table(staging_table(config))
+        columns = ", ".join(map(q, config.columns))
+        # One attempt per partition: each attempt staged its whole partition
+        # in one transaction, so any one of them is complete.
+        chosen = "SELECT %s, MIN(%s) AS a FROM %s WHERE %s = %%s AND %s = %%s AND %s = %%s GROUP BY %s" % (
+            q(PART),
+            q(ATTEMPT),
+            staging,
+            q(SINK),
+            q(EPOCH),
+            q(WRITER),
+            q(PART),
+        )
+        rows = (
+            "SELECT s.* FROM %s AS s JOIN (%s) AS c ON s.%s = c.%s AND s.%s = c.a "
+            "WHERE s.%s = %%s AND s.%s = %%s AND s.%s = %%s"
+            % (staging, chosen, q(PART), q(PART), q(ATTEMPT), q(SINK), q(EPOCH), q(WRITER))
+        )
+        params = (self.sink, self.epoch, self.writer) * 2
+        with dialect.connect() as conn:
+            cursor = conn.cursor()
+            try:
+                cursor.execute(
+                    dialect.insert_if_absent(marker_table(config), ("sink", "epoch")), (self.sink, self.epoch)
+                )
+                if cursor.rowcount == 1:
+                    if config.key_columns:
+                        self._apply_keyed(cursor, dialect, rows, params, columns)
+                    else:
+                        cursor.execute(
+                            "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s ORDER BY r.%s, r.%s"
+                            % (dialect.quote_table(config.table), columns, columns, rows, q(RETRACT), q(PART), q(SEQ)),
+                            params,
+                        )
+                cursor.execute(
+                    "DELETE FROM %s WHERE %s = %%s AND %s <= %%s" % (staging, q(SINK), q(EPOCH)),
+                    (self.sink, self.epoch),
+                )
+                conn.commit()
+            except DatabaseError:
+                raise
+            except Exception as e:  # noqa: BLE001 -- each client raises its own classes
+                conn.rollback()
+                raise DatabaseError(
+                    "%s: cannot commit micro-batch %d into %s: %s"
+                    % (config.label, self.epoch, config.describe(), str(e).strip().splitlines()[0])
+                ) from None
+
+    def _apply_keyed(self, cursor, dialect, rows, params, columns):
+        """Per key, the last staged row decides: a retraction deletes the
+        key's row, an addition replaces it."""
+        q = dialect.quote
+        keys = ", ".join(map(q, self.config.key_columns))
+        last = (
+            "SELECT * FROM (SELECT r.*, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY r.%s DESC, r.%s DESC) AS rn "
+            "FROM (%s) AS r) AS ranked WHERE rn = 1"
+            % (", ".join("r.%s" % q(k) for k in self.config.key_columns), q(PART), q(SEQ), rows)
+        )
+        table = self.config.table
+        cursor.execute(
+            dialect.delete_matching(
+                table, self.config.key_columns, "SELECT %s FROM (%s) AS l WHERE l.%s" % (keys, last, q(RETRACT))
+            ),
+            params,
+        )
+        cursor.execute(
+            dialect.upsert(
+                table,
+                self.config.columns,
+                self.config.key_columns,
+                "SELECT %s FROM (%s) AS l WHERE NOT l.%s" % (columns, last, q(RETRACT)),
+            ),
+            params,
+        )

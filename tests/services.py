@@ -1,0 +1,68 @@
+"""The external services tests run against, over real connections:
+PostgreSQL (127.0.0.1:5432, trust auth, database `test`) and MariaDB
+(127.0.0.1:3306, root without a password, database `test`).
+
+A test that needs one asks for its fixture (`postgresql_url`,
+`mariadb_url`, or `database_url`, parametrized over both). When the
+service is unreachable the test skips, naming the service, except under
+`--require-services` (the README's test command, so CI), where it fails.
+"""
+
+import socket
+import uuid
+
+import pytest
+
+POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
+MARIADB = "mysql://root@127.0.0.1:3306/test"
+_ADDRESSES = {POSTGRESQL: ("PostgreSQL", 5432), MARIADB: ("MariaDB", 3306)}
+
+
+def add_options(parser):
+    parser.addoption(
+        "--require-services",
+        action="store_true",
+        help="fail, rather than skip, a test whose external service (PostgreSQL, MariaDB, ...) is unreachable",
+    )
+
+
+def _reachable(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def require(request, url):
+    """`url` once its service answers; else a skip (or, under
+    --require-services, a failure) naming the service."""
+    name, port = _ADDRESSES[url]
+    if not _reachable(port):
+        message = "%s is not reachable at 127.0.0.1:%d" % (name, port)
+        if request.config.getoption("--require-services"):
+            pytest.fail(message + " (--require-services)")
+        pytest.skip(message)
+    return url
+
+
+def unique_table(prefix="t"):
+    return "%s_%s" % (prefix, uuid.uuid4().hex[:10])
+
+
+def execute(url, *statements):
+    """Runs statements on `url` in one committed transaction; returns the
+    last one's rows (if it returns any)."""
+    from beam_spark_runner.connectors.sql_dialects import dialect_of
+
+    with dialect_of(url).connect() as conn:
+        cursor = conn.cursor()
+        rows = None
+        for statement in statements:
+            if isinstance(statement, tuple):
+                cursor.execute(*statement)
+            else:
+                cursor.execute(statement)
+            rows = cursor.fetchall() if cursor.description else None
+        conn.commit()
+        return rows
