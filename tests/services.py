@@ -34,10 +34,10 @@ def _reachable(port):
         return False
 
 
-def require(request, url):
+def require(request, url, addresses=_ADDRESSES):
     """`url` once its service answers; else a skip (or, under
     --require-services, a failure) naming the service."""
-    name, port = _ADDRESSES[url]
+    name, port = addresses[url]
     if not _reachable(port):
         message = "%s is not reachable at 127.0.0.1:%d" % (name, port)
         if request.config.getoption("--require-services"):
@@ -66,3 +66,12 @@ def execute(url, *statements):
             rows = cursor.fetchall() if cursor.description else None
         conn.commit()
         return rows
+
+
+def drop_table(url, table):
+    """Drops `table` and the staging table WriteToDatabase made beside it."""
+    from beam_spark_runner.connectors.database_sink import staging_table
+    from beam_spark_runner.connectors.sql_dialects import dialect_of
+
+    quote = dialect_of(url).quote_table
+    execute(url, "DROP TABLE IF EXISTS %s" % quote(table), "DROP TABLE IF EXISTS %s" % quote(staging_table(table)))

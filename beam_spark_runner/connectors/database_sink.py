@@ -70,11 +70,11 @@ class DatabaseWriteConfig:
         return "table %s at %s" % (self.table, dialect_of(self.url).url.redacted())
 
 
-def staging_table(config: DatabaseWriteConfig) -> str:
-    """The staging table of the sinks writing `config.table`, in the same
-    schema: `beam_staging_<digest of the table>`."""
-    digest = hashlib.sha1(config.table.encode()).hexdigest()[:12]
-    schema = config.table.rsplit(".", 1)[0] + "." if "." in config.table else ""
+def staging_table(table: str) -> str:
+    """The staging table of the sinks writing `table`, in the same schema:
+    `beam_staging_<digest of the table's name>`."""
+    digest = hashlib.sha1(table.encode()).hexdigest()[:12]
+    schema = table.rsplit(".", 1)[0] + "." if "." in table else ""
     return "%sbeam_staging_%s" % (schema, digest)
 
 
@@ -141,7 +141,8 @@ def prepare_tables(config: DatabaseWriteConfig):
             for c in config.columns
         ]
         cursor.execute(
-            "CREATE TABLE IF NOT EXISTS %s (%s)" % (dialect.quote_table(staging_table(config)), ", ".join(staging))
+            "CREATE TABLE IF NOT EXISTS %s (%s)"
+            % (dialect.quote_table(staging_table(config.table)), ", ".join(staging))
         )
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS %s (sink VARCHAR(64) NOT NULL, epoch BIGINT NOT NULL, "
@@ -170,7 +171,7 @@ def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, 
             )
 
     with dialect.connect() as conn:
-        dialect.bulk_insert(conn.cursor(), staging_table(config), _STAGING_COLUMNS + config.columns, rows())
+        dialect.bulk_insert(conn.cursor(), staging_table(config.table), _STAGING_COLUMNS + config.columns, rows())
         conn.commit()
     return next(counter)
 
@@ -191,7 +192,7 @@ class DatabasePublication:
         config = self.config
         dialect = dialect_of(config.url)
         q = dialect.quote
-        staging = dialect.quote_table(staging_table(config))
+        staging = dialect.quote_table(staging_table(config.table))
         columns = ", ".join(map(q, config.columns))
         # One attempt per partition: each attempt staged its whole partition
         # in one transaction, so any one of them is complete.

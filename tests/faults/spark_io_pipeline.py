@@ -1,8 +1,9 @@
 """The pipeline test_spark_io_faults kills and restarts: a JSON directory
 read with `ReadFromSpark` (event time from the data), counted per user in
-fixed 10-second windows, written with `WriteToSpark` as Parquet. Run as a
-script, in its own process group (the test SIGKILLs the group: this driver
-and its Spark JVM):
+fixed 10-second windows, written with `WriteToSpark` as Parquet into the
+directory OUT, or with `WriteToDatabase` into a table when OUT is
+`URL#TABLE`. Run as a script, in its own process group (the test SIGKILLs
+the group: this driver and its Spark JVM):
 
     python spark_io_pipeline.py SOURCE OUT CHECKPOINT
 
@@ -23,7 +24,7 @@ WINDOW_S = 10
 
 
 def main(source, out, checkpoint):
-    from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+    from beam_spark_runner.io import ReadFromSpark, WriteToDatabase, WriteToSpark
 
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
@@ -36,7 +37,7 @@ def main(source, out, checkpoint):
         | beam.Map(lambda r: (r.user, r.score))
         | beam.CombinePerKey(sum)
         | beam.ParDo(WindowTotal()).with_output_types(Total)
-        | "Write" >> WriteToSpark(format="parquet", path=out)
+        | "Write" >> (WriteToDatabase(*out.split("#")) if "#" in out else WriteToSpark(format="parquet", path=out))
     )
     p.run().wait_until_finish()
 

@@ -1,8 +1,9 @@
-"""ReadFromSpark -> windowed count -> WriteToSpark with the driver
-SIGKILLed three times at seeded random moments while files keep arriving,
-each restart a fresh process in another working directory given only the
-checkpoint URI: the published Parquet equals the batch answer, no row lost
-or written twice, and no staged file is left in the output."""
+"""ReadFromSpark -> windowed count -> WriteToSpark (Parquet) or
+WriteToDatabase (PostgreSQL) with the driver SIGKILLed three times at
+seeded random moments while files keep arriving, each restart a fresh
+process in another working directory given only the checkpoint URI: what
+was published equals the batch answer, no row lost or written twice, and
+nothing staged is left behind."""
 
 import collections
 import datetime
@@ -15,6 +16,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from beam_spark_runner.connectors.database_sink import staging_table
+from tests import services
 from tests.faults import spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
@@ -57,11 +62,26 @@ def _expected():
 def _published(out):
     import pyarrow.parquet as pq
 
+    if "#" in out:
+        url, table = out.split("#")
+        if services.execute(url, "SELECT to_regclass('%s')" % table) == [(None,)]:
+            return []
+        return sorted(tuple(r) for r in services.execute(url, "SELECT %s FROM %s" % (_COLUMNS, table)))
     rows = []
     for path in sorted(glob.glob(os.path.join(out, "part-*"))):
         table = pq.read_table(path)
         rows.extend(zip(*(table.column(c).to_pylist() for c in ("user", "window_start", "total"))))
     return sorted(rows)
+
+
+_COLUMNS = "\"user\", window_start, total"
+
+
+def _staged(out):
+    if "#" in out:
+        url, table = out.split("#")
+        return services.execute(url, "SELECT * FROM %s" % staging_table(table))
+    return glob.glob(os.path.join(out, "_beam_staging", "*", "*", "*"))
 
 
 def _start(source, out, checkpoint, cwd):
@@ -89,9 +109,22 @@ def _kill(proc):
     proc.wait()
 
 
-def test_a_driver_killed_three_times_while_files_arrive_publishes_the_batch_answer_once(tmp_path):
+@pytest.fixture(params=["parquet", "postgresql"])
+def sink(request, tmp_path):
+    """Where the pipeline writes: a Parquet directory, or a new PostgreSQL
+    table (`URL#TABLE`), dropped afterwards with its staging table."""
+    if request.param == "parquet":
+        yield str(tmp_path / "out")
+        return
+    url = services.require(request, services.POSTGRESQL)
+    table = services.unique_table("faults")
+    yield "%s#%s" % (url, table)
+    services.drop_table(url, table)
+
+
+def test_a_driver_killed_three_times_while_files_arrive_publishes_the_batch_answer_once(tmp_path, sink):
     rng = random.Random(20261127)
-    source, out, checkpoint_dir = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    source, out, checkpoint_dir = str(tmp_path / "in"), sink, str(tmp_path / "checkpoint")
     os.makedirs(source)
     checkpoint = "file://%s" % checkpoint_dir
     written = 0
@@ -126,5 +159,5 @@ def test_a_driver_killed_three_times_while_files_arrive_publishes_the_batch_answ
         assert _published(out) == expected
     finally:
         _kill(proc)
-    staged = glob.glob(os.path.join(out, "_beam_staging", "*", "*", "*"))
+    staged = _staged(out)
     assert not staged, staged

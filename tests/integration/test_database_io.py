@@ -21,7 +21,7 @@ from beam_spark_runner import SparkRunner
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io import ReadFromDatabase, WriteToDatabase
-from tests.services import execute, unique_table
+from tests.services import drop_table, execute, unique_table
 
 
 class Score(typing.NamedTuple):
@@ -44,7 +44,7 @@ def _rows(url, table, order="id"):
 
 
 def _drop(url, table):
-    execute(url, "DROP TABLE IF EXISTS %s" % dialect_of(url).quote(table))
+    drop_table(url, table)
 
 
 def _score(i):

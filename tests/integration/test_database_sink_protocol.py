@@ -19,7 +19,7 @@ from beam_spark_runner.connectors.database_sink import (
 )
 from beam_spark_runner.connectors.sql_dialects import dialect_of
 from beam_spark_runner.worker import spark_rows
-from tests.services import execute, unique_table
+from tests.services import drop_table, execute, unique_table
 
 
 class Total(typing.NamedTuple):
@@ -41,7 +41,7 @@ def _table(config):
 
 def _staged(config):
     q = dialect_of(config.url).quote
-    return execute(config.url, "SELECT COUNT(*) FROM %s" % q(staging_table(config)))[0][0]
+    return execute(config.url, "SELECT COUNT(*) FROM %s" % q(staging_table(config.table)))[0][0]
 
 
 @pytest.fixture
@@ -49,8 +49,7 @@ def drop_after(request):
     made = []
     yield made.append
     for config in made:
-        q = dialect_of(config.url).quote
-        execute(config.url, "DROP TABLE IF EXISTS %s" % q(config.table))
+        drop_table(config.url, config.table)
 
 
 def test_a_partition_staged_by_two_attempts_is_published_once_however_often_released(database_url, drop_after):

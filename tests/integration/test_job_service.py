@@ -378,3 +378,29 @@ def test_a_portable_client_reads_and_writes_spark_data_sources(service, tmp_path
     # The job ran on a session of its own, which WriteToSpark's DataFrame
     # must not leave as the process's active session.
     assert SparkSession.getActiveSession() is spark
+
+
+def test_a_portable_client_reads_and_writes_database_tables(service, postgresql_url):
+    """ReadFromDatabase (plain Beam) and WriteToDatabase (the runner's write
+    primitive) submitted through the Job API."""
+    from beam_spark_runner.io import ReadFromDatabase, WriteToDatabase
+    from tests.services import drop_table, execute, unique_table
+
+    _, endpoint, _, _ = service
+    source, copy = unique_table(), unique_table()
+    execute(
+        postgresql_url,
+        "CREATE TABLE %s (id BIGINT, name TEXT)" % source,
+        "INSERT INTO %s SELECT i, 'n' || i FROM generate_series(1, 50) AS i" % source,
+    )
+    try:
+        with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
+            (
+                p
+                | ReadFromDatabase(postgresql_url, table=source)
+                | WriteToDatabase(postgresql_url, copy, key_columns=["id"])
+            )
+        assert execute(postgresql_url, "SELECT * FROM %s ORDER BY id" % copy) == [(i, "n%d" % i) for i in range(1, 51)]
+    finally:
+        drop_table(postgresql_url, source)
+        drop_table(postgresql_url, copy)
