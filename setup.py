@@ -16,6 +16,8 @@ INSTALL_REQUIRES = [
     # MariaDB and MySQL through PyMySQL.
     "psycopg[binary]==3.3.9",
     "pymysql==1.2.4",
+    # ReadFromRedisStreams (beam_spark_runner/connectors/redis_streams.py).
+    "redis==8.1.0",
 ]
 
 TEST_REQUIRES = [

@@ -1,6 +1,7 @@
 """The external services tests run against, over real connections:
-PostgreSQL (127.0.0.1:5432, trust auth, database `test`) and MariaDB
-(127.0.0.1:3306, root without a password, database `test`).
+PostgreSQL (127.0.0.1:5432, trust auth, database `test`), MariaDB
+(127.0.0.1:3306, root without a password, database `test`), Redis
+(127.0.0.1:6379) and NATS with JetStream (127.0.0.1:4222).
 
 A test that needs one asks for its fixture (`postgresql_url`,
 `mariadb_url`, or `database_url`, parametrized over both). When the
@@ -15,7 +16,14 @@ import pytest
 
 POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
 MARIADB = "mysql://root@127.0.0.1:3306/test"
-_ADDRESSES = {POSTGRESQL: ("PostgreSQL", 5432), MARIADB: ("MariaDB", 3306)}
+REDIS = "redis://127.0.0.1:6379/0"
+NATS = "nats://127.0.0.1:4222"
+_ADDRESSES = {
+    POSTGRESQL: ("PostgreSQL", 5432),
+    MARIADB: ("MariaDB", 3306),
+    REDIS: ("Redis", 6379),
+    NATS: ("NATS", 4222),
+}
 
 
 def add_options(parser):
