@@ -16,8 +16,9 @@ INSTALL_REQUIRES = [
     # MariaDB and MySQL through PyMySQL.
     "psycopg[binary]==3.3.9",
     "pymysql==1.2.4",
-    # ReadFromRedisStreams (beam_spark_runner/connectors/redis_streams.py).
+    # ReadFromRedisStreams and ReadFromNats (beam_spark_runner/connectors/).
     "redis==8.1.0",
+    "nats-py==2.16.0",
 ]
 
 TEST_REQUIRES = [

@@ -16,7 +16,6 @@ from typing import Dict, List, Optional, Tuple
 
 SEQUENCE_BITS = 22
 _SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1
-END_OF_TIME = (1 << 63) - 1  # an unbounded read's end position
 
 
 class RedisStreamsError(RuntimeError):
@@ -132,21 +131,3 @@ def _redacted(url):
     host = parsed.hostname or ""
     port = ":%d" % parsed.port if parsed.port else ""
     return "%s://%s%s%s" % (parsed.scheme, host, port, parsed.path)
-
-
-def parse_event_time(value) -> Tuple[bool, float]:
-    """(ok, seconds since the epoch) of a field's text: a number of seconds,
-    or an ISO-8601 time (UTC unless it says otherwise)."""
-    import datetime
-
-    try:
-        return True, float(value)
-    except (TypeError, ValueError):
-        pass
-    try:
-        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return False, 0.0
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return True, parsed.timestamp()

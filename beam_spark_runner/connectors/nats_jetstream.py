@@ -1,0 +1,194 @@
+"""NATS JetStream as a replayable source (`beam_spark_runner.io.ReadFromNats`),
+through nats-py. No Spark, no Beam here.
+
+A position is a stream sequence number. A read fetches from an ephemeral
+consumer that starts at a given sequence (no acknowledgements), so a
+replay reads from the same position whatever was read before. A durable
+consumer, when the read names one, records how far the pipeline's
+checkpoints have come: it is acknowledged (AckAll) up to a position only
+once a checkpoint covers it, so a work-queue or interest stream keeps
+every message the pipeline may still replay, and a new run of the
+pipeline starts after its acknowledged floor. nats-py is asynchronous: a
+reader runs its own event loop.
+"""
+
+import asyncio
+import dataclasses
+import datetime
+from typing import Dict, List, Optional
+
+
+class NatsError(RuntimeError):
+    """A stream cannot be read as asked: the message names the servers, the
+    stream and the problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    subject: str
+    sequence: int
+    published: datetime.datetime  # the server's timestamp
+    data: bytes
+    headers: Dict[str, str]
+
+
+class JetStreamReader:
+    """A connection to a NATS server with JetStream (`servers`: one URL or a
+    list)."""
+
+    def __init__(self, servers):
+        import nats
+
+        self.servers = [servers] if isinstance(servers, str) else list(servers)
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._nc = self._run(
+                nats.connect(self.servers, connect_timeout=5, max_reconnect_attempts=2, allow_reconnect=False)
+            )
+        except Exception as e:  # noqa: BLE001 -- nats-py raises several classes
+            self._loop.close()
+            raise NatsError(
+                "cannot connect to NATS at %s: %s" % (", ".join(self.servers), e or type(e).__name__)
+            ) from None
+        self._js = self._nc.jetstream()
+
+    def _run(self, coroutine):
+        return self._loop.run_until_complete(coroutine)
+
+    def close(self):
+        try:
+            self._run(self._nc.close())
+        finally:
+            self._loop.close()
+
+    def stream_info(self, stream):
+        import nats.js.errors
+
+        try:
+            return self._run(self._js.stream_info(stream))
+        except nats.js.errors.NotFoundError:
+            raise NatsError("NATS at %s has no JetStream stream %r" % (", ".join(self.servers), stream)) from None
+
+    def last_time(self, stream) -> Optional[datetime.datetime]:
+        """The publish time of the stream's newest message (None: empty):
+        a message published later gets a later one."""
+        last = self.stream_info(stream).state.last_seq
+        if not last:
+            return None
+        found = self._run(self._js.get_msg(stream, seq=last))
+        return _parse_time(found.time) if found.time else None
+
+    def end_sequence(self, stream) -> int:
+        """The sequence after the stream's last message now."""
+        return self.stream_info(stream).state.last_seq + 1
+
+    def read(self, stream, subject: Optional[str], start: int, stop: int, count: int, wait_s: float) -> List[Message]:
+        """Up to `count` messages (of `subject`, if given) with sequences in
+        [start, stop), in order; waits up to `wait_s` when none is there."""
+        if start >= stop:
+            return []
+        return self._run(self._read(stream, subject, start, stop, count, wait_s))
+
+    async def _read(self, stream, subject, start, stop, count, wait_s):
+        import nats.errors
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=60.0,
+            filter_subject=subject,
+        )
+        pull = await self._js.pull_subscribe(subject or "", stream=stream, config=config)
+        try:
+            try:
+                fetched = await pull.fetch(count, timeout=max(wait_s, 0.05))
+            except nats.errors.TimeoutError:
+                fetched = []
+        finally:
+            try:
+                await self._js.delete_consumer(stream, (await pull.consumer_info()).name)
+            except Exception:  # noqa: BLE001 -- an inactive ephemeral consumer goes by itself
+                pass
+            await pull.unsubscribe()
+        messages = []
+        for msg in fetched:
+            sequence = msg.metadata.sequence.stream
+            if sequence >= stop:
+                break
+            messages.append(Message(msg.subject, sequence, msg.metadata.timestamp, msg.data, dict(msg.headers or {})))
+        return messages
+
+    def acknowledged_floor(self, stream, durable) -> Optional[int]:
+        """The sequence after the durable consumer's acknowledged floor, or
+        None when it does not exist."""
+        import nats.js.errors
+
+        try:
+            info = self._run(self._js.consumer_info(stream, durable))
+        except nats.js.errors.NotFoundError:
+            return None
+        return info.ack_floor.stream_seq + 1
+
+    def start_durable(self, stream, durable, subject, start: int):
+        """Creates the durable consumer (AckAll) at `start`, unless it exists."""
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        if self.acknowledged_floor(stream, durable) is not None:
+            return
+        config = ConsumerConfig(
+            durable_name=durable,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=max(start, 1),
+            ack_policy=AckPolicy.ALL,
+            filter_subject=subject,
+        )
+        self._run(self._js.add_consumer(stream, config))
+
+    def acknowledge(self, stream, durable, subject, position: int):
+        """Acknowledges the durable consumer up to `position` - 1 (never
+        back): fetches from it until that sequence and acks the last message
+        below it (AckAll: the ones before go with it); later messages it
+        delivered are handed back (nak) for the next acknowledgement."""
+        floor = self.acknowledged_floor(stream, durable)
+        if floor is None:
+            self.start_durable(stream, durable, subject, position)
+            return
+        if position <= floor:
+            return
+        self._run(self._acknowledge(stream, durable, subject, position))
+
+    async def _acknowledge(self, stream, durable, subject, position):
+        import nats.errors
+
+        pull = await self._js.pull_subscribe_bind(durable, stream)
+        try:
+            while True:
+                try:
+                    batch = await pull.fetch(1000, timeout=1.0)
+                except nats.errors.TimeoutError:
+                    return
+                below = [m for m in batch if m.metadata.sequence.stream < position]
+                if below:
+                    await max(below, key=lambda m: m.metadata.sequence.stream).ack()
+                beyond = [m for m in batch if m.metadata.sequence.stream >= position]
+                for m in beyond:
+                    await m.nak()  # delivered again at once, for the next acknowledgement
+                if beyond or not batch:
+                    return
+        finally:
+            await pull.unsubscribe()
+
+
+def _parse_time(value):
+    """A JetStream time (RFC 3339, nanoseconds) as a datetime."""
+    if isinstance(value, datetime.datetime):
+        return value
+    text = str(value).replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = "".join(c for c in rest if c.isdigit())
+        zone = rest[len(digits) :]
+        text = "%s.%s%s" % (head, digits[:6], zone)
+    return datetime.datetime.fromisoformat(text)
