@@ -1,5 +1,7 @@
 """The pipeline test_spark_io_faults kills and restarts: a JSON directory
-read with `ReadFromSpark` (event time from the data), counted per user in
+read with `ReadFromSpark`, or a Redis stream read with
+`ReadFromRedisStreams` when SOURCE is `redis://...#STREAM` (event time
+from the data either way), counted per user in
 fixed 10-second windows, written with `WriteToSpark` as Parquet into the
 directory OUT, or with `WriteToDatabase` into a table when OUT is
 `URL#TABLE`. Run as a script, in its own process group (the test SIGKILLs
@@ -24,17 +26,28 @@ WINDOW_S = 10
 
 
 def main(source, out, checkpoint):
-    from beam_spark_runner.io import ReadFromSpark, WriteToDatabase, WriteToSpark
+    from beam_spark_runner.io import ReadFromRedisStreams, ReadFromSpark, WriteToDatabase, WriteToSpark
 
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
     )
     p = beam.Pipeline(options=options)
+    if source.startswith("redis://"):
+        url, stream = source.split("#")
+        scores = (
+            p
+            | "Read" >> ReadFromRedisStreams(url, stream, timestamp_field="ts", poll_interval=0.2)
+            | beam.Map(lambda e: (e.fields["user"], int(e.fields["score"])))
+        )
+    else:
+        scores = (
+            p
+            | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
+            | beam.Map(lambda r: (r.user, r.score))
+        )
     _ = (
-        p
-        | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
+        scores
         | beam.WindowInto(window.FixedWindows(WINDOW_S))
-        | beam.Map(lambda r: (r.user, r.score))
         | beam.CombinePerKey(sum)
         | beam.ParDo(WindowTotal()).with_output_types(Total)
         | "Write" >> (WriteToDatabase(*out.split("#")) if "#" in out else WriteToSpark(format="parquet", path=out))

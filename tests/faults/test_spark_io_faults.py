@@ -1,6 +1,7 @@
-"""ReadFromSpark -> windowed count -> WriteToSpark (Parquet) or
-WriteToDatabase (PostgreSQL) with the driver SIGKILLed three times at
-seeded random moments while files keep arriving, each restart a fresh
+"""ReadFromSpark (files) -> windowed count -> WriteToSpark (Parquet), and
+ReadFromRedisStreams -> windowed count -> WriteToDatabase (PostgreSQL),
+with the driver SIGKILLed three times at seeded random moments while input
+keeps arriving, each restart a fresh
 process in another working directory given only the checkpoint URI: what
 was published equals the batch answer, no row lost or written twice, and
 nothing staged is left behind."""
@@ -42,6 +43,14 @@ def _events(i):
 
 
 def _write(source, i):
+    if source.startswith("redis://"):
+        import redis
+
+        url, stream = source.split("#")
+        client = redis.Redis.from_url(url)
+        for e in _events(i):
+            client.xadd(stream, {"user": e["user"], "score": str(e["score"]), "ts": e["ts"].isoformat()})
+        return
     tmp = os.path.join(os.path.dirname(source), ".events-%d.json" % i)
     with open(tmp, "w") as f:
         for e in _events(i):
@@ -109,23 +118,28 @@ def _kill(proc):
     proc.wait()
 
 
-@pytest.fixture(params=["parquet", "postgresql"])
-def sink(request, tmp_path):
-    """Where the pipeline writes: a Parquet directory, or a new PostgreSQL
-    table (`URL#TABLE`), dropped afterwards with its staging table."""
-    if request.param == "parquet":
-        yield str(tmp_path / "out")
+@pytest.fixture(params=["files-to-parquet", "redis-to-postgresql"])
+def ends(request, tmp_path):
+    """(source, sink): a JSON directory read with ReadFromSpark and a
+    Parquet directory; or a Redis stream and a PostgreSQL table
+    (`URL#NAME`), removed afterwards."""
+    if request.param == "files-to-parquet":
+        os.makedirs(tmp_path / "in")
+        yield str(tmp_path / "in"), str(tmp_path / "out")
         return
+    import redis
+
     url = services.require(request, services.POSTGRESQL)
-    table = services.unique_table("faults")
-    yield "%s#%s" % (url, table)
+    redis_url = services.require(request, services.REDIS)
+    stream, table = services.unique_table("faults"), services.unique_table("faults")
+    yield "%s#%s" % (redis_url, stream), "%s#%s" % (url, table)
+    redis.Redis.from_url(redis_url).delete(stream)
     services.drop_table(url, table)
 
 
-def test_a_driver_killed_three_times_while_files_arrive_publishes_the_batch_answer_once(tmp_path, sink):
+def test_a_driver_killed_three_times_while_input_arrives_publishes_the_batch_answer_once(tmp_path, ends):
     rng = random.Random(20261127)
-    source, out, checkpoint_dir = str(tmp_path / "in"), sink, str(tmp_path / "checkpoint")
-    os.makedirs(source)
+    (source, out), checkpoint_dir = ends, str(tmp_path / "checkpoint")
     checkpoint = "file://%s" % checkpoint_dir
     written = 0
     _write(source, written)
