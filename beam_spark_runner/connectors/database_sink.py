@@ -30,13 +30,18 @@ current answer. No Spark here.
 import dataclasses
 import hashlib
 import itertools
+import logging
+import time
 from typing import Optional, Tuple
 
 import triggers
 
-from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
+from beam_spark_runner.connectors.sql_dialects import DatabaseError, first_line, dialect_of
 
 MARKER_TABLE = "beam_spark_runner_commits"
+COMMIT_ATTEMPTS = 5
+COMMIT_BACKOFF_S = 0.5
+_LOG = logging.getLogger(__name__)
 # The staging table's own columns, before the row's.
 EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT = (
     "_beam_epoch",
@@ -179,9 +184,11 @@ def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, 
 @dataclasses.dataclass(frozen=True)
 class DatabasePublication:
     """Commits the rows `writer` staged for (`sink`, `epoch`) into the
-    table, exactly once (the module's docstring). Idempotent; raises
-    DatabaseError if the database refuses, leaving the staged rows for the
-    next call."""
+    table, exactly once (the module's docstring). Idempotent: a lost
+    connection is tried again (`COMMIT_ATTEMPTS`, backing off from
+    `COMMIT_BACKOFF_S`); raises DatabaseError naming the sink, the table
+    and the database's message when the database refuses, leaving the
+    staged rows for the next call."""
 
     config: DatabaseWriteConfig
     sink: str
@@ -211,34 +218,64 @@ class DatabasePublication:
             % (staging, chosen, q(PART), q(PART), q(ATTEMPT), q(SINK), q(EPOCH), q(WRITER))
         )
         params = (self.sink, self.epoch, self.writer) * 2
-        with dialect.connect() as conn:
-            cursor = conn.cursor()
+        for attempt in range(COMMIT_ATTEMPTS):
             try:
-                cursor.execute(
-                    dialect.insert_if_absent(marker_table(config), ("sink", "epoch")), (self.sink, self.epoch)
-                )
-                if cursor.rowcount == 1:
-                    if config.key_columns:
-                        self._apply_keyed(cursor, dialect, rows, params, columns)
-                    else:
-                        cursor.execute(
-                            "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s ORDER BY r.%s, r.%s"
-                            % (dialect.quote_table(config.table), columns, columns, rows, q(RETRACT), q(PART), q(SEQ)),
-                            params,
-                        )
-                cursor.execute(
-                    "DELETE FROM %s WHERE %s = %%s AND %s <= %%s" % (staging, q(SINK), q(EPOCH)),
-                    (self.sink, self.epoch),
-                )
-                conn.commit()
-            except DatabaseError:
-                raise
+                self._commit_once(dialect, rows, params, columns, staging)
+                return
             except Exception as e:  # noqa: BLE001 -- each client raises its own classes
-                conn.rollback()
+                transient = dialect.is_transient(e)
+                if transient and attempt + 1 < COMMIT_ATTEMPTS:
+                    # Idempotent: a commit whose connection was lost is
+                    # tried again on a new one (its marker says whether
+                    # the lost one had committed).
+                    _LOG.warning(
+                        "%s: committing micro-batch %d failed (%s); trying again",
+                        config.label,
+                        self.epoch,
+                        first_line(e),
+                    )
+                    self.sleep(COMMIT_BACKOFF_S * 2**attempt)
+                    continue
                 raise DatabaseError(
-                    "%s: cannot commit micro-batch %d into %s: %s"
-                    % (config.label, self.epoch, config.describe(), str(e).strip().splitlines()[0])
+                    "%s: cannot commit micro-batch %d into %s%s: %s"
+                    % (
+                        config.label,
+                        self.epoch,
+                        config.describe(),
+                        " (%d attempts)" % (attempt + 1) if transient else "",
+                        first_line(e),
+                    )
                 ) from None
+
+    def _commit_once(self, dialect, rows, params, columns, staging):
+        config, q = self.config, dialect.quote
+        conn = dialect.connect()
+        try:
+            cursor = conn.cursor()
+            cursor.execute(dialect.insert_if_absent(marker_table(config), ("sink", "epoch")), (self.sink, self.epoch))
+            if cursor.rowcount == 1:
+                if config.key_columns:
+                    self._apply_keyed(cursor, dialect, rows, params, columns)
+                else:
+                    cursor.execute(
+                        "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s ORDER BY r.%s, r.%s"
+                        % (dialect.quote_table(config.table), columns, columns, rows, q(RETRACT), q(PART), q(SEQ)),
+                        params,
+                    )
+            cursor.execute(
+                "DELETE FROM %s WHERE %s = %%s AND %s <= %%s" % (staging, q(SINK), q(EPOCH)),
+                (self.sink, self.epoch),
+            )
+            conn.commit()
+        finally:
+            try:
+                conn.close()  # without a commit: rolled back
+            except Exception:  # noqa: BLE001 -- a connection the server closed
+                pass
+
+    @staticmethod
+    def sleep(seconds):
+        time.sleep(seconds)
 
     def _apply_keyed(self, cursor, dialect, rows, params, columns):
         """Per key, the last staged row decides: a retraction deletes the

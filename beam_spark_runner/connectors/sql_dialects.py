@@ -37,6 +37,9 @@ from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.spark_rows import DEFAULT_DECIMAL
 
 
+APPLICATION_NAME = "beam_spark_runner"
+
+
 class DatabaseError(RuntimeError):
     """A database the pipeline names cannot be used as asked: the message
     names the server (without its password), the table and the problem."""
@@ -120,10 +123,15 @@ class Dialect:
         try:
             return self._connect()
         except Exception as e:  # noqa: BLE001 -- each client raises its own classes
-            raise DatabaseError("cannot connect to %s: %s" % (self.url.redacted(), _first_line(e))) from None
+            raise DatabaseError("cannot connect to %s: %s" % (self.url.redacted(), first_line(e))) from None
 
     def quote(self, name: str) -> str:
         raise NotImplementedError
+
+    def is_transient(self, error) -> bool:
+        """Whether `error` is a lost or refused connection (worth a new one),
+        not a refusal of the statement."""
+        return isinstance(error, DatabaseError) and str(error).startswith("cannot connect")
 
     def quote_table(self, table: str) -> str:
         """`schema.table` (or `database.table`) with each part quoted."""
@@ -218,11 +226,18 @@ class PostgreSQL(Dialect):
         import psycopg
 
         u = self.url
-        params = dict(u.query)
+        # A server that does not answer fails the connection rather than
+        # hanging it; the application name tells the runner's sessions apart.
+        params = {"connect_timeout": 10, "application_name": APPLICATION_NAME, **dict(u.query)}
         return psycopg.connect(host=u.host, port=u.port, user=u.user, password=u.password, dbname=u.database, **params)
 
     def quote(self, name):
         return '"%s"' % name.replace('"', '""')
+
+    def is_transient(self, error):
+        import psycopg
+
+        return isinstance(error, psycopg.OperationalError) or super().is_transient(error)
 
     def result_cursor(self, conn):
         return conn.cursor(name="beam_read")  # server-side
@@ -350,11 +365,20 @@ class MariaDB(Dialect):
             database=u.database,
             autocommit=False,
             charset="utf8mb4",
+            connect_timeout=10,
+            program_name=APPLICATION_NAME,
             **dict(u.query),
         )
 
     def quote(self, name):
         return "`%s`" % name.replace("`", "``")
+
+    def is_transient(self, error):
+        import pymysql
+
+        return isinstance(error, (pymysql.err.OperationalError, pymysql.err.InterfaceError)) or super().is_transient(
+            error
+        )
 
     def result_cursor(self, conn):
         import pymysql.cursors
@@ -503,6 +527,6 @@ def _unreadable(column, type_name):
     )
 
 
-def _first_line(error):
+def first_line(error):
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]

@@ -1,7 +1,8 @@
 """The pipeline test_spark_io_faults kills and restarts: a JSON directory
 read with `ReadFromSpark`, or a Redis stream read with
-`ReadFromRedisStreams` when SOURCE is `redis://...#STREAM` (event time
-from the data either way), counted per user in
+`ReadFromRedisStreams` when SOURCE is `redis://...#STREAM`, or a NATS
+JetStream stream read with `ReadFromNats` when it is `nats://...#STREAM`
+(event time from the data every way), counted per user in
 fixed 10-second windows, written with `WriteToSpark` as Parquet into the
 directory OUT, or with `WriteToDatabase` into a table when OUT is
 `URL#TABLE`. Run as a script, in its own process group (the test SIGKILLs
@@ -13,6 +14,7 @@ It runs until killed: the test appends files to SOURCE between kills, and
 ends the last run once the published output is complete.
 """
 
+import json
 import sys
 
 import apache_beam as beam
@@ -26,7 +28,7 @@ WINDOW_S = 10
 
 
 def main(source, out, checkpoint):
-    from beam_spark_runner.io import ReadFromRedisStreams, ReadFromSpark, WriteToDatabase, WriteToSpark
+    from beam_spark_runner.io import ReadFromNats, ReadFromRedisStreams, ReadFromSpark, WriteToDatabase, WriteToSpark
 
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]

@@ -315,3 +315,38 @@ def test_bad_input_gets_errors_naming_the_problem(postgresql_url):
         _ = _batch() | ReadFromDatabase(
             postgresql_url, query="SELECT 1 AS id", partition_column="nope", num_partitions=2
         )
+
+
+def test_wrong_credentials_and_missing_tables_are_named_without_the_password(postgresql_url, mariadb_url):
+    rows = _batch() | beam.Create([_score(1)]).with_output_types(Score)
+    with pytest.raises(DatabaseError, match=r'cannot connect to postgresql://nobody@127.0.0.1:5432/test: .*"nobody"'):
+        _ = rows | "role" >> WriteToDatabase("postgresql://nobody@127.0.0.1:5432/test", "t")
+    with pytest.raises(
+        DatabaseError, match=r"cannot connect to mysql://root@127.0.0.1:3306/test: .*Access denied"
+    ) as e:
+        _ = rows | "password" >> WriteToDatabase("mysql://root:not-the-password@127.0.0.1:3306/test", "t")
+    assert "not-the-password" not in str(e.value)
+    for url in (postgresql_url, mariadb_url):
+        with pytest.raises(DatabaseError, match=r"cannot describe the query: .*no_such_table"):
+            _ = _batch() | "missing %s" % url >> ReadFromDatabase(url, table="no_such_table")
+
+
+def test_a_partitioned_read_of_a_million_rows_equals_a_plain_select(postgresql_url):
+    table = unique_table()
+    execute(
+        postgresql_url,
+        'CREATE TABLE "%s" AS SELECT i AS id, i %% 97 AS bucket FROM generate_series(1, 1000000) AS i' % table,
+    )
+    expected = execute(postgresql_url, 'SELECT COUNT(*), SUM(id), SUM(bucket * id) FROM "%s"' % table)[0]
+    try:
+        with _batch() as p:
+            rows = p | ReadFromDatabase(postgresql_url, table=table, partition_column="id", num_partitions=8)
+            totals = rows | beam.Map(lambda r: (1, r.id, r.bucket * r.id)) | beam.CombineGlobally(_sum_triples)
+            assert_that(totals, equal_to([tuple(int(v) for v in expected)]))
+    finally:
+        _drop(postgresql_url, table)
+
+
+def _sum_triples(triples):
+    triples = list(triples)
+    return tuple(sum(t[i] for t in triples) for i in range(3))
