@@ -82,11 +82,13 @@ class JetStreamReader:
         """The sequence after the stream's last message now."""
         return self.stream_info(stream).state.last_seq + 1
 
-    def read(self, stream, subject: Optional[str], start: int, stop: int, count: int, wait_s: float) -> List[Message]:
-        """Up to `count` messages (of `subject`, if given) with sequences in
-        [start, stop), in order; waits up to `wait_s` when none is there."""
+    def read(self, stream, subject: Optional[str], start: int, stop: int, count: int, wait_s: float):
+        """(messages, exhausted): up to `count` messages (of `subject`, if
+        given) with sequences in [start, stop), in order, and whether none
+        is left in that range after them now. Waits up to `wait_s` when
+        none is there."""
         if start >= stop:
-            return []
+            return [], True
         return self._run(self._read(stream, subject, start, stop, count, wait_s))
 
     async def _read(self, stream, subject, start, stop, count, wait_s):
@@ -102,23 +104,33 @@ class JetStreamReader:
         )
         pull = await self._js.pull_subscribe(subject or "", stream=stream, config=config)
         try:
+            # The consumer knows how many messages wait from `start`: a
+            # fetch of that many returns as soon as they are in.
+            pending = (await pull.consumer_info()).num_pending
             try:
-                fetched = await pull.fetch(count, timeout=max(wait_s, 0.05))
+                if pending:
+                    fetched = await pull.fetch(min(count, pending), timeout=max(30.0, wait_s))
+                else:
+                    fetched = await pull.fetch(1, timeout=max(wait_s, 0.05))
             except nats.errors.TimeoutError:
                 fetched = []
+            name = (await pull.consumer_info()).name
         finally:
-            try:
-                await self._js.delete_consumer(stream, (await pull.consumer_info()).name)
-            except Exception:  # noqa: BLE001 -- an inactive ephemeral consumer goes by itself
-                pass
             await pull.unsubscribe()
+        try:
+            await self._js.delete_consumer(stream, name)
+        except Exception:  # noqa: BLE001 -- an inactive ephemeral consumer goes by itself
+            pass
         messages = []
+        passed_stop = False
         for msg in fetched:
             sequence = msg.metadata.sequence.stream
             if sequence >= stop:
+                passed_stop = True
                 break
             messages.append(Message(msg.subject, sequence, msg.metadata.timestamp, msg.data, dict(msg.headers or {})))
-        return messages
+        exhausted = passed_stop or (len(fetched) >= pending and len(fetched) < count)
+        return messages, exhausted
 
     def acknowledged_floor(self, stream, durable) -> Optional[int]:
         """The sequence after the durable consumer's acknowledged floor, or

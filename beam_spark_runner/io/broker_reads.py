@@ -9,7 +9,9 @@ checkpoint (`ReadFromRedisStreams`, `ReadFromNats`).
   to nothing by a drain; bounded reads (batch) end at the partition's end
   when the pipeline was built.
 - One `process` call reads up to `max_entries` messages, then defers the
-  rest: at once when the page was full, after `poll_interval` otherwise.
+  rest: at once while the broker says more is there, after
+  `poll_interval` otherwise. A bounded read ends only once the broker
+  says nothing is left before its end.
 - Watermark, per partition, never back: the newest event time read minus
   `max_out_of_orderness`; with nothing new, also what the broker's clock
   allows when event times are the broker's (a later message gets a later
@@ -75,7 +77,9 @@ class PositionRangeRead(beam.DoFn, RestrictionProvider):
     def start_position(self, element) -> int:
         raise NotImplementedError
 
-    def read(self, element, start, stop, count, wait_s) -> typing.List[Read]:
+    def read(self, element, start, stop, count, wait_s) -> typing.Tuple[typing.List[Read], bool]:
+        """(up to `count` messages at positions in [start, stop), in order;
+        whether none is left in that range after them now)."""
         raise NotImplementedError
 
     def broker_now(self) -> Timestamp:
@@ -115,7 +119,7 @@ class PositionRangeRead(beam.DoFn, RestrictionProvider):
         restriction = tracker.current_restriction()
         unbounded = self._ends is None
         wait_s = min(rules.poll_interval_s, 0.2) if unbounded else 0.05
-        found = self.read(element, restriction.start, restriction.stop, rules.max_entries, wait_s)
+        found, exhausted = self.read(element, restriction.start, restriction.stop, rules.max_entries, wait_s)
         newest, last = None, None
         for item in found:
             if not tracker.try_claim(item.position):
@@ -128,8 +132,8 @@ class PositionRangeRead(beam.DoFn, RestrictionProvider):
             acknowledge = self.acknowledgement(element, last + 1)
             if acknowledge is not None:
                 finalizer.register(acknowledge)
-        if len(found) >= rules.max_entries:
-            tracker.defer_remainder(Duration(seconds=0))  # more may be there: read on at once
+        if not exhausted:
+            tracker.defer_remainder(Duration(seconds=0))  # more is there: read on at once
         elif not unbounded:
             # Everything up to the end at submission is read.
             if restriction.stop > restriction.start and (last is None or last < restriction.stop - 1):

@@ -147,11 +147,11 @@ class _SubjectRead(PositionRangeRead):
             reader.close()
 
     def read(self, subject, start, stop, count, wait_s):
-        messages = self._reader.read(self._stream, subject or None, start, stop, count, wait_s)
+        messages, exhausted = self._reader.read(self._stream, subject or None, start, stop, count, wait_s)
         return [
             Read(m.sequence, NatsMessage(m.subject, m.sequence, m.data, m.headers), self._event_time(m))
             for m in messages
-        ]
+        ], exhausted
 
     def broker_now(self):
         last = self._reader.last_time(self._stream)

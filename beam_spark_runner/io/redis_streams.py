@@ -118,10 +118,12 @@ class _StreamRead(PositionRangeRead):
         return start
 
     def read(self, stream, start, stop, count, wait_s):
+        entries = self._reader.read(stream, start, stop, count)
+        # XRANGE returns every entry in the range up to `count`: a short page is all there is.
+        exhausted = len(entries) < count
         return [
-            Read(e.position, RedisStreamEntry(e.stream, e.id, e.fields), self._event_time(e))
-            for e in self._reader.read(stream, start, stop, count)
-        ]
+            Read(e.position, RedisStreamEntry(e.stream, e.id, e.fields), self._event_time(e)) for e in entries
+        ], exhausted
 
     def broker_now(self):
         return Timestamp(micros=self._reader.server_millis() * 1000)

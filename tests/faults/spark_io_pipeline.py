@@ -27,6 +27,12 @@ SCHEMA = "user string, score long, ts timestamp"
 WINDOW_S = 10
 
 
+def _user_and_score(message):
+    """A NATS message's payload: JSON [user, score]."""
+    user, score = json.loads(message.data)
+    return user, score
+
+
 def main(source, out, checkpoint):
     from beam_spark_runner.io import ReadFromNats, ReadFromRedisStreams, ReadFromSpark, WriteToDatabase, WriteToSpark
 
@@ -40,6 +46,13 @@ def main(source, out, checkpoint):
             p
             | "Read" >> ReadFromRedisStreams(url, stream, timestamp_field="ts", poll_interval=0.2)
             | beam.Map(lambda e: (e.fields["user"], int(e.fields["score"])))
+        )
+    elif source.startswith("nats://"):
+        url, stream = source.split("#")
+        scores = (
+            p
+            | "Read" >> ReadFromNats(url, stream, timestamp_header="ts", poll_interval=0.2)
+            | beam.Map(_user_and_score)
         )
     else:
         scores = (

@@ -84,6 +84,21 @@ def test_a_batch_read_of_two_subjects_reads_every_message_once(stream):
         )
 
 
+def test_a_batch_read_of_more_messages_than_one_fetch_returns_at_once_reads_them_all(stream):
+    """30,000 messages: a fetch hands over what arrived so far, so a short
+    page is no proof the end was reached (the broker's pending count is)."""
+
+    async def fill(js):
+        for start in range(0, 30000, 1000):
+            await asyncio.gather(*(js.publish(stream.subject("a"), b"%d" % i) for i in range(start, start + 1000)))
+
+    asyncio.run(stream._call(fill))
+    with _batch() as p:
+        got = p | ReadFromNats(URL, stream.name) | beam.Map(lambda m: int(m.data))
+        assert_that(got | beam.combiners.Count.Globally(), equal_to([30000]))
+        assert_that(got | "sum" >> beam.CombineGlobally(sum), equal_to([sum(range(30000))]), label="sum")
+
+
 class _WithTimestamp(beam.DoFn):
     def process(self, message, ts=beam.DoFn.TimestampParam):
         yield int(message.data), ts
