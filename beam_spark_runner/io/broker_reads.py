@@ -8,9 +8,10 @@ checkpoint (`ReadFromRedisStreams`, `ReadFromNats`).
   position. Unbounded reads (streaming) end at 2**63 - 1 and are truncated
   to nothing by a drain; bounded reads (batch) end at the partition's end
   when the pipeline was built.
-- One `process` call reads up to `max_entries` messages, then defers the
-  rest: at once while the broker says more is there, after
-  `poll_interval` otherwise. A bounded read ends only once the broker
+- One `process` call reads pages of up to `max_entries` messages while
+  the broker says more is there, for at most `READ_BUDGET_S`, then
+  defers the rest: at once while more is there, after `poll_interval`
+  otherwise. A bounded read ends only once the broker
   says nothing is left before its end.
 - Watermark, per partition, never back: the newest event time read minus
   `max_out_of_orderness`; with nothing new, also what the broker's clock
@@ -22,6 +23,7 @@ checkpoint (`ReadFromRedisStreams`, `ReadFromNats`).
   position (consumer group, durable consumer) past what was read.
 """
 
+import time
 import typing
 
 import apache_beam as beam
@@ -31,6 +33,8 @@ from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 END_OF_TIME = (1 << 63) - 1
+# One call reads pages for at most this long before it defers the rest.
+READ_BUDGET_S = 1.0
 
 
 class ReadRules(typing.NamedTuple):
@@ -119,19 +123,31 @@ class PositionRangeRead(beam.DoFn, RestrictionProvider):
         restriction = tracker.current_restriction()
         unbounded = self._ends is None
         wait_s = min(rules.poll_interval_s, 0.2) if unbounded else 0.05
-        found, exhausted = self.read(element, restriction.start, restriction.stop, rules.max_entries, wait_s)
-        newest, last = None, None
-        for item in found:
-            if not tracker.try_claim(item.position):
+        newest, last, read_any, stopped = None, None, False, False
+        started = time.monotonic()
+        start = restriction.start
+        while True:
+            found, exhausted = self.read(element, start, restriction.stop, rules.max_entries, wait_s)
+            read_any = read_any or bool(found)
+            for item in found:
+                if not tracker.try_claim(item.position):
+                    stopped = True
+                    break
+                newest = item.timestamp if newest is None or item.timestamp > newest else newest
+                last = item.position
+                yield beam.window.TimestampedValue(item.element, item.timestamp)
+            # Pages while more is there, within one call's budget: the rest
+            # waits for the next call (a later micro-batch in streaming).
+            if stopped or exhausted or not found or time.monotonic() - started >= READ_BUDGET_S:
                 break
-            newest = item.timestamp if newest is None or item.timestamp > newest else newest
-            last = item.position
-            yield beam.window.TimestampedValue(item.element, item.timestamp)
-        self._hold(estimator, newest, found)
+            start = last + 1
+        self._hold(estimator, newest, read_any)
         if last is not None:
             acknowledge = self.acknowledgement(element, last + 1)
             if acknowledge is not None:
                 finalizer.register(acknowledge)
+        if stopped:
+            return
         if not exhausted:
             tracker.defer_remainder(Duration(seconds=0))  # more is there: read on at once
         elif not unbounded:
@@ -141,11 +157,11 @@ class PositionRangeRead(beam.DoFn, RestrictionProvider):
         else:
             tracker.defer_remainder(Duration(seconds=rules.poll_interval_s))
 
-    def _hold(self, estimator, newest, found):
+    def _hold(self, estimator, newest, read_any):
         rules = self._rules
         if newest is not None:
             proposed = newest - Duration(seconds=rules.out_of_orderness_s)
-        elif found:
+        elif read_any:
             return
         else:
             # Nothing new: what the broker's clock (or the idle rule) allows.
