@@ -83,3 +83,28 @@ def drop_table(url, table):
 
     quote = dialect_of(url).quote_table
     execute(url, "DROP TABLE IF EXISTS %s" % quote(table), "DROP TABLE IF EXISTS %s" % quote(staging_table(table)))
+
+
+def row_count(url, table):
+    """Rows in `table`; 0 while it does not exist yet (a sink makes it when
+    its run starts)."""
+    from beam_spark_runner.connectors.sql_dialects import dialect_of
+
+    try:
+        return execute(url, "SELECT COUNT(*) FROM %s" % dialect_of(url).quote_table(table))[0][0]
+    except Exception:  # noqa: BLE001 -- each client names a missing table its own way
+        return 0
+
+
+def wait_for_rows(url, table, count, result, timeout_s=180):
+    """Waits until `table` holds `count` rows while the streaming `result`
+    runs; fails naming how many arrived."""
+    import time
+
+    from apache_beam.runners.runner import PipelineState
+
+    deadline = time.time() + timeout_s
+    while row_count(url, table) < count:
+        assert result.state not in (PipelineState.FAILED, PipelineState.DONE), result.state
+        assert time.time() < deadline, "the table has %d of %d rows" % (row_count(url, table), count)
+        time.sleep(0.5)

@@ -15,7 +15,7 @@ reader runs its own event loop.
 import asyncio
 import dataclasses
 import datetime
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 
 class NatsError(RuntimeError):

@@ -12,7 +12,7 @@ group is.
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 SEQUENCE_BITS = 22
 _SEQUENCE_MASK = (1 << SEQUENCE_BITS) - 1

@@ -56,6 +56,30 @@ class Read(typing.NamedTuple):
     timestamp: Timestamp
 
 
+def read_partitions(pbegin, partitions, read, element_type):
+    """`read` (a PositionRangeRead) over `partitions`, spread over workers."""
+    return (
+        pbegin
+        | "Partitions" >> beam.Create(partitions, reshuffle=False)
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(read).with_output_types(element_type)
+    )
+
+
+def rules_of(label, max_out_of_orderness, idle_timeout, max_entries, poll_interval, broker_times):
+    """The ReadRules of a read's arguments, checked (ValueError naming the read)."""
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+        raise ValueError("%s: the page size must be a positive int, got %r" % (label, max_entries))
+    return ReadRules(
+        label,
+        seconds(max_out_of_orderness, "max_out_of_orderness", label),
+        seconds(idle_timeout, "idle_timeout", label),
+        max_entries,
+        seconds(poll_interval, "poll_interval", label),
+        broker_times,
+    )
+
+
 def seconds(value, name, label):
     """A non-negative duration given as seconds or a Beam Duration, in seconds."""
     if value is None:

@@ -21,7 +21,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from beam_spark_runner.connectors.nats_jetstream import JetStreamReader, NatsError
 from beam_spark_runner.connectors.event_times import parse_event_time
-from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, ReadRules, seconds
+from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, read_partitions, rules_of
 
 
 class NatsMessage(typing.NamedTuple):
@@ -69,18 +69,11 @@ class ReadFromNats(beam.PTransform):
             raise ValueError(
                 '%s: start_sequence must be a sequence number >= 1 or "new", got %r' % (label, start_sequence)
             )
-        if not isinstance(max_messages_per_read, int) or max_messages_per_read < 1:
-            raise ValueError("%s: max_messages_per_read must be a positive int" % label)
         self._servers, self._stream = servers, stream
         self._subjects = tuple(subjects or ("",))  # "": the whole stream
         self._durable, self._start, self._header = durable, start_sequence, timestamp_header
-        self._rules = ReadRules(
-            label,
-            seconds(max_out_of_orderness, "max_out_of_orderness", label),
-            seconds(idle_timeout, "idle_timeout", label),
-            max_messages_per_read,
-            seconds(poll_interval, "poll_interval", label),
-            broker_times=timestamp_header is None,
+        self._rules = rules_of(
+            label, max_out_of_orderness, idle_timeout, max_messages_per_read, poll_interval, timestamp_header is None
         )
 
     def expand(self, pbegin):
@@ -101,12 +94,7 @@ class ReadFromNats(beam.PTransform):
             self._start,
             self._header,
         )
-        return (
-            pbegin
-            | "Subjects" >> beam.Create(self._subjects, reshuffle=False)
-            | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(read).with_output_types(NatsMessage)
-        )
+        return read_partitions(pbegin, self._subjects, read, NatsMessage)
 
 
 def _durable_name(durable, index, count):

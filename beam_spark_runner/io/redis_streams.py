@@ -25,7 +25,7 @@ from beam_spark_runner.connectors.redis_streams import (
     position_of,
 )
 from beam_spark_runner.connectors.event_times import parse_event_time
-from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, ReadRules, seconds
+from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, read_partitions, rules_of
 
 
 class RedisStreamEntry(typing.NamedTuple):
@@ -68,17 +68,10 @@ class ReadFromRedisStreams(beam.PTransform):
             raise ValueError("%s: name at least one stream" % label)
         if start_id != "$":
             position_of(start_id)  # RedisStreamsError names a malformed id
-        if not isinstance(max_entries_per_read, int) or max_entries_per_read < 1:
-            raise ValueError("%s: max_entries_per_read must be a positive int" % label)
         self._url, self._streams = url, tuple(streams)
         self._group, self._start_id, self._field = consumer_group, start_id, timestamp_field
-        self._rules = ReadRules(
-            label,
-            seconds(max_out_of_orderness, "max_out_of_orderness", label),
-            seconds(idle_timeout, "idle_timeout", label),
-            max_entries_per_read,
-            seconds(poll_interval, "poll_interval", label),
-            broker_times=timestamp_field is None,
+        self._rules = rules_of(
+            label, max_out_of_orderness, idle_timeout, max_entries_per_read, poll_interval, timestamp_field is None
         )
 
     def expand(self, pbegin):
@@ -90,12 +83,7 @@ class ReadFromRedisStreams(beam.PTransform):
         read = (_UnboundedStreamRead if streaming else _StreamRead)(
             self._rules, ends, self._url, self._group, self._start_id, self._field
         )
-        return (
-            pbegin
-            | "Streams" >> beam.Create(self._streams, reshuffle=False)
-            | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(read).with_output_types(RedisStreamEntry)
-        )
+        return read_partitions(pbegin, self._streams, read, RedisStreamEntry)
 
 
 class _StreamRead(PositionRangeRead):

@@ -11,11 +11,8 @@ I/O primitives: a Python client of the job service sends it as its SDK
 expands it; another runner refuses the unknown URN.
 """
 
-from apache_beam import pvalue
-from apache_beam.transforms import core, ptransform, window
-
 from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig
-from beam_spark_runner.translation.spark_io import decode_payload, encode_payload
+from beam_spark_runner.translation.spark_io import SparkWrite, decode_payload
 
 WRITE_DATABASE_URN = "beam_spark_runner:transform:write_database:v1"
 DATABASE_IO_URNS = frozenset([WRITE_DATABASE_URN])
@@ -23,18 +20,8 @@ DATABASE_IO_URNS = frozenset([WRITE_DATABASE_URN])
 __all__ = ["WRITE_DATABASE_URN", "DATABASE_IO_URNS", "DatabaseWrite", "DatabaseWriteConfig", "decode_payload"]
 
 
-class DatabaseWrite(ptransform.PTransform):
-    """The write primitive; its output is the table written."""
+class DatabaseWrite(SparkWrite):
+    """The write primitive (its config a DatabaseWriteConfig); its output is
+    the table written."""
 
-    def __init__(self, config: DatabaseWriteConfig):
-        super().__init__()
-        self.config = config
-
-    def expand(self, pcoll):
-        return pvalue.PCollection(pcoll.pipeline, element_type=str, is_bounded=pcoll.is_bounded)
-
-    def get_windowing(self, inputs):
-        return core.Windowing(window.GlobalWindows())
-
-    def to_runner_api_parameter(self, context):
-        return WRITE_DATABASE_URN, encode_payload(self.config)
+    urn = WRITE_DATABASE_URN

@@ -101,9 +101,12 @@ class SparkRead(ptransform.PTransform):
 
 
 class SparkWrite(ptransform.PTransform):
-    """The write primitive; its output is the destination written."""
+    """The write primitive; its output is the destination written. A
+    subclass with another `urn` is another sink's primitive."""
 
-    def __init__(self, config: SparkWriteConfig):
+    urn = WRITE_SPARK_URN
+
+    def __init__(self, config):
         super().__init__()
         self.config = config
 
@@ -114,4 +117,4 @@ class SparkWrite(ptransform.PTransform):
         return core.Windowing(window.GlobalWindows())
 
     def to_runner_api_parameter(self, context):
-        return WRITE_SPARK_URN, encode_payload(self.config)
+        return self.urn, encode_payload(self.config)

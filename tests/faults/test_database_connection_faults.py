@@ -62,7 +62,7 @@ def test_connections_killed_by_the_server_lose_and_duplicate_nothing(tmp_path, r
     killer = threading.Thread(target=_terminate_sessions, args=(postgresql_url, stop, killed), daemon=True)
     try:
         deadline = time.time() + 180
-        while _count(postgresql_url, table) == 0:  # the first micro-batch committed
+        while services.row_count(postgresql_url, table) == 0:  # the first micro-batch committed
             assert result.state not in (PipelineState.FAILED, PipelineState.DONE), result.state
             assert time.time() < deadline, "nothing reached the table"
             time.sleep(0.2)
@@ -82,14 +82,7 @@ def test_connections_killed_by_the_server_lose_and_duplicate_nothing(tmp_path, r
             ):
                 result.wait_until_finish()
             result = _run(stream, postgresql_url, table, checkpoint)
-        deadline = time.time() + 180
-        while _count(postgresql_url, table) < len(expected):
-            assert result.state not in (PipelineState.FAILED, PipelineState.DONE), result.state
-            assert time.time() < deadline, "the table has %d of %d rows" % (
-                _count(postgresql_url, table),
-                len(expected),
-            )
-            time.sleep(0.5)
+        services.wait_for_rows(postgresql_url, table, len(expected), result)
         result.drain()
         assert result.wait_until_finish(120 * 1000) == PipelineState.DRAINED
         rows = services.execute(postgresql_url, "SELECT entry_id, n FROM %s" % table)
@@ -114,10 +107,6 @@ def _run(stream, url, table, checkpoint):
         | WriteToDatabase(url, table)
     )
     return p.run()
-
-
-def _count(url, table):
-    return services.execute(url, "SELECT COUNT(*) FROM %s" % table)[0][0]
 
 
 pytestmark = pytest.mark.timeout(600)

@@ -160,11 +160,7 @@ def test_a_streaming_read_into_a_table_keeps_every_message_once_and_acknowledges
             sequences = stream.publish([("b", str(i).encode(), None) for i in range(start, start + 30)])
             expected += [(stream.subject("b"), seq, start + i) for i, seq in enumerate(sequences)]
             time.sleep(0.5)
-        deadline = time.time() + 120
-        while _count(mariadb_url, table) < len(expected):
-            assert result.state not in (PipelineState.FAILED, PipelineState.DONE), result.state
-            assert time.time() < deadline, "the table has %d of %d rows" % (_count(mariadb_url, table), len(expected))
-            time.sleep(0.5)
+        services.wait_for_rows(mariadb_url, table, len(expected), result)
         result.drain()
         assert result.wait_until_finish(120 * 1000) == PipelineState.DRAINED
         rows = services.execute(mariadb_url, "SELECT subject, sequence, n FROM %s" % table)
@@ -174,11 +170,6 @@ def test_a_streaming_read_into_a_table_keeps_every_message_once_and_acknowledges
         if result.state not in (PipelineState.DRAINED, PipelineState.DONE, PipelineState.FAILED):
             result.cancel()
         services.drop_table(mariadb_url, table)
-
-
-def _count(url, table):
-    found = services.execute(url, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME = '%s'" % table)
-    return services.execute(url, "SELECT COUNT(*) FROM %s" % table)[0][0] if found[0][0] else 0
 
 
 def test_bad_input_gets_errors_naming_the_problem(stream):

@@ -129,14 +129,7 @@ def test_a_streaming_read_into_a_table_keeps_every_entry_once_and_acknowledges_i
             expected.append((stream, client.xadd(stream, {"n": str(i)}), i))
             if i % 25 == 0:
                 time.sleep(0.5)
-        deadline = time.time() + 120
-        while _count(postgresql_url, table) < len(expected):
-            assert result.state not in (PipelineState.FAILED, PipelineState.DONE), result.state
-            assert time.time() < deadline, "the table has %d of %d rows" % (
-                _count(postgresql_url, table),
-                len(expected),
-            )
-            time.sleep(0.5)
+        services.wait_for_rows(postgresql_url, table, len(expected), result)
         result.drain()
         assert result.wait_until_finish(120 * 1000) == PipelineState.DRAINED
         rows = services.execute(postgresql_url, "SELECT stream, entry_id, n FROM %s" % table)
@@ -148,11 +141,6 @@ def test_a_streaming_read_into_a_table_keeps_every_entry_once_and_acknowledges_i
         if result.state not in (PipelineState.DRAINED, PipelineState.DONE, PipelineState.FAILED):
             result.cancel()
         services.drop_table(postgresql_url, table)
-
-
-def _count(url, table):
-    found = services.execute(url, "SELECT to_regclass('%s')" % table)
-    return services.execute(url, "SELECT COUNT(*) FROM %s" % table)[0][0] if found != [(None,)] else 0
 
 
 def test_bad_input_gets_errors_naming_the_problem(redis_client):
