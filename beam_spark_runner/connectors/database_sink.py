@@ -6,7 +6,7 @@ marker row says it happened.
 1. Staging. Every task attempt inserts its rows, in one transaction, into
    the sink's staging table (`staging_table`, beside the target), each
    row tagged with the sink, the epoch (the micro-batch; 0 in batch), the
-   writer (one driver run), the task's partition and attempt, its order
+   writer (one run of the batch: a replay has its own), the task's partition and attempt, its order
    within the attempt and whether it is a retraction. A failed attempt's
    transaction never commits; a retried or speculative attempt stages its
    own complete copy.

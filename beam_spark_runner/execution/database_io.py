@@ -85,7 +85,6 @@ class MicroBatchStaging:
 
     def __init__(self, run, components):
         self._run = run  # the checkpoint's run id: the same for every restart of it
-        self._writer = uuid.uuid4().hex[:16]  # this driver process
         self._components = components
 
     @staticmethod
@@ -99,11 +98,14 @@ class MicroBatchStaging:
         publication."""
         config = decode_payload(sink.payload)
         sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
-        body = functools.partial(
-            _stage_query_rows, config, sink_id, self._writer, batch_id, self._components, sink.coder_id
-        )
+        # A writer of its own for each run of the batch: a batch the query
+        # replays (after a restart, in this driver or another) may spread
+        # its rows over partitions differently, so its staged partitions
+        # must never be taken for an earlier run's.
+        writer = uuid.uuid4().hex[:16]
+        body = functools.partial(_stage_query_rows, config, sink_id, writer, batch_id, self._components, sink.coder_id)
         selected.select("kind", "payload").mapInArrow(body, _STAGED_SCHEMA).collect()
-        publication = DatabasePublication(config, sink_id, batch_id, self._writer)
+        publication = DatabasePublication(config, sink_id, batch_id, writer)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
 
 
