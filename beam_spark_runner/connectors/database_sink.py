@@ -15,7 +15,7 @@ marker row says it happened.
    completed checkpoint in streaming). One transaction: insert the marker
    row (sink, epoch) into `beam_spark_runner_commits`, and only if it was
    not there, move one attempt per partition of the writer's staged rows
-   into the table; then delete the sink's staged rows up to the epoch.
+   into the table; then delete the sink's staged rows of the epoch (every writer's).
    Run again (a restart that interrupted it, a replayed release), it finds
    its marker and changes nothing. So every row that reached the sink is
    in the table exactly once.
@@ -263,7 +263,9 @@ class DatabasePublication:
                         params,
                     )
             cursor.execute(
-                "DELETE FROM %s WHERE %s = %%s AND %s <= %%s" % (staging, q(SINK), q(EPOCH)),
+                # This epoch's rows only (every writer's): an epoch still to
+                # commit keeps its own, whatever order commits run in.
+                "DELETE FROM %s WHERE %s = %%s AND %s = %%s" % (staging, q(SINK), q(EPOCH)),
                 (self.sink, self.epoch),
             )
             conn.commit()

@@ -200,6 +200,11 @@ class StreamingExecution:
         that finished the pipeline is durable."""
         try:
             with self._commit_lock:
+                if self._commit_error is not None:
+                    # An earlier batch's side effects failed: none of a later
+                    # batch runs before them (the next run releases both, in
+                    # order).
+                    return
                 self._coordinator.committed(batch_id)
                 latest = self._coordinator.latest
             self._failures.completed()

@@ -77,6 +77,20 @@ def test_rows_an_earlier_driver_staged_for_a_replayed_batch_are_not_published(da
     assert _staged(config) == 0
 
 
+def test_an_epoch_committed_after_a_later_one_keeps_its_rows(database_url, drop_after):
+    """The runner commits epochs in order, but a commit never removes
+    another epoch's staged rows whatever the order."""
+    config = _config(database_url)
+    drop_after(config)
+    prepare_tables(config)
+    stage_rows(config, config.table, "w", 1, 0, 1, [Total("a", 0, 1)])
+    stage_rows(config, config.table, "w", 2, 0, 2, [Total("b", 0, 2)])
+    DatabasePublication(config, config.table, 2, "w")()
+    DatabasePublication(config, config.table, 1, "w")()
+    assert _table(config) == [("a", 0, 1), ("b", 0, 2)]
+    assert _staged(config) == 0
+
+
 def test_a_failing_input_stages_nothing(database_url, drop_after):
     config = _config(database_url)
     drop_after(config)
