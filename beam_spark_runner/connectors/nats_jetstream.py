@@ -68,6 +68,11 @@ class JetStreamReader:
             return self._run(self._js.stream_info(stream))
         except nats.js.errors.NotFoundError:
             raise NatsError("NATS at %s has no JetStream stream %r" % (", ".join(self.servers), stream)) from None
+        except Exception as e:  # noqa: BLE001 -- nats-py raises several classes (timeouts, a lost connection)
+            raise self._failed("reading the state of JetStream stream %r" % stream, e) from e
+
+    def _failed(self, what, error):
+        return NatsError("%s at %s failed: %s" % (what, ", ".join(self.servers), str(error) or type(error).__name__))
 
     def last_time(self, stream) -> Optional[datetime.datetime]:
         """The publish time of the stream's newest message (None: empty):
@@ -75,7 +80,10 @@ class JetStreamReader:
         last = self.stream_info(stream).state.last_seq
         if not last:
             return None
-        found = self._run(self._js.get_msg(stream, seq=last))
+        try:
+            found = self._run(self._js.get_msg(stream, seq=last))
+        except Exception as e:  # noqa: BLE001 -- nats-py raises several classes
+            raise self._failed("reading the last message of JetStream stream %r" % stream, e) from e
         return _parse_time(found.time) if found.time else None
 
     def end_sequence(self, stream) -> int:
@@ -89,7 +97,18 @@ class JetStreamReader:
         none is there."""
         if start >= stop:
             return [], True
-        return self._run(self._read(stream, subject, start, stop, count, wait_s))
+        try:
+            return self._run(self._read(stream, subject, start, stop, count, wait_s))
+        except NatsError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- nats-py raises several classes (timeouts, a lost connection)
+            raise self._failed("reading JetStream stream %r from sequence %d" % (stream, start), e) from e
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is lost (the server went away): a new
+        reader is needed."""
+        return self._nc.is_closed or not self._nc.is_connected
 
     async def _read(self, stream, subject, start, stop, count, wait_s):
         import nats.errors

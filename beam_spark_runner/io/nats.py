@@ -114,7 +114,7 @@ class _SubjectRead(PositionRangeRead):
         self._start, self._header = start, header
 
     def setup(self):
-        self._reader = JetStreamReader(self._servers)
+        self._reader = None  # connected at the first read
 
     def teardown(self):
         reader = getattr(self, "_reader", None)
@@ -134,16 +134,38 @@ class _SubjectRead(PositionRangeRead):
         finally:
             reader.close()
 
+    def _connected_reader(self):
+        """The worker's reader, connected again when the server went away
+        (a restarted broker is read again from the restriction's position)."""
+        if self._reader is None or self._reader.closed:
+            if self._reader is not None:
+                try:
+                    self._reader.close()
+                except Exception:  # noqa: BLE001 -- the lost connection may fail to close
+                    pass
+            self._reader = None
+            self._reader = JetStreamReader(self._servers)
+        return self._reader
+
     def read(self, subject, start, stop, count, wait_s):
-        messages, exhausted = self._reader.read(self._stream, subject or None, start, stop, count, wait_s)
+        messages, exhausted = self._labelled(
+            lambda: self._connected_reader().read(self._stream, subject or None, start, stop, count, wait_s)
+        )
         return [
             Read(m.sequence, NatsMessage(m.subject, m.sequence, m.data, m.headers), self._event_time(m))
             for m in messages
         ], exhausted
 
     def broker_now(self):
-        last = self._reader.last_time(self._stream)
+        last = self._labelled(lambda: self._connected_reader().last_time(self._stream))
         return Timestamp.of(last.timestamp()) if last is not None else Timestamp.of(0)
+
+    def _labelled(self, action):
+        """`action()`, its NatsError named by this read (the stream)."""
+        try:
+            return action()
+        except NatsError as e:
+            raise NatsError("%s: %s" % (self._rules.label, e)) from None
 
     def acknowledgement(self, subject, position):
         if not self._durables:
