@@ -22,6 +22,7 @@ prints the table after each, then drains the run:
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import time
 import typing
@@ -93,11 +94,18 @@ async def _with_jetstream(nats, action):
         await nc.close()
 
 
+def _run_with_jetstream(nats, action):
+    """Runs `action(jetstream)` on an event loop in a thread of its own, so
+    it also works where the caller's thread runs a loop (a notebook)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _with_jetstream(nats, action)).result()
+
+
 def create_stream(nats, stream):
     async def create(js):
         await js.add_stream(name=stream, subjects=["%s.scores" % stream.lower()])
 
-    asyncio.run(_with_jetstream(nats, create))
+    _run_with_jetstream(nats, create)
 
 
 def publish(nats, stream, scores):
@@ -108,7 +116,7 @@ def publish(nats, stream, scores):
             data = json.dumps({"user": user, "score": score}).encode()
             await js.publish("%s.scores" % stream.lower(), data, headers={"ts": str(ts)})
 
-    asyncio.run(_with_jetstream(nats, send))
+    _run_with_jetstream(nats, send)
 
 
 def sessions(scores, gap_seconds=10):

@@ -18,6 +18,7 @@ POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
 MARIADB = "mysql://root@127.0.0.1:3306/test"
 REDIS = "redis://127.0.0.1:6379/0"
 NATS = "nats://127.0.0.1:4222"
+BY_NAME = {"postgresql": POSTGRESQL, "mariadb": MARIADB, "redis": REDIS, "nats": NATS}
 _ADDRESSES = {
     POSTGRESQL: ("PostgreSQL", 5432),
     MARIADB: ("MariaDB", 3306),

@@ -15,6 +15,7 @@ reader runs its own event loop.
 import asyncio
 import dataclasses
 import datetime
+import threading
 from typing import Dict, Optional
 
 
@@ -40,26 +41,38 @@ class JetStreamReader:
         import nats
 
         self.servers = [servers] if isinstance(servers, str) else list(servers)
+        # The reader's own event loop, on a thread of its own: the caller's
+        # thread may run a loop already (a Jupyter kernel's), where another
+        # loop cannot run.
         self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="nats-reader", daemon=True)
+        self._thread.start()
         try:
             self._nc = self._run(
                 nats.connect(self.servers, connect_timeout=5, max_reconnect_attempts=2, allow_reconnect=False)
             )
         except Exception as e:  # noqa: BLE001 -- nats-py raises several classes
-            self._loop.close()
+            self._stop_loop()
             raise NatsError(
                 "cannot connect to NATS at %s: %s" % (", ".join(self.servers), e or type(e).__name__)
             ) from None
         self._js = self._nc.jetstream()
 
     def _run(self, coroutine):
-        return self._loop.run_until_complete(coroutine)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _stop_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def close(self):
+        if self._loop.is_closed():
+            return
         try:
             self._run(self._nc.close())
         finally:
-            self._loop.close()
+            self._stop_loop()
 
     def stream_info(self, stream):
         import nats.js.errors

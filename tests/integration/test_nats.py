@@ -183,3 +183,16 @@ def test_bad_input_gets_errors_naming_the_problem(stream):
     with pytest.raises(Exception, match=r"has no readable 'at' header .*'yesterday'"):
         with _batch() as p:
             _ = p | ReadFromNats(URL, stream.name, timestamp_header="at")
+
+
+def test_a_read_is_built_where_the_thread_runs_an_event_loop(stream):
+    """A notebook's kernel runs an event loop in the thread that builds the
+    pipeline: the reader's own loop runs beside it, not in it."""
+    stream.publish([("a", b"%d" % i, None) for i in range(5)])
+
+    async def build_and_run():
+        with _batch() as p:
+            got = p | ReadFromNats(URL, stream.name) | beam.Map(lambda m: int(m.data))
+            assert_that(got, equal_to(list(range(5))))
+
+    asyncio.run(build_and_run())

@@ -3,7 +3,9 @@ Jupyter kernel (nbclient) started in the notebook's directory; the
 notebooks assert on what they compute, so a wrong result fails here. The
 kernel starts as a user's would: no PYSPARK_PYTHON, and the virtualenv's
 bin directory not on the PATH. Cells tagged `plot` must render a PNG, and
-cells tagged `progress` (batch runs) draw the progress bar's widget."""
+cells tagged `progress` (batch runs) draw the progress bar's widget. A
+notebook that needs external services names them in its metadata
+(`beam_spark_runner.services`: "postgresql", "nats", ...)."""
 
 import glob
 import os
@@ -12,6 +14,8 @@ import sys
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from tests import services
 
 NOTEBOOKS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "notebooks", "*.ipynb")))
 
@@ -28,8 +32,10 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_notebook_runs_and_its_assertions_hold(path):
+def test_notebook_runs_and_its_assertions_hold(path, request):
     notebook = nbformat.read(path, as_version=4)
+    for service in notebook.metadata.get("beam_spark_runner", {}).get("services", []):
+        services.require(request, services.BY_NAME[service])
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
         "%s is committed with outputs" % path
     )
