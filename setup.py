@@ -18,6 +18,8 @@ INSTALL_REQUIRES = [
     "pymysql==1.2.4",
     # ReadFromRedisStreams and ReadFromNats (beam_spark_runner/connectors/).
     "redis==8.1.0",
+    # redis-py's C reply parser: XRANGE pages parse about 1.5x faster.
+    "hiredis==3.5.0",
     "nats-py==2.16.0",
 ]
 
