@@ -77,6 +77,20 @@ def execute(url, *statements):
         return rows
 
 
+def create_slow_insert_table(url, table, sleep_s):
+    """Creates PostgreSQL table `table` (entry_id TEXT, n BIGINT) whose
+    every INSERT statement sleeps `sleep_s` first, so a commit holds its
+    connection long enough for a test to break it."""
+    execute(
+        url,
+        "CREATE TABLE %s (entry_id TEXT, n BIGINT)" % table,
+        "CREATE OR REPLACE FUNCTION beam_test_slow_insert() RETURNS trigger AS "
+        "$$ BEGIN PERFORM pg_sleep(%s); RETURN NULL; END $$ LANGUAGE plpgsql" % float(sleep_s),
+        "CREATE TRIGGER slow_insert BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION beam_test_slow_insert()"
+        % table,
+    )
+
+
 def drop_table(url, table):
     """Drops `table` and the staging table WriteToDatabase made beside it."""
     from beam_spark_runner.connectors.database_sink import staging_table

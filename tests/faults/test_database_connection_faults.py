@@ -47,14 +47,7 @@ def test_connections_killed_by_the_server_lose_and_duplicate_nothing(tmp_path, r
     services.require(request, services.REDIS)
     client = redis.Redis.from_url(services.REDIS, decode_responses=True)
     stream, table = "beam-faults-%s" % uuid.uuid4().hex[:8], services.unique_table("faults")
-    services.execute(
-        postgresql_url,
-        "CREATE TABLE %s (entry_id TEXT, n BIGINT)" % table,
-        "CREATE OR REPLACE FUNCTION beam_test_slow_insert() RETURNS trigger AS "
-        "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$ LANGUAGE plpgsql",
-        "CREATE TRIGGER slow_insert BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION beam_test_slow_insert()"
-        % table,
-    )
+    services.create_slow_insert_table(postgresql_url, table, 0.3)
     expected = [(client.xadd(stream, {"n": str(i)}), i) for i in range(200)]
     checkpoint = str(tmp_path / "checkpoint")
     result = _run(stream, postgresql_url, table, checkpoint)

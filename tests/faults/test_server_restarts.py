@@ -169,14 +169,7 @@ def test_a_database_restarted_mid_commit_loses_and_duplicates_nothing(tmp_path, 
     database = PrivatePostgres(request)
     client = redis.Redis.from_url(services.REDIS, decode_responses=True)
     stream, table = "beam-restarts-%s" % uuid.uuid4().hex[:8], services.unique_table("database_restart")
-    services.execute(
-        database.url,
-        "CREATE TABLE %s (entry_id TEXT, n BIGINT)" % table,
-        "CREATE FUNCTION beam_test_slow_insert() RETURNS trigger AS "
-        "$$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$ LANGUAGE plpgsql",
-        "CREATE TRIGGER slow_insert BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION beam_test_slow_insert()"
-        % table,
-    )
+    services.create_slow_insert_table(database.url, table, 0.5)
     expected = [(client.xadd(stream, {"n": str(i)}), i) for i in range(100)]
     checkpoint = str(tmp_path / "checkpoint")
 
