@@ -89,6 +89,78 @@ def keeping_active_session(spark):
             java_session.clearActiveSession()
 
 
+# --- streaming query progress ------------------------------------------------
+
+_PROGRESS_LISTENER_INTERFACE = "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
+
+
+class ProgressEvent:
+    """One progress event of a streaming query: Spark has committed batch
+    `batch_id` of query `query_id` (its id as text). `json()` fetches
+    Spark's whole progress record as JSON text (one call into the JVM)."""
+
+    __slots__ = ("query_id", "batch_id", "_progress")
+
+    def __init__(self, query_id, batch_id, progress):
+        self.query_id = query_id
+        self.batch_id = batch_id
+        self._progress = progress
+
+    def json(self):
+        return self._progress.json()
+
+
+class _ProgressCallback:
+    """What the JVM calls for each event of every streaming query (py4j's
+    view of Spark's `PythonStreamingQueryListener` interface, which
+    PySpark's own listeners implement). PySpark's `StreamingQueryListener`
+    turns each progress event into Python objects first, with hundreds of
+    py4j calls per event (every state operator's metrics, a Java exception
+    converted at the end of each map): at a micro-batch every half second
+    that held the driver's GIL, and the JVM's listener thread, for a good
+    part of each batch. This one asks the event for its query id and batch
+    id only."""
+
+    def __init__(self, on_progress):
+        self._on_progress = on_progress
+
+    def onQueryStarted(self, event):
+        pass
+
+    def onQueryProgress(self, event):
+        progress = event.progress()
+        self._on_progress(ProgressEvent(progress.id().toString(), progress.batchId(), progress))
+
+    def onQueryIdle(self, event):
+        pass
+
+    def onQueryTerminated(self, event):
+        pass
+
+    class Java:
+        implements = [_PROGRESS_LISTENER_INTERFACE]
+
+
+def add_progress_listener(spark, on_progress):
+    """Calls `on_progress(ProgressEvent)` on Spark's listener thread for each
+    progress event of every streaming query of `spark`'s session, from now
+    on; returns the handle
+    `remove_progress_listener` takes. No public API registers a listener
+    without PySpark's per-event conversion (see `_ProgressCallback`)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    ensure_callback_server_started(py4j_gateway(sc))
+    wrapper = jvm(sc).org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_ProgressCallback(on_progress))
+    spark._jsparkSession.streams().addListener(wrapper)
+    return wrapper
+
+
+def remove_progress_listener(spark, handle):
+    """Stops the calls of the listener `add_progress_listener` returned."""
+    spark._jsparkSession.streams().removeListener(handle)
+
+
 # --- the Python workers' interpreter -----------------------------------------
 
 
@@ -293,6 +365,19 @@ PRIVATE_APIS = (
         lambda: (
             hasattr(_pyspark("pyspark.sql", "SparkSession"), "_activeSession")
             and _sets_attribute(_pyspark("pyspark.sql", "SparkSession"), "_jvm")
+        ),
+    ),
+    (
+        "org.apache.spark.sql.streaming.PythonStreamingQueryListener(Wrapper), SparkSession._jsparkSession, "
+        "pyspark.java_gateway.ensure_callback_server_started",
+        "add_progress_listener: the checkpoint coordinator hears of each committed batch",
+        lambda: (
+            callable(_pyspark("pyspark.java_gateway", "ensure_callback_server_started"))
+            and _sets_attribute(_pyspark("pyspark.sql", "SparkSession"), "_jsparkSession")
+            and "PythonStreamingQueryListenerWrapper"
+            in inspect.getsource(_pyspark("pyspark.sql.streaming.listener", "StreamingQueryListener"))
+            and _PROGRESS_LISTENER_INTERFACE
+            in inspect.getsource(_pyspark("pyspark.sql.streaming.listener", "JStreamingQueryListener"))
         ),
     ),
     (

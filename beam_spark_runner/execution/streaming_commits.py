@@ -4,7 +4,7 @@ stands on restart, and the side effects a durable batch releases.
 
 Spark writes a batch's commit log entry after the foreachBatch sink
 returned and before it posts the batch's progress event, so a
-`StreamingQueryListener` hearing `onQueryProgress` for batch N knows N is
+listener hearing the progress event of batch N knows N is
 durable (checked: the entry exists when the event arrives).
 """
 
@@ -13,9 +13,7 @@ import logging
 import pickle
 
 from apache_beam.internal import pickler
-from pyspark.sql.streaming.listener import StreamingQueryListener
-
-from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.execution import checkpoint_files, spark_internals
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
 from beam_spark_runner.connectors.database_sink import DatabasePublication
 from beam_spark_runner.worker.transactional_files import Publication
@@ -24,27 +22,29 @@ _LOG = logging.getLogger(__name__)
 _COMMITS_DIR = checkpoint_files.join(checkpoint_files.SPARK_DIR, "commits")
 
 
-class CommitListener(StreamingQueryListener):
+class CommitListener:
     """Calls `on_commit(batch_id)` for each batch of one query that Spark
-    committed (a batch may be reported more than once)."""
+    committed (a batch may be reported more than once), on Spark's listener
+    thread, between `start()` and `stop()`."""
 
-    def __init__(self, on_commit):
+    def __init__(self, spark, on_commit):
+        self._spark = spark
         self._on_commit = on_commit
+        self._handle = None
         self.query_id = None  # set once the query started
 
-    def onQueryStarted(self, event):
-        pass
+    def start(self):
+        self._handle = spark_internals.add_progress_listener(self._spark, self._on_progress)
+        return self
 
-    def onQueryProgress(self, event):
-        progress = event.progress
-        if self.query_id is not None and str(progress.id) == self.query_id:
-            self._on_commit(progress.batchId)
+    def stop(self):
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            spark_internals.remove_progress_listener(self._spark, handle)
 
-    def onQueryIdle(self, event):
-        pass
-
-    def onQueryTerminated(self, event):
-        pass
+    def _on_progress(self, event):
+        if self.query_id is not None and event.query_id == self.query_id:
+            self._on_commit(event.batch_id)
 
 
 def last_spark_commit(files):

@@ -171,7 +171,7 @@ class StreamingExecution:
             with self._commit_lock:
                 self._coordinator.flush()
             if self._listener is not None:
-                self.spark.streams.removeListener(self._listener)
+                self._listener.stop()
             self._cleanup()
         return self.metrics_so_far()
 
@@ -180,7 +180,7 @@ class StreamingExecution:
         coordinator recovers as on a driver restart."""
         if failed_query.isActive:
             failed_query.stop()
-        self.spark.streams.removeListener(self._listener)
+        self._listener.stop()
         self._settings.restore()
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
         with self._commit_lock:
@@ -223,8 +223,7 @@ class StreamingExecution:
                 request_drain(scratch)
         self._holds.restore_into(scratch)
         self._settings.apply(self.run_dir, self.key_groups)
-        self._listener = streaming_commits.CommitListener(self._on_commit)
-        self.spark.streams.addListener(self._listener)
+        self._listener = streaming_commits.CommitListener(self.spark, self._on_commit).start()
         self._driver_sink.started()
         query = start_query(
             self.spark,
