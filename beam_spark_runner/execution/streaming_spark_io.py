@@ -184,18 +184,32 @@ class SparkSinkWrites:
         if database_sinks:
             MicroBatchStaging.prepare(database_sinks)
 
+    @functools.cached_property
+    def _columns(self):
+        """The Column expressions every batch uses, built once: PySpark
+        records the caller's stack for each expression it builds (a few
+        milliseconds each, on the micro-batch's critical path)."""
+        from pyspark.sql import functions as F
+
+        is_data = F.col("kind").isin(*R.DATA_KINDS)
+        is_sink_row = is_data & F.col("dest").isin(*self._dests)
+        # The sinks' rows come to the driver without their payloads: only
+        # which sinks have rows this batch.
+        without_sink_payloads = [
+            F.col(name) if name != "payload" else F.when(is_sink_row, F.lit(None)).otherwise(F.col(name)).alias(name)
+            for name in R.SCHEMA_NAMES
+        ]
+        of_sink = {dest: is_data & (F.col("dest") == dest) for dest in self._dests}
+        return without_sink_payloads, of_sink
+
     def collect(self, batch_df, batch_id):
         if not self._sinks:
             return batch_df.collect()
-        from pyspark.sql import functions as F
-
+        without_sink_payloads, _ = self._columns
         # Materialized once: the sinks' writes and the collect below read it
         # without running the batch's operators again.
         frame = batch_df.localCheckpoint(eager=True)
-        is_sink_row = F.col("kind").isin(*R.DATA_KINDS) & F.col("dest").isin(*self._dests)
-        # The sinks' rows come to the driver without their payloads: only
-        # which sinks have rows this batch.
-        collected = frame.withColumn("payload", F.when(is_sink_row, F.lit(None)).otherwise(F.col("payload"))).collect()
+        collected = frame.select(*without_sink_payloads).collect()
         written = sorted({row.dest for row in collected if row.kind in R.DATA_KINDS and row.dest in self._dests})
         rows = [row for row in collected if not (row.kind in R.DATA_KINDS and row.dest in self._dests)]
         for dest in written:
@@ -203,10 +217,9 @@ class SparkSinkWrites:
         return rows
 
     def _write(self, frame, sink, batch_id):
-        from pyspark.sql import functions as F
         from pyspark.sql.types import StructType
 
-        selected = frame.filter(F.col("kind").isin(*R.DATA_KINDS) & (F.col("dest") == R.dest_text(sink.dest)))
+        selected = frame.filter(self._columns[1][R.dest_text(sink.dest)])
         if sink.urn == WRITE_DATABASE_URN:
             with spark_internals.keeping_active_session(self._spark):
                 return self._databases.stage(selected, sink, batch_id)

@@ -63,6 +63,7 @@ class QueryRow(NamedTuple):
 
 FIELDS = QueryRow._fields
 SCHEMA = "kind int, dest string, kg int, key binary, payload binary, seq long, batch long"
+SCHEMA_NAMES = tuple(field.split()[0] for field in SCHEMA.split(","))
 
 DATA, CONTROL, REPORT, METRICS, STATUS, FINALIZE, KEYED, EVENT_TIMES = 0, 1, 2, 3, 4, 5, 6, 7
 DATA_KINDS = (DATA, KEYED)
