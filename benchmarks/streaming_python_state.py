@@ -1,0 +1,96 @@
+"""The least a Python stateful stage costs per micro-batch in PySpark: Spark's
+`rate` source at the benchmark's rate, a per-key count kept by a Python
+`transformWithState` processor (RocksDB state, as the runner's keyed
+operators), its rows collected by a `foreachBatch` sink, with the runner's
+query settings (checkpoint format 2, changelog checkpointing, the
+FileSystem checkpoint manager). No Beam: what any pipeline with one Python
+stateful step pays on this machine before it does any work of its own.
+
+`python_state_floor(spark, listener, rate, seconds, warmup, stages=1)`:
+micro-batch p50/p99 over the batches with input rows; `stages` chains
+that many stateful steps (re-keyed between them)."""
+
+import tempfile
+import time
+
+from spark_progress import iso_ms
+from stats import percentile
+from streaming_config import KEYS, PARTITIONS
+
+_QUERY_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.sql.shuffle.partitions": str(PARTITIONS),
+}
+
+
+def _count_processor():
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class CountPerKey(StatefulProcessor):
+        """Counts each key's rows in a ValueState; emits the key's count."""
+
+        def init(self, handle):
+            self._count = handle.getValueState("count", "count long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            count = (self._count.get() or (0,))[0] + sum(1 for _ in rows)
+            self._count.update((count,))
+            yield Row(key=key[0], count=count)
+
+        def close(self):
+            pass
+
+    return CountPerKey()
+
+
+def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
+    from pyspark.sql import functions as F
+
+    saved = {key: spark.conf.get(key, None) for key in _QUERY_CONF}
+    for key, value in _QUERY_CONF.items():
+        spark.conf.set(key, value)
+    checkpoint = tempfile.mkdtemp(prefix="beam-spark-bench-python-state-")
+    try:
+        df = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).option("numPartitions", PARTITIONS)
+        df = df.load().select((F.col("value") % KEYS).alias("key"))
+        for stage in range(stages):
+            if stage:
+                df = df.select(((F.col("key") + F.col("count")) % KEYS).alias("key"))
+            df = df.groupBy("key").transformWithState(_count_processor(), "key long, count long", "Update", "None")
+        query = (
+            df.writeStream.foreachBatch(lambda batch, _: batch.collect())
+            .queryName("python-state-floor")
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        started = time.time()
+        try:
+            while time.time() - started < seconds + warmup and query.isActive:
+                time.sleep(0.2)
+            if query.exception() is not None:
+                raise RuntimeError("python state floor query failed: %s" % query.exception())
+        finally:
+            spark.sparkContext.setLogLevel("FATAL")
+            query.stop()
+            time.sleep(1.0)
+            spark.sparkContext.setLogLevel("ERROR")
+        time.sleep(0.5)  # the listener bus delivers the last progress events asynchronously
+        progress = listener.of(query.id)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
+    durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
+    return {
+        "batches": len(steady),
+        "batch_p50_s": percentile(durations, 50),
+        "batch_p99_s": percentile(durations, 99),
+        "add_batch_p50_s": percentile([p["durationMs"].get("addBatch", 0) / 1000.0 for p in steady], 50),
+    }
