@@ -25,6 +25,11 @@ Guarantees of ``KeyReducer``:
    count starts at 0 for each KeyReducer object); elements for windows
    whose trigger finished are dropped until the window is
    garbage-collected;
+ * elements for windows the input watermark has passed (max timestamp
+   behind it) but that have not expired are late: kept (they go to LATE
+   panes) and each (element, window) counted in ``late`` (MillWheel's
+   late records; per KeyReducer object too). Windows merging away do not
+   change the count: it is taken as elements arrive, before merging;
  * a firing whose pane is empty (no element since the window's last
    firing) emits nothing unless ``triggers.closing`` says so (the ON_TIME
    pane under FIRE_ALWAYS, the final pane under EMIT_ALWAYS);
@@ -182,6 +187,7 @@ class KeyReducer(object):
         self._trigger = spec.trigger
         self._mode = spec.accumulation_mode
         self.dropped_late = 0
+        self.late = 0
 
     def snapshot(self):
         return self.state.snapshot()
@@ -223,6 +229,9 @@ class KeyReducer(object):
                         continue
                     g = groups[k] = (w, [])
                 g[1].append(wv)
+        for k, (w, elems) in groups.items():
+            if input_watermark > window_bounds_us(w, k)[1]:
+                self.late += len(elems)
 
         windows = ks.windows
         if self.spec.merging and any(k not in windows for k in groups):

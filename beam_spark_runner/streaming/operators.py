@@ -46,7 +46,7 @@ from beam_spark_runner.metrics_merge import merge as merge_monitoring_infos
 from beam_spark_runner.plans import Dest
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
-from beam_spark_runner.streaming.progress import NAMESPACE
+from beam_spark_runner.streaming.progress import LATE_COUNTER, NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
@@ -556,6 +556,7 @@ class GroupOperator:
                 out.extend(self._encode(panes, seq))
         # Late data is normal in streaming: counted (progress, metrics), not logged.
         dropped = sum(reducer.dropped_late for reducer in active.values())
+        late = sum(reducer.late for reducer in active.values())
         for key, reducer in active.items():
             if reducer.state.is_empty():
                 state.save(key, None)
@@ -569,7 +570,7 @@ class GroupOperator:
             (),
             len(data_rows),
             R.element_count(out),
-            {"dropped_due_to_lateness": dropped},
+            {"dropped_due_to_lateness": dropped, LATE_COUNTER: late},
         )
         return KeyGroupResult(None, out + metrics, hold, wake=wake)
 

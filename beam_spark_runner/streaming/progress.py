@@ -54,6 +54,9 @@ def batch_metrics(times: BatchTimes, duration_ms: int, now: float):
 
 
 DROPPED_COUNTERS = ("dropped_due_to_lateness", "dropped_late_for_side_input")
+# Input that arrived for a window the watermark had passed, kept for LATE
+# panes (within the allowed lateness).
+LATE_COUNTER = "late_records"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +69,9 @@ class StageProgress:
     (one element each to and from keyed operators, a block of elements
     to a stateless stage); `dropped_late`: input dropped as
     late (behind the watermark by more than the allowed lateness, or
-    needing an expired side-input window)."""
+    needing an expired side-input window); `late`: input kept although
+    the watermark had passed its window (it goes to a LATE pane), each
+    element and window once, as `dropped_late` counts."""
 
     name: str
     display_name: str
@@ -75,6 +80,12 @@ class StageProgress:
     rows_in: int = 0
     rows_out: int = 0
     dropped_late: int = 0
+    late: int = 0
+
+    @property
+    def late_fraction(self) -> float:
+        """Late input, kept or dropped, per row in (0.0 without input)."""
+        return (self.late + self.dropped_late) / self.rows_in if self.rows_in else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +121,7 @@ def batch_progress(times: BatchTimes, duration_ms: int, display_names: Mapping[s
             counters.get((op, "rows_in"), 0),
             counters.get((op, "rows_out"), 0),
             sum(counters.get((op, name), 0) for name in DROPPED_COUNTERS),
+            counters.get((op, LATE_COUNTER), 0),
         )
         for op in sorted(times.input_watermarks, key=_plan_order(display_names))
     )
@@ -162,7 +174,11 @@ def describe(batch: BatchProgress) -> str:
             _ms(s.output_watermark),
             s.rows_in,
             s.rows_out,
-            ", %d dropped late" % s.dropped_late if s.dropped_late else "",
+            "".join(
+                ", %d %s" % (count, what)
+                for count, what in ((s.late, "late"), (s.dropped_late, "dropped late"))
+                if count
+            ),
         )
         for s in batch.stages
     ]

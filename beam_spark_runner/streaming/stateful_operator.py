@@ -19,6 +19,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
+from beam_spark_runner.streaming.progress import LATE_COUNTER
 from beam_spark_runner.streaming.operators import (
     EVENT_TIME,
     KeyGroupResult,
@@ -83,16 +84,19 @@ class StatefulStageOperator(StageBase):
 
     def _live_rows(self, rows, wm):
         """`rows` without the windows expired at `wm` (Beam drops late input
-        of a stateful DoFn); returns (rows, elements dropped)."""
+        of a stateful DoFn); returns (rows, elements dropped, late windows
+        kept: each element and window the watermark had passed, not
+        expired)."""
         if not self.expiry.enabled:
-            return rows, 0
-        kept, dropped = [], 0
+            return rows, 0, 0
+        kept, dropped, late = [], 0, 0
         for row in rows:
             impl = self._main_impls.get(row.dest)
             if impl is None:  # a side input row
                 kept.append(row)
                 continue
             wv = impl.decode_nested(row.payload)
+            late += self.expiry.late_windows(wv, wm)
             live = self.expiry.live(wv, wm)
             if live is None:
                 dropped += 1
@@ -100,7 +104,7 @@ class StatefulStageOperator(StageBase):
                 kept.append(row)
             else:
                 kept.append(row._replace(payload=impl.encode_nested(live)))
-        return kept, dropped
+        return kept, dropped, late
 
     def run(self, store, data_rows, steps, draining=False):
         """`store`: the key-group's `keyed_state.Store`. Per user key: its
@@ -117,13 +121,14 @@ class StatefulStageOperator(StageBase):
         waiting = WaitingForSides(self._side_inputs, saved, runner.harness) if self._side_inputs else None
         out = []
         wm, pt = state.wm, state.pt
-        dropped = 0
+        dropped = late = 0
         keys.load(row.key for row in data_rows if row.dest in self._main_impls)
         for what, seq, item, now in clocked(schedule(data_rows, steps), pt):
             with frozen_wall_clock(now):  # a re-run task computes the same
                 if what == "data":
-                    item, late = self._live_rows(item, wm)
-                    dropped += late
+                    item, dropped_now, late_now = self._live_rows(item, wm)
+                    dropped += dropped_now
+                    late += late_now
                     if waiting is None:
                         if item:
                             self._emit(runner.process(self._bundle(item)), seq, out)
@@ -165,6 +170,7 @@ class StatefulStageOperator(StageBase):
             {
                 "dropped_due_to_lateness": dropped,
                 "dropped_late_for_side_input": waiting.dropped if waiting is not None else 0,
+                LATE_COUNTER: late,
             },
         )
         return KeyGroupResult(None, out + metrics, hold, event_hold, wake)

@@ -73,6 +73,11 @@ class WindowExpiry:
         if timers is not None:
             timers.drop(lambda timer: all(self.expired(w, wm) for w in timer.windows))
 
+    def late_windows(self, wv, wm):
+        """How many of `wv`'s windows the watermark `wm` has passed (max
+        timestamp behind it) without their having expired."""
+        return sum(1 for w in wv.windows if w.max_timestamp().micros < wm and not self.expired(w, wm))
+
     def live(self, wv, wm):
         """`wv` with only its windows not expired at `wm` (None: none left)."""
         windows = [w for w in wv.windows if not self.expired(w, wm)]

@@ -134,3 +134,22 @@ def test_elements_of_expired_windows_are_dropped_and_counted_per_window():
     reducer.process([WindowedValue("y", 28, (W.IntervalWindow(25, 35),))], 30)
     assert reducer.dropped_late == 4
     assert spec.restore(reducer.snapshot()).dropped_late == 0  # a count per reducer object
+
+
+def test_elements_behind_the_watermark_within_allowed_lateness_are_counted_late_and_kept():
+    """MillWheel's late records: each (element, window) whose window the
+    input watermark had passed when it arrived, not yet expired: it fires
+    a LATE pane; expired ones are dropped and counted apart."""
+    spec = ReduceSpec(W.SlidingWindows(10, 5), T.AfterWatermark(late=T.AfterCount(1)), 1, allowed_lateness=10)
+    reducer = spec.new_reducer()
+    on_time = WindowedValue("a", 12, (W.IntervalWindow(5, 15), W.IntervalWindow(10, 20)))
+    assert reducer.process([on_time], 0) == [] and reducer.late == 0
+    reducer.advance_watermark(17)  # [5, 15) ended at 17, [10, 20) is still open
+    late = WindowedValue("b", 13, (W.IntervalWindow(5, 15), W.IntervalWindow(10, 20)))
+    (pane,) = reducer.process([late, late], 17)
+    assert pane.windows == (W.IntervalWindow(5, 15),) and pane.pane_info.timing == LATE
+    assert reducer.late == 2 and reducer.dropped_late == 0  # [5, 15) twice; [10, 20) on time
+    reducer.advance_watermark(26)  # [5, 15) expired (end + 10 s), [10, 20) late
+    reducer.process([late], 26)
+    assert (reducer.late, reducer.dropped_late) == (3, 1)
+    assert spec.restore(reducer.snapshot()).late == 0  # a count per reducer object

@@ -686,6 +686,22 @@ def test_a_stateful_dofns_window_expires_with_its_allowed_lateness(lateness_s, e
     assert _runner_counter_after_run(p, "dropped_due_to_lateness") == dropped
 
 
+def test_a_stateful_dofns_late_input_within_its_allowed_lateness_is_counted_late():
+    """3 arrives after the watermark passed its window [0, 10), within the
+    allowed lateness: the DoFn sees it, and it counts as a late record."""
+    stream = (
+        TestStream()
+        .add_elements([_tv(("k", 1), 1)])
+        .advance_watermark_to(15)
+        .add_elements([_tv(("k", 3), 3), _tv(("k", 4), 12)])
+        .advance_watermark_to_infinity()
+    )
+    p = _pipeline()
+    out = p | stream | beam.WindowInto(window.FixedWindows(10), allowed_lateness=100) | beam.ParDo(_BagSoFar())
+    assert_that(out, equal_to([(0, [1]), (0, [1, 3]), (10, [4])]))
+    assert _runner_counter_after_run(p, "late_records") == 1
+
+
 @pytest.mark.parametrize(
     "mode, expected",
     [

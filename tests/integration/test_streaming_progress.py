@@ -1,11 +1,14 @@
 """A streaming run's progress records (SparkPipelineResult.streaming_progress)."""
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
-from apache_beam.transforms import window
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import trigger, window
 
 from beam_spark_runner import SparkRunner
+from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.watermarks import MAX_MICROS
 
 
@@ -44,6 +47,48 @@ def test_progress_lists_every_batch_with_monotonic_watermarks_rows_and_late_drop
     # Its panes (a [0, 10), b [0, 10), a [20, 30)) reach Regroup as one row each.
     regroup = [r.stage("Regroup") for r in records]
     assert sum(s.rows_in for s in regroup) == 3
+
+
+def test_late_input_within_the_allowed_lateness_is_counted_in_progress_and_metrics():
+    """3 and 4 arrive after the watermark passed their window [0, 10),
+    within the allowed lateness: they make a LATE pane and count as late
+    records; 25 is on time."""
+    stream = (
+        TestStream()
+        .add_elements([window.TimestampedValue(("a", 1), 1)])
+        .advance_watermark_to(20)
+        .add_elements([window.TimestampedValue(("a", 3), 3), window.TimestampedValue(("a", 4), 4)])
+        .add_elements([window.TimestampedValue(("a", 5), 25)])
+        .advance_watermark_to_infinity()
+    )
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    timings = (
+        p
+        | stream
+        | beam.WindowInto(
+            window.FixedWindows(10),
+            trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+            accumulation_mode=trigger.AccumulationMode.DISCARDING,
+            allowed_lateness=100,
+        )
+        | "Group" >> beam.GroupByKey()
+        | beam.ParDo(_PaneTiming())
+    )
+    # (Beam's Python SDK closes the late window with an empty final pane.)
+    expected = [(0, "ON_TIME", [1]), (0, "LATE", [3, 4]), (0, "LATE", []), (20, "ON_TIME", [5])]
+    assert_that(timings, equal_to(expected))
+    result = p.run()
+    result.wait_until_finish()
+    group = [r.stage("Group") for r in result.streaming_progress()]
+    assert (sum(s.late for s in group), sum(s.dropped_late for s in group)) == (2, 0)
+    assert sum(s.rows_in for s in group) == 4
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name("late_records"))["counters"]
+    assert sum(c.committed for c in counters) == 2
+
+
+class _PaneTiming(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        yield int(w.start), {0: "EARLY", 1: "ON_TIME", 2: "LATE"}[pane.timing], sorted(kv[1])
 
 
 def test_a_batch_run_has_no_streaming_progress():

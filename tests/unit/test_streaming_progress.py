@@ -23,6 +23,20 @@ def test_operator_counters_are_read_from_the_runners_namespace_only():
     assert progress.operator_counters(infos) == {("g1", "rows_in"): 5, ("g1", "dropped_due_to_lateness"): 1}
 
 
+def test_late_input_kept_and_dropped_makes_a_stages_late_fraction():
+    times = BatchTimes(2, 7_000_000, {"g1": 5_000_000}, {"g1": 1_000_000})
+    counters = {
+        ("g1", "rows_in"): 8,
+        ("g1", progress.LATE_COUNTER): 3,
+        ("g1", "dropped_due_to_lateness"): 1,
+    }
+    record = progress.batch_progress(times, 50, {"g1": "Group"}, counters)
+    stage = record.stage("Group")
+    assert (stage.late, stage.dropped_late, stage.late_fraction) == (3, 1, 0.5)
+    assert "3 late, 1 dropped late" in progress.describe(record)
+    assert progress.StageProgress("g1", "Group", 0, 0).late_fraction == 0.0
+
+
 def test_a_batch_record_names_each_keyed_operator_in_plan_order():
     times = BatchTimes(4, 7_000_000, {"g2": 1_000_000, "g1": 5_000_000}, {"g2": 0, "g1": 1_000_000})
     counters = {("g1", "rows_in"): 3, ("g1", "rows_out"): 1, ("g1", "dropped_late_for_side_input"): 2}
