@@ -78,6 +78,21 @@ class SparkRunnerOptions(PipelineOptions):
             "'0 seconds' starts the next batch as soon as one ends.",
         )
         parser.add_argument(
+            "--watermark_percentile",
+            type=float,
+            default=1.0,
+            help="Streaming: the share P (0 < P <= 1) of a Spark source's partitions "
+            "(ReadFromSpark with partition_columns, or Kafka's topic partitions) whose newest "
+            "event time its watermark follows. 1 (the default): the slowest partition holds it, "
+            "so nothing is late that its partition kept in order. Below 1: the slowest "
+            "partitions, up to a (1 - P) share, no longer hold it: windows fire once P of the "
+            "partitions passed them, and the stragglers' records that arrive behind that "
+            "watermark are late (LATE panes within the allowed lateness, dropped after it; "
+            "counted as late_records / dropped_due_to_lateness). The watermarks of other sources "
+            "(PeriodicImpulse, message brokers, splittable DoFns) and of every stage's held "
+            "work stay exact (docs/streaming.md).",
+        )
+        parser.add_argument(
             "--publish_every_batches",
             type=int,
             default=1,
@@ -310,6 +325,7 @@ STREAMING_ONLY = (
     "publish_every_batches",
     "publish_interval_ms",
     "tolerable_failed_batches",
+    "watermark_percentile",
 )
 
 
@@ -333,6 +349,8 @@ def mode_problems(options, streaming):
         errors.append("--publish_interval_ms=%s must not be negative" % spark.publish_interval_ms)
     if spark.tolerable_failed_batches < 0:
         errors.append("--tolerable_failed_batches=%s must not be negative" % spark.tolerable_failed_batches)
+    if not 0 < spark.watermark_percentile <= 1:
+        errors.append("--watermark_percentile=%s must be above 0 and at most 1" % spark.watermark_percentile)
     if spark.grouped_values_in_memory_bytes < 0:
         errors.append("--grouped_values_in_memory_bytes=%s must not be negative" % spark.grouped_values_in_memory_bytes)
     if streaming:

@@ -175,6 +175,7 @@ class SparkRunner(beam_runner.PipelineRunner):
                         spark_options.publish_interval_ms,
                         spark_options.tolerable_failed_batches,
                     ),
+                    spark_options.watermark_percentile,
                 )
             else:
                 execution = BatchExecution(

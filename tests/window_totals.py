@@ -18,3 +18,19 @@ class WindowTotal(beam.DoFn):
 
     def process(self, kv, w=beam.DoFn.WindowParam):
         yield Total(kv[0], int(w.start), kv[1])
+
+
+class PaneTotal(typing.NamedTuple):
+    user: str
+    window_start: int
+    total: int
+    timing: str  # EARLY, ON_TIME, LATE
+    index: int  # the pane's index in its window
+
+
+class WindowPaneTotal(beam.DoFn):
+    """(key, total) in a window's pane -> PaneTotal."""
+
+    def process(self, kv, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        timing = {0: "EARLY", 1: "ON_TIME", 2: "LATE"}.get(pane.timing, "UNKNOWN")
+        yield PaneTotal(kv[0], int(w.start), kv[1], timing, pane.index)

@@ -31,7 +31,10 @@ from beam_spark_runner.worker import context
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 
 
-def compile_script(plan, key_groups) -> SourceScript:
+def compile_script(plan, key_groups, watermark_percentile=1.0) -> SourceScript:
+    """The plan's sources as a SourceScript; `watermark_percentile`: the
+    share of a Spark source's partitions its watermark follows
+    (streaming/source_watermarks.py)."""
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
     streams = tuple(_compile_test_stream(source, plan.components, writer) for source in plan.sources)
     impulse_rows = tuple(R.data(R.dest_text(dest), ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
@@ -45,7 +48,10 @@ def compile_script(plan, key_groups) -> SourceScript:
             op: {R.dest_text(dest): inputs for dest, inputs in sides.items()}
             for op, sides in plan.side_watermarks.items()
         },
-        {s.name: WatermarkRule(s.out_of_orderness_us, s.idle_timeout_us) for s in plan.spark_sources},
+        {
+            s.name: WatermarkRule(s.out_of_orderness_us, s.idle_timeout_us, watermark_percentile)
+            for s in plan.spark_sources
+        },
     )
 
 

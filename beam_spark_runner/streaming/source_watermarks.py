@@ -10,6 +10,14 @@ or the whole source when it has no partition columns):
     watermark = min over active partitions of (newest event time seen
                                                - max_out_of_orderness)
 
+With a percentile P below 1 (`--watermark_percentile`, MillWheel's
+heuristic low watermark), the minimum becomes the event time that a share
+P of the active partitions have reached: the slowest partitions, up to a
+(1 - P) share, no longer hold it. It is read from a `TimestampSummary` of
+the partitions' newest event times (one unit of weight each), so it is
+never later than that exact percentile and at most its bucket width
+(1 ms at first, more only for partitions spread over a long span) earlier.
+
 It never moves back. A partition is *idle* once no batch has read a row of
 it for `idle_timeout` of processing time (None: never idle); idle
 partitions do not count, and when every partition seen is idle the
@@ -27,6 +35,7 @@ watermark it is processed under unless it is more than
 import dataclasses
 from typing import Dict, Mapping, Optional
 
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 from beam_spark_runner.streaming.watermarks import MIN_MICROS
 
 SNAPSHOT_FORMAT = 1
@@ -38,6 +47,11 @@ class WatermarkRule:
 
     out_of_orderness_us: int = 0
     idle_timeout_us: Optional[int] = None
+    percentile: float = 1.0
+
+    def __post_init__(self):
+        if not 0 < self.percentile <= 1:
+            raise ValueError("a watermark percentile must be above 0 and at most 1, not %r" % (self.percentile,))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +92,12 @@ class DataWatermark:
         if self._partitions:
             idle = set(self.idle_partitions(now_us))
             active = [t.newest_event_us for p, t in self._partitions.items() if p not in idle]
-            newest = min(active) if active else max(t.newest_event_us for t in self._partitions.values())
+            if not active:
+                newest = max(t.newest_event_us for t in self._partitions.values())
+            elif self.rule.percentile < 1:
+                newest = TimestampSummary.of(active).low_watermark(self.rule.percentile)
+            else:
+                newest = min(active)
             self._watermark = max(self._watermark, newest - self.rule.out_of_orderness_us)
         return self._watermark
 

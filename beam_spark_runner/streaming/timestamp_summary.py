@@ -21,7 +21,8 @@ Guarantees (checked by tests/unit/test_timestamp_summary.py):
   watermark;
 * `low_watermark(p)`: with p = 1 the exact minimum; with p < 1 a time w
   with q - width < w <= q, where q is the exact answer: the largest time
-  such that at most a (1 - p) share of the weight lies before it. So the
+  such that at most a (1 - p) share of the weight lies before it (p taken
+  as the decimal it is written as: 0.9 is nine tenths). So the
   watermark read from a summary is never later than the exact percentile,
   and at most one bucket width earlier;
 * the width is at least `BASE_WIDTH_US` and doubles only as the span of the
@@ -32,6 +33,7 @@ No Spark, no Beam: the source-planning process reads these.
 """
 
 import dataclasses
+import fractions
 import json
 from typing import Iterable, Optional, Tuple
 
@@ -122,7 +124,9 @@ class TimestampSummary:
             return None
         if percentile == 1:
             return self.minimum
-        allowed_before = (1 - percentile) * self.total
+        # In exact arithmetic on the percentile as written (0.9, not the
+        # binary float nearest it): 1 - 0.9 in floats is below 0.1.
+        allowed_before = (1 - fractions.Fraction(str(percentile))) * self.total
         before = 0
         for index, weight in self.buckets:
             if before + weight > allowed_before:

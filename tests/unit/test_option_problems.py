@@ -57,18 +57,35 @@ def test_performance_runtime_type_check_keeps_stages_on_the_sdk_harness():
 
 def test_streaming_options_out_of_range_are_refused_naming_them():
     errors, _ = mode_problems(
-        PipelineOptions(["--publish_every_batches=0", "--publish_interval_ms=-1", "--tolerable_failed_batches=-2"]),
+        PipelineOptions(
+            [
+                "--publish_every_batches=0",
+                "--publish_interval_ms=-1",
+                "--tolerable_failed_batches=-2",
+                "--watermark_percentile=0",
+            ]
+        ),
         streaming=True,
     )
     assert [e.split("=")[0] for e in errors] == [
         "--publish_every_batches",
         "--publish_interval_ms",
         "--tolerable_failed_batches",
+        "--watermark_percentile",
     ]
+    for bad in ("1.5", "-0.1"):
+        (error,) = mode_problems(PipelineOptions(["--watermark_percentile=" + bad]), streaming=True)[0]
+        assert error == "--watermark_percentile=%s must be above 0 and at most 1" % float(bad)
+    assert mode_problems(PipelineOptions(["--watermark_percentile=0.95"]), streaming=True) == ([], [])
 
 
 def test_streaming_options_given_to_a_batch_run_warn_naming_each():
-    flags = ["--checkpoint_dir=/tmp/x", "--publish_every_batches=3", "--tolerable_failed_batches=1"]
+    flags = [
+        "--checkpoint_dir=/tmp/x",
+        "--publish_every_batches=3",
+        "--tolerable_failed_batches=1",
+        "--watermark_percentile=0.9",
+    ]
     assert mode_problems(PipelineOptions(flags), streaming=True) == ([], [])
     errors, warnings = mode_problems(PipelineOptions(flags), streaming=False)
     assert errors == []
@@ -76,6 +93,7 @@ def test_streaming_options_given_to_a_batch_run_warn_naming_each():
         "--checkpoint_dir",
         "--publish_every_batches",
         "--tolerable_failed_batches",
+        "--watermark_percentile",
     ]
     assert all("runs in batch" in w for w in warnings)
 

@@ -74,3 +74,26 @@ def test_a_snapshot_restores_the_same_watermark_and_partitions():
 def test_a_snapshot_of_another_format_is_refused():
     with pytest.raises(ValueError, match="format"):
         DataWatermark.restore(WatermarkRule(), {"format": 99, "watermark": 0, "partitions": {}})
+
+
+def test_below_percentile_one_the_slowest_partitions_up_to_their_share_no_longer_hold_it():
+    """Twenty partitions, one far behind: the exact watermark waits for it,
+    the 95th percentile follows the other nineteen (the laggard is 1/20 of
+    them), the 90th percentile passes the two slowest."""
+    newest = {"p%02d" % i: (100 + i) * S for i in range(19)}
+    newest["laggard"] = 10 * S
+    exact, p95, p90 = (DataWatermark(WatermarkRule(percentile=p)) for p in (1.0, 0.95, 0.9))
+    for wm in (exact, p95, p90):
+        wm.observe(newest, read_at_us=0)
+    assert exact.watermark(0) == 10 * S
+    assert 100 * S - 1000 < p95.watermark(0) <= 100 * S
+    assert 101 * S - 1000 < p90.watermark(0) <= 101 * S
+    # The laggard catching up never moves a watermark back.
+    p95.observe({"laggard": 50 * S}, read_at_us=1)
+    assert 100 * S - 1000 < p95.watermark(1) <= 100 * S
+
+
+def test_a_percentile_outside_zero_to_one_is_refused():
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="percentile must be above 0 and at most 1"):
+            WatermarkRule(percentile=bad)

@@ -4,6 +4,7 @@ order to the same summary, reads a watermark within one bucket width below
 the exact percentile and never after it, and is stored with its format
 version."""
 
+import fractions
 import functools
 import random
 
@@ -29,7 +30,7 @@ def _summary(pairs, capacity=CAPACITY):
 
 def _exact(pairs, percentile):
     """The largest time with at most a (1 - percentile) share of the weight before it."""
-    allowed = (1 - percentile) * sum(w for _, w in pairs)
+    allowed = (1 - fractions.Fraction(str(percentile))) * sum(w for _, w in pairs)
     before = 0
     for t, w in sorted(pairs):
         if before + w > allowed:
