@@ -73,11 +73,21 @@ def _run_native_query(spark, listener, df, name, seconds):
     """_run_native, also returning the query's checkpoint directory (kept until exit)."""
     query, checkpoint = _start_to_noop(spark, df, name)
     try:
+        started = run_for(spark, query, seconds, "native query")
+    finally:
+        _LEFTOVERS.append(checkpoint)  # removed at exit: tasks of a stopped query may still be ending
+    return started, listener.of(query.id), checkpoint
+
+
+def run_for(spark, query, seconds, what):
+    """Lets a started `query` run for `seconds`, then stops it; raises if it
+    failed. Returns when it started running here (time.time())."""
+    try:
         started = time.time()
         while time.time() - started < seconds and query.isActive:
             time.sleep(0.2)
         if query.exception() is not None:
-            raise RuntimeError("native query failed: %s" % query.exception())
+            raise RuntimeError("%s failed: %s" % (what, query.exception()))
     finally:
         # Stopping interrupts a running batch, which Spark logs as an aborted
         # write: expected here, so quiet while stopping (a real failure of the
@@ -86,9 +96,8 @@ def _run_native_query(spark, listener, df, name, seconds):
         query.stop()
         time.sleep(1.0)  # cancelled tasks log their aborts after stop() returns
         spark.sparkContext.setLogLevel("ERROR")
-        _LEFTOVERS.append(checkpoint)  # removed at exit: tasks of a stopped query may still be ending
     time.sleep(0.5)  # the listener bus delivers the last progress events asynchronously
-    return started, listener.of(query.id), checkpoint
+    return started
 
 
 def native_throughput(spark, listener, rows_per_batch, seconds, warmup):

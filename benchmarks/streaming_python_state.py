@@ -11,11 +11,11 @@ micro-batch p50/p99 over the batches with input rows; `stages` chains
 that many stateful steps (re-keyed between them)."""
 
 import tempfile
-import time
 
 from spark_progress import iso_ms
 from stats import percentile
 from streaming_config import KEYS, PARTITIONS
+from streaming_native import run_for
 
 _QUERY_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -67,18 +67,7 @@ def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
             .option("checkpointLocation", checkpoint)
             .start()
         )
-        started = time.time()
-        try:
-            while time.time() - started < seconds + warmup and query.isActive:
-                time.sleep(0.2)
-            if query.exception() is not None:
-                raise RuntimeError("python state floor query failed: %s" % query.exception())
-        finally:
-            spark.sparkContext.setLogLevel("FATAL")
-            query.stop()
-            time.sleep(1.0)
-            spark.sparkContext.setLogLevel("ERROR")
-        time.sleep(0.5)  # the listener bus delivers the last progress events asynchronously
+        started = run_for(spark, query, seconds + warmup, "python state floor query")
         progress = listener.of(query.id)
     finally:
         for key, value in saved.items():
