@@ -15,6 +15,7 @@ _EXPORTS = {
     "SparkPipelineResult": "beam_spark_runner.result",
     "PipelineExecutionError": "beam_spark_runner.result",
     "UnsupportedPipelineError": "beam_spark_runner.errors",
+    "watermark_percentile": "beam_spark_runner.translation.watermark_percentiles",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -81,16 +81,16 @@ class SparkRunnerOptions(PipelineOptions):
             "--watermark_percentile",
             type=float,
             default=1.0,
-            help="Streaming: the share P (0 < P <= 1) of a Spark source's partitions "
-            "(ReadFromSpark with partition_columns, or Kafka's topic partitions) whose newest "
-            "event time its watermark follows. 1 (the default): the slowest partition holds it, "
-            "so nothing is late that its partition kept in order. Below 1: the slowest "
-            "partitions, up to a (1 - P) share, no longer hold it: windows fire once P of the "
-            "partitions passed them, and the stragglers' records that arrive behind that "
-            "watermark are late (LATE panes within the allowed lateness, dropped after it; "
-            "counted as late_records / dropped_due_to_lateness). The watermarks of other sources "
-            "(PeriodicImpulse, message brokers, splittable DoFns) and of every stage's held "
-            "work stay exact (docs/streaming.md).",
+            help="Streaming: MillWheel's heuristic low watermark. Every stateful step (GroupByKey, "
+            "Combine, stateful or splittable DoFn) runs on the event time that a share P "
+            "(0 < P <= 1) of its pending work has passed: of a Spark source's partitions, of a "
+            "splittable DoFn's restrictions (message-broker streams, PeriodicImpulse), of the keys "
+            "an upstream stage holds back. 1 (the default): the exact low watermark. Below 1: the "
+            "slowest, up to a (1 - P) share, no longer hold it: windows fire sooner, and the "
+            "stragglers' records that arrive behind that watermark are late (LATE panes within "
+            "the allowed lateness, dropped after it; counted as late_records / "
+            "dropped_due_to_lateness). Steps built inside beam_spark_runner.watermark_percentile(P) "
+            "use their own P (docs/watermarks.md).",
         )
         parser.add_argument(
             "--publish_every_batches",

@@ -314,6 +314,11 @@ class Operator:
     # Inputs a later operator reads too (a side input of several stages):
     # their rows are passed on as well as consumed.
     pass_on: Tuple[Dest, ...] = ()
+    # The watermark percentile this keyed operator runs under
+    # (streaming/watermark_lanes.py), and whether its key-groups report a
+    # summary of their holds (some lane reads them at a percentile below 1).
+    watermark_percentile: float = 1.0
+    summarize_holds: bool = False
 
     @property
     def is_keyed(self):

@@ -32,6 +32,7 @@ from beam_spark_runner.translation.planner import (
     plan_pipeline,
     plan_streaming_pipeline,
 )
+from beam_spark_runner.translation.watermark_percentiles import annotated_percentiles, outermost
 
 _LOG = logging.getLogger(__name__)
 
@@ -111,9 +112,21 @@ class SparkRunner(beam_runner.PipelineRunner):
             log_settings = None
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
         if streaming:
-            execution_plan = plan_streaming_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
+            execution_plan = plan_streaming_pipeline(
+                pipeline_proto,
+                drain=self._is_drain,
+                plain_python=plain_python,
+                watermark_percentile=spark_options.watermark_percentile,
+            )
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
+            annotated = annotated_percentiles(pipeline_proto.components)
+            if annotated:
+                _LOG.warning(
+                    "watermark_percentile() on %s has no effect: the pipeline runs in batch, where every "
+                    "window fires once all of its input is read",
+                    ", ".join(outermost(annotated)),
+                )
         if spark_options.print_plan:
             print(execution_plan.describe())
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
@@ -175,7 +188,6 @@ class SparkRunner(beam_runner.PipelineRunner):
                         spark_options.publish_interval_ms,
                         spark_options.tolerable_failed_batches,
                     ),
-                    spark_options.watermark_percentile,
                 )
             else:
                 execution = BatchExecution(

@@ -47,7 +47,6 @@ class StreamingExecution:
         trigger_interval="0 seconds",
         log_settings=None,
         checkpointing=None,
-        watermark_percentile=1.0,
     ):
         self.spark = spark
         # Where executors send user code's log records (worker/log_forwarding.py).
@@ -55,13 +54,7 @@ class StreamingExecution:
         self.plan = plan
         self.key_groups = parallelism or spark.sparkContext.defaultParallelism
         # At submission: a TestStream the runner cannot replay is refused.
-        self._script = compile_script(plan, self.key_groups, watermark_percentile)
-        if watermark_percentile < 1 and not plan.spark_sources:
-            _LOG.warning(
-                "--watermark_percentile=%s has no effect: it applies to the partitions of Spark sources "
-                "(ReadFromSpark), and this pipeline reads none",
-                watermark_percentile,
-            )
+        self._script = compile_script(plan, self.key_groups)
         self._own_dir = checkpoint_dir is None
         # Any Hadoop file system URI (execution/checkpoint_files.py).
         self.run_dir = checkpoint_dir or tempfile.mkdtemp(prefix="beam-spark-stream-")

@@ -178,8 +178,18 @@ class KeyGroupProcessor(StatefulProcessor):
         for out in result.rows:
             yield _SparkRow(*out)
         if control is not None:
+            summary, event_summary = result.hold_summary, result.summary_without_processing_time
             yield _SparkRow(
-                *R.report(self._name, key[0], batch, result.hold, result.hold_without_processing_time, result.wake)
+                *R.report(
+                    self._name,
+                    key[0],
+                    batch,
+                    result.hold,
+                    result.hold_without_processing_time,
+                    result.wake,
+                    summary.to_json() if summary is not None else None,
+                    event_summary.to_json() if event_summary is not None else None,
+                )
             )
 
     def close(self):

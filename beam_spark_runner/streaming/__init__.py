@@ -3,12 +3,12 @@ checked in plain Python (no module here imports pyspark or py4j; the Spark
 glue is execution/streaming_*.py, state_store_calls.py, checkpoint_files.py).
 
 - rows.py: the one row shape of the streaming query;
-- watermarks.py, source_planner.py, source_watermarks.py,
-  timestamp_summary.py, key_groups.py: MillWheel watermarks, each batch's
-  offsets and times, the watermark of a Spark data source from its data
-  (exact, or a percentile read from a summary of its partitions' times),
-  key-group labels (Spark loads these in its source-planning process: they
-  import no Beam);
+- watermarks.py, watermark_lanes.py, source_planner.py,
+  source_watermarks.py, timestamp_summary.py, key_groups.py: MillWheel
+  watermarks (exact, or at a percentile of the pending work, read from
+  mergeable summaries), each batch's offsets and times, the watermark of a
+  Spark data source from its data, key-group labels (Spark loads these in
+  its source-planning process: they import no Beam);
 - operators.py, stateful_operator.py, operator_factory.py, keyed_state.py,
   side_input_wait.py, window_expiry.py, state_blobs.py: what each operator
   does with a micro-batch and how it keeps its state;

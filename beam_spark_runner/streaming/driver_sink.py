@@ -37,7 +37,7 @@ from apache_beam.portability.api import metrics_pb2
 from beam_spark_runner.streaming import progress
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.checkpoint_records import SideEffects
-from beam_spark_runner.streaming.source_planner import hold_record
+from beam_spark_runner.streaming.source_planner import KeyGroupHold, hold_record
 from beam_spark_runner.streaming.watermarks import BatchTimes
 
 _LOG = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class BatchRows:
     """A batch's rows at the driver, by kind."""
 
     status: Optional[BatchStatus] = None
-    holds: Dict[str, Dict[str, list]] = dataclasses.field(default_factory=dict)  # op -> {kg: [hold, ...]}
+    holds: Dict[str, Dict[str, dict]] = dataclasses.field(default_factory=dict)  # op -> {kg: KeyGroupHold JSON}
     finalizers: List[bytes] = dataclasses.field(default_factory=list)
     metrics: Dict[str, List[bytes]] = dataclasses.field(default_factory=dict)  # operator -> MonitoringInfos
     unread: List[str] = dataclasses.field(default_factory=list)  # dests of data rows nothing read
@@ -94,11 +94,9 @@ class BatchRows:
             kind = row.kind
             if kind == R.REPORT:
                 report = R.parse_report(row.payload)
-                out.holds.setdefault(R.operator_of_report(row.dest), {})[row.kg] = [
-                    report.hold,
-                    report.event_hold,
-                    report.wake,
-                ]
+                out.holds.setdefault(R.operator_of_report(row.dest), {})[row.kg] = KeyGroupHold(
+                    report.hold, report.event_hold, report.wake, report.summary, report.event_summary
+                ).to_json()
             elif kind == R.FINALIZE:
                 out.finalizers.append(bytes(row.payload))
             elif kind == R.METRICS:

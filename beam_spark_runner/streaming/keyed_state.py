@@ -40,6 +40,8 @@ import pickle
 import struct
 from typing import Dict, List, NamedTuple, Optional, Protocol, Tuple
 
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
+
 FORMAT_VERSION = 2
 RECORD_VERSION = 1
 
@@ -319,6 +321,13 @@ class KeyedState:
 
     def event_hold(self) -> Optional[int]:
         return min(self._event_holds, default=None)
+
+    def hold_summary(self) -> TimestampSummary:
+        """The holds of all stored keys, one unit of weight per key."""
+        return TimestampSummary.of(self._holds, [self._holds[t] for t in self._holds])
+
+    def event_hold_summary(self) -> TimestampSummary:
+        return TimestampSummary.of(self._event_holds, [self._event_holds[t] for t in self._event_holds])
 
     def next_processing_time(self) -> Optional[int]:
         """The earliest processing-time wake-up the index holds (a stale

@@ -48,6 +48,7 @@ from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import KeyedState, Wake
 from beam_spark_runner.streaming.progress import LATE_COUNTER, NAMESPACE
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 from beam_spark_runner.worker import context, grouping
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
@@ -81,10 +82,19 @@ class KeyGroupResult:
     # resuming, a processing-time timer or trigger; None: none. The source
     # planner lets the query idle until then (streaming/source_planner.py).
     wake: Optional[int] = None
+    # With `Operator.summarize_holds`: the summary of all the key-group's
+    # holds (and of those not due to processing-time timers), read when a
+    # watermark lane holds the operator at a percentile below 1.
+    hold_summary: Optional[TimestampSummary] = None
+    event_hold_summary: Any = SAME_AS_HOLD
 
     @property
     def hold_without_processing_time(self):
         return self.hold if self.event_hold is SAME_AS_HOLD else self.event_hold
+
+    @property
+    def summary_without_processing_time(self):
+        return self.hold_summary if self.event_hold_summary is SAME_AS_HOLD else self.event_hold_summary
 
 
 class RowWriter:
@@ -373,11 +383,19 @@ class SdfOperator(StageBase):
             dropped = waiting.dropped
             warn_dropped_for_side_input(self.op, dropped)
         new_blob = None if empty and pt == MIN_MICROS else _dump_blob(state, SDF_BLOB_VERSION)
+        summary = None
+        if self.op.summarize_holds:
+            # One unit of weight per restriction (a partition, a split).
+            holds = [r[3] if r[3] is not None else MIN_MICROS for r in residuals]
+            if waiting is not None and waiting.hold() is not None:
+                holds.append(waiting.hold())
+            summary = TimestampSummary.of(holds)
         return KeyGroupResult(
             new_blob,
             out + self._take_reports(len(data_rows), out, {"dropped_late_for_side_input": dropped}),
             hold,
             wake=min((r[2] for r in residuals), default=None),
+            hold_summary=summary,
         )
 
     def _run(self, tagged, seq, now, pt, out):
@@ -564,6 +582,7 @@ class GroupOperator:
                 state.save(key, pickle.dumps(reducer.snapshot()), self._wake_up(reducer))
         state.wm, state.pt = wm, pt
         hold, wake = state.hold(), state.next_processing_time()
+        summary = state.hold_summary() if self.op.summarize_holds else None
         state.commit()
         metrics = _metrics_row(
             self.op.name,
@@ -572,7 +591,7 @@ class GroupOperator:
             R.element_count(out),
             {"dropped_due_to_lateness": dropped, LATE_COUNTER: late},
         )
-        return KeyGroupResult(None, out + metrics, hold, wake=wake)
+        return KeyGroupResult(None, out + metrics, hold, wake=wake, hold_summary=summary)
 
     @staticmethod
     def _move_in(state, legacy):

@@ -176,21 +176,31 @@ class Report(NamedTuple):
     """A keyed operator's end-of-batch report for one key-group: `hold`
     (micros; None: nothing held), `event_hold` (the part of it not due to
     processing-time timers), `wake` (the processing time the key-group
-    next has work at; None: none)."""
+    next has work at; None: none), and when the operator is read at a
+    watermark percentile below 1, `summary` and `event_summary`: the
+    TimestampSummary JSON of all its holds (None: not summarized)."""
 
     hold: Optional[int]
     event_hold: Optional[int]
     wake: Optional[int] = None
+    summary: Optional[str] = None
+    event_summary: Optional[str] = None
 
 
-def report(operator_name, kg, batch, hold, event_hold, wake=None) -> QueryRow:
-    payload = Report(hold, event_hold, wake)._asdict()
+def report(operator_name, kg, batch, hold, event_hold, wake=None, summary=None, event_summary=None) -> QueryRow:
+    payload = Report(hold, event_hold, wake, summary, event_summary)._asdict()
     return QueryRow(REPORT, report_dest(operator_name), kg, None, json.dumps(payload).encode(), None, batch)
 
 
 def parse_report(payload) -> Report:
     decoded = json.loads(payload)
-    return Report(decoded["hold"], decoded["event_hold"], decoded.get("wake"))
+    return Report(
+        decoded["hold"],
+        decoded["event_hold"],
+        decoded.get("wake"),
+        decoded.get("summary"),
+        decoded.get("event_summary"),
+    )
 
 
 def metrics(operator_name, payload) -> QueryRow:

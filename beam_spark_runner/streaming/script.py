@@ -6,6 +6,8 @@ where the reader is keyed), so the planner that Spark runs in its own
 process needs no Beam import and replays cost nothing.
 """
 
+import dataclasses
+
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.testing.test_stream import WindowedValueHolder
@@ -24,6 +26,7 @@ from beam_spark_runner.streaming.source_planner import (
     SourceScript,
 )
 from beam_spark_runner.streaming.source_watermarks import WatermarkRule
+from beam_spark_runner.streaming.watermark_lanes import plan_lanes
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import source_key
@@ -31,27 +34,32 @@ from beam_spark_runner.worker import context
 from beam_spark_runner.worker.impulse import ENCODED_IMPULSE_VALUE
 
 
-def compile_script(plan, key_groups, watermark_percentile=1.0) -> SourceScript:
-    """The plan's sources as a SourceScript; `watermark_percentile`: the
-    share of a Spark source's partitions its watermark follows
-    (streaming/source_watermarks.py)."""
+def compile_script(plan, key_groups) -> SourceScript:
+    """The plan's sources as a SourceScript, with each keyed operator in the
+    lane of its watermark percentile (streaming/watermark_lanes.py)."""
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
     streams = tuple(_compile_test_stream(source, plan.components, writer) for source in plan.sources)
     impulse_rows = tuple(R.data(R.dest_text(dest), ENCODED_IMPULSE_VALUE, IMPULSE_SEQ) for dest in plan.impulse_dests)
+    lanes = plan_lanes(
+        plan.watermark_graph,
+        {op.name: op.watermark_percentile for op in plan.operators if op.is_keyed},
+        [s.name for s in plan.spark_sources],
+    )
+    rules = {s.name: WatermarkRule(s.out_of_orderness_us, s.idle_timeout_us) for s in plan.spark_sources}
+    for lane_source, (name, percentile) in lanes.lane_sources.items():
+        rules[lane_source] = dataclasses.replace(rules[name], percentile=percentile)
     return SourceScript(
         streams,
         impulse_rows,
-        dict(plan.watermark_graph),
+        lanes.operator_graph,
         key_groups,
         # The source planner's CONTROL rows name side inputs as rows do.
         {
-            op: {R.dest_text(dest): inputs for dest, inputs in sides.items()}
+            op: {R.dest_text(dest): lanes.rename_inputs(inputs, op) for dest, inputs in sides.items()}
             for op, sides in plan.side_watermarks.items()
         },
-        {
-            s.name: WatermarkRule(s.out_of_orderness_us, s.idle_timeout_us, watermark_percentile)
-            for s in plan.spark_sources
-        },
+        rules,
+        lanes if lanes.hold_percentiles or lanes.lane_sources else None,
     )
 
 

@@ -54,6 +54,8 @@ from typing import Dict, Optional, Tuple
 
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.source_watermarks import DataWatermark, WatermarkRule
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
+from beam_spark_runner.streaming.watermark_lanes import WatermarkLanes
 from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS, BatchTimes, StageInputs, WatermarkAuthority
 
 IMPULSE_SOURCE = "impulse"  # as plans.IMPULSE_SOURCE (this module imports no Beam)
@@ -87,25 +89,59 @@ def holds_path(run_dir, batch):
 # Format of the hold record the driver writes after each batch. 1 (no
 # "format" field): {operator: {key-group: [hold, event hold]}}. 2 adds each
 # key-group's wake-up and the driver's own, so the planner can let an idle
-# query wait. 3 adds what the Spark sources read ("read").
-HOLDS_FORMAT = 3
-_HOLDS_FORMATS_READ = (2, 3)
+# query wait. 3 adds what the Spark sources read ("read"). 4 writes a
+# key-group's entry as a KeyGroupHold dict, with the summaries of its holds.
+HOLDS_FORMAT = 4
+_HOLDS_FORMATS_READ = (2, 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyGroupHold:
+    """One key-group's end-of-batch report in a hold record (micros, None:
+    nothing): its earliest hold, the same without processing-time timers,
+    its next wake-up, and the summaries (TimestampSummary JSON) of all its
+    holds and event-time holds, for stages read at a watermark percentile
+    below 1 (None: not summarized)."""
+
+    hold: Optional[int]
+    event_hold: Optional[int]
+    wake: Optional[int] = None
+    summary: Optional[str] = None
+    event_summary: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, entry) -> "KeyGroupHold":
+        """A record's entry: a dict (format 4), a list [hold, event hold,
+        wake] (2 and 3) or [hold, event hold] or a bare hold (1)."""
+        if isinstance(entry, dict):
+            return cls(**entry)
+        if isinstance(entry, list):
+            return cls(*entry[:3])
+        return cls(entry, entry)
+
+    def pick(self, frozen: bool):
+        """(hold, summary JSON): without processing-time timers when
+        processing time is `frozen` (it can no longer move)."""
+        return (self.event_hold, self.event_summary) if frozen else (self.hold, self.summary)
 
 
 def hold_record(holds, driver_wake=None, read=None):
     """The record of a batch's hold reports: `holds` is {operator:
-    {key-group: [hold, hold without processing-time timers, wake-up]}}
-    (micros or None); `driver_wake`: the processing time by which the driver
-    needs another batch (its checkpoint coordinator holds side effects back
-    until more batches complete), None: no need; `read`: {Spark source:
-    {partition: newest event time read}}."""
+    {key-group: KeyGroupHold JSON (or its older list form)}};
+    `driver_wake`: the processing time by which the driver needs another
+    batch (its checkpoint coordinator holds side effects back until more
+    batches complete), None: no need; `read`: {Spark source: {partition:
+    newest event time read}}."""
     return {"format": HOLDS_FORMAT, "holds": holds, "driver_wake": driver_wake, "read": read or {}}
 
 
 @dataclasses.dataclass(frozen=True)
 class HoldReport:
-    """A batch's hold record, read: `holds` {operator: {key-group: [hold,
-    event hold, ...]}}; `wake`: the earliest processing time at which some
+    """A batch's hold record, read: `holds` {operator: {key-group:
+    KeyGroupHold}}; `wake`: the earliest processing time at which some
     key-group or the driver has work without new input (None: never);
     `wake_known`: False for a format-1 record, which says nothing of wake-ups
     (the planner then never idles on it); `read`: {Spark source: {partition:
@@ -119,13 +155,15 @@ class HoldReport:
     @classmethod
     def from_json(cls, data):
         if "format" not in data:
-            return cls(data, None, False)
+            holds = {op: {kg: KeyGroupHold.from_json(e) for kg, e in by_kg.items()} for op, by_kg in data.items()}
+            return cls(holds, None, False)
         if data["format"] not in _HOLDS_FORMATS_READ:
             raise ValueError("hold record format %r, this runner reads %s" % (data["format"], _HOLDS_FORMATS_READ))
-        wakes = [entry[2] for by_kg in data["holds"].values() for entry in by_kg.values() if len(entry) > 2]
+        holds = {op: {kg: KeyGroupHold.from_json(e) for kg, e in by_kg.items()} for op, by_kg in data["holds"].items()}
+        wakes = [entry.wake for by_kg in holds.values() for entry in by_kg.values()]
         wakes.append(data.get("driver_wake"))
         wake = min((w for w in wakes if w is not None), default=None)
-        return cls(data["holds"], wake, True, data.get("read") or {})
+        return cls(holds, wake, True, data.get("read") or {})
 
 
 def write_holds(run_dir, batch, record):
@@ -162,8 +200,18 @@ class SourceScript:
     watermark_graph: Dict[str, StageInputs]
     key_groups: int
     side_watermarks: Dict[str, Dict[str, StageInputs]] = dataclasses.field(default_factory=dict)
-    # Spark data sources (ReadFromSpark): name -> how its watermark follows its data.
+    # Spark data sources (ReadFromSpark): name -> how its watermark follows
+    # its data; a lane source (its watermark at a percentile) is one too.
     spark_sources: Dict[str, WatermarkRule] = dataclasses.field(default_factory=dict)
+    # The operators' percentile lanes (None: all exact). `watermark_graph`
+    # is then `lanes.operator_graph`, the authority plans `lanes.graph`.
+    lanes: Optional[WatermarkLanes] = None
+
+    def read_by(self, spark_source: str) -> str:
+        """The Spark source whose rows move `spark_source`'s watermark (itself, or a lane source's)."""
+        if self.lanes is not None and spark_source in self.lanes.lane_sources:
+            return self.lanes.lane_sources[spark_source][0]
+        return spark_source
 
 
 class SourcePlanner:
@@ -278,9 +326,10 @@ class SourcePlanner:
         read = self._report.read if self._report is not None else {}
         for name, rule in self.script.spark_sources.items():
             data_wm = DataWatermark.restore(rule, previous.get(name))
-            if read.get(name):
-                data_wm.observe(read[name], start["pt"])
-            if draining and start["batch"] >= 1 and not read.get(name):
+            rows_read = read.get(self.script.read_by(name))
+            if rows_read:
+                data_wm.observe(rows_read, start["pt"])
+            if draining and start["batch"] >= 1 and not rows_read:
                 src_wm[name] = MAX_MICROS
             else:
                 src_wm[name] = max(src_wm.get(name, MIN_MICROS), data_wm.watermark(pt))
@@ -368,7 +417,13 @@ class SourcePlanner:
         graph = self.script.watermark_graph
         if self._authority is None:
             # The authority's processing time is the one next_offset chose.
-            self._authority = WatermarkAuthority(graph, lambda: self._batch_pt)
+            lanes = self.script.lanes
+            self._authority = WatermarkAuthority(
+                lanes.graph if lanes is not None else graph,
+                lambda: self._batch_pt,
+                hold_percentiles=lanes.hold_percentiles if lanes is not None else None,
+                hold_stage=lanes.hold_stage if lanes is not None else None,
+            )
             if start["times"]:
                 self._authority.restore(
                     BatchTimes.from_json(start["times"]),
@@ -383,7 +438,12 @@ class SourcePlanner:
             self._report = HoldReport.from_json(self._wait_for_holds(start["batch"]))
             for op, holds in self._report.holds.items():
                 if op in graph:
-                    self._authority.report_holds(op, {int(kg): _pick_hold(h, frozen) for kg, h in holds.items()})
+                    picked = {int(kg): h.pick(frozen) for kg, h in holds.items()}
+                    self._authority.report_holds(
+                        op,
+                        {kg: hold for kg, (hold, _) in picked.items()},
+                        {kg: TimestampSummary.from_json(text) for kg, (_, text) in picked.items() if text},
+                    )
         return self._authority
 
     def _processing_time_frozen(self, start):
@@ -424,14 +484,6 @@ class SourcePlanner:
                 out.append(R.control(op, kg, end["batch"], steps, draining=end.get("drain", False)))
         out.append(R.status(end["batch"], json.dumps(end).encode()))
         return out
-
-
-def _pick_hold(reported, frozen):
-    """A key-group's reported hold: [hold, hold without processing-time
-    timers] (a bare number from an older report stands for both)."""
-    if isinstance(reported, list):
-        return reported[1] if frozen else reported[0]
-    return reported
 
 
 def _watermark_of(inputs, source_wms, times):

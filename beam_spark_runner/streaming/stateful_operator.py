@@ -30,6 +30,7 @@ from beam_spark_runner.streaming.operators import (
     warn_dropped_for_side_input,
 )
 from beam_spark_runner.streaming.side_input_wait import SideInputs, WaitingForSides
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 from beam_spark_runner.streaming.window_expiry import WindowExpiry
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import frozen_wall_clock
@@ -156,9 +157,13 @@ class StatefulStageOperator(StageBase):
                         waiting.collect(wm)
         keys.save_all()
         hold, event_hold = state.hold(), state.event_hold()
+        summaries = (state.hold_summary(), state.event_hold_summary()) if self.op.summarize_holds else (None, None)
         extra = None
         if waiting is not None:  # waiting main input holds the output watermark too
             hold, event_hold = earliest(hold, waiting.hold()), earliest(event_hold, waiting.hold())
+            if self.op.summarize_holds and waiting.hold() is not None:
+                point = TimestampSummary.of([waiting.hold()])
+                summaries = tuple(s.merge(point) for s in summaries)
             extra = None if waiting.is_empty() else waiting.saved()
             warn_dropped_for_side_input(self.op, waiting.dropped)
         state.wm, state.pt, state.extra = wm, pt, extra
@@ -173,7 +178,7 @@ class StatefulStageOperator(StageBase):
                 LATE_COUNTER: late,
             },
         )
-        return KeyGroupResult(None, out + metrics, hold, event_hold, wake)
+        return KeyGroupResult(None, out + metrics, hold, event_hold, wake, *summaries)
 
     def _key_of(self, dest, element):
         """The encoded user key of a main-input element (as RowWriter

@@ -11,7 +11,10 @@ A stage processes a batch's elements at its previous input watermark, then
 advances to the new one; so each stateful stage adds at most one batch of
 watermark lag, and nothing an upstream stage emits is late downstream.
 Both are monotonic: a value never goes back, even if a late report would
-compute a smaller one. Holds are reported per key-group at the end of a
+compute a smaller one. A stage read at a watermark percentile P < 1
+(streaming/watermark_lanes.py) is held not at its earliest hold but at the
+time a share P of its pending work passed, read from the summaries of its
+key-groups' holds (streaming/timestamp_summary.py). Holds are reported per key-group at the end of a
 batch and apply from the next batch on. The times a batch used are kept in
 a journal (JSON-serializable), so a replayed batch sees exactly the same
 watermarks and processing time and produces the same output.
@@ -23,6 +26,8 @@ Guarantees checked by tests/unit/test_watermarks.py.
 import dataclasses
 import json
 from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 
 # Beam's MIN_TIMESTAMP / MAX_TIMESTAMP in microseconds (a test checks they
 # agree). Not imported: Spark's source-planning process runs this module and
@@ -65,10 +70,22 @@ class WatermarkAuthority:
     `graph` maps each stage to its StageInputs and must list stages so that
     every stage comes after the stages feeding it. `clock()` returns the
     processing time in microseconds (injectable: tests control time).
+    `hold_percentiles`: stage -> the percentile its holds are read at (1
+    when absent: the earliest); `hold_stage`: a lane stage -> the stage
+    whose holds it reads (streaming/watermark_lanes.py).
     """
 
-    def __init__(self, graph: Mapping[str, StageInputs], clock, journal: Optional[Dict[int, str]] = None):
+    def __init__(
+        self,
+        graph: Mapping[str, StageInputs],
+        clock,
+        journal: Optional[Dict[int, str]] = None,
+        hold_percentiles: Optional[Mapping[str, float]] = None,
+        hold_stage: Optional[Mapping[str, str]] = None,
+    ):
         self._graph = dict(graph)
+        self._hold_percentiles = dict(hold_percentiles or {})
+        self._hold_stage = dict(hold_stage or {})
         self._order = list(graph)
         for i, stage in enumerate(self._order):
             for upstream in self._graph[stage].stages:
@@ -76,7 +93,11 @@ class WatermarkAuthority:
                     raise ValueError("stage %r is fed by %r, which is not listed before it" % (stage, upstream))
         self._clock = clock
         self._sources = {s: MIN_MICROS for inputs in graph.values() for s in inputs.sources}
+        for lane_stage, stage in self._hold_stage.items():
+            if lane_stage not in self._graph or stage not in self._graph:
+                raise ValueError("lane stage %r reads the holds of %r: both must be in the graph" % (lane_stage, stage))
         self._holds: Dict[str, Dict[int, int]] = {s: {} for s in self._order}
+        self._summaries: Dict[str, Dict[int, TimestampSummary]] = {s: {} for s in self._order}
         self._input = {s: MIN_MICROS for s in self._order}
         self._output = {s: MIN_MICROS for s in self._order}
         self._last_processing_time = MIN_MICROS
@@ -94,17 +115,44 @@ class WatermarkAuthority:
             raise KeyError("unknown source %r" % source)
         self._sources[source] = max(self._sources[source], watermark_micros)
 
-    def report_holds(self, stage: str, holds: Mapping[int, Optional[int]]):
+    def report_holds(
+        self,
+        stage: str,
+        holds: Mapping[int, Optional[int]],
+        summaries: Optional[Mapping[int, Optional[TimestampSummary]]] = None,
+    ):
         """End-of-batch holds of a stage, per key-group: the earliest
         timestamp its buffered state or pending timers may still emit at, or
-        None when the key-group holds nothing. Replaces earlier reports of
-        the same key-groups."""
-        current = self._holds[stage]
+        None when the key-group holds nothing; `summaries`: per key-group,
+        the summary of all its holds (read at a percentile below 1; a
+        key-group without one counts as its earliest hold alone). Replaces
+        earlier reports of the same key-groups."""
+        current, summarized = self._holds[stage], self._summaries[stage]
+        summaries = summaries or {}
         for key_group, hold in holds.items():
+            summarized.pop(key_group, None)
             if hold is None or hold >= MAX_MICROS:
                 current.pop(key_group, None)
             else:
                 current[key_group] = hold
+                if summaries.get(key_group) is not None:
+                    summarized[key_group] = summaries[key_group]
+
+    def _hold(self, stage: str) -> int:
+        """The time `stage` holds its output watermark at: its earliest
+        hold, or at a percentile below 1 the time that share of its holds passed."""
+        source = self._hold_stage.get(stage, stage)
+        holds = self._holds[source]
+        percentile = self._hold_percentiles.get(stage, 1.0)
+        if not holds:
+            return MAX_MICROS
+        if percentile >= 1:
+            return min(holds.values())
+        summaries = self._summaries[source]
+        merged = TimestampSummary.merged(
+            summaries[kg] if kg in summaries else TimestampSummary.of([hold]) for kg, hold in sorted(holds.items())
+        )
+        return merged.low_watermark(percentile)
 
     # -- planning ----------------------------------------------------------------
     def plan(self, batch_id: int) -> BatchTimes:
@@ -120,7 +168,7 @@ class WatermarkAuthority:
         # earlier than its previous input watermark. So a downstream stage
         # sees its upstream's output watermark one batch late, never early.
         for stage in self._order:
-            hold = min(self._holds[stage].values(), default=MAX_MICROS)
+            hold = self._hold(stage)
             self._output[stage] = max(self._output[stage], min(self._input[stage], hold))
         for stage in self._order:
             inputs = self._graph[stage]
@@ -139,9 +187,10 @@ class WatermarkAuthority:
         self.journal.pop(batch_id, None)
 
     def _restore(self, times: BatchTimes):
+        # A stage missing from `times` (a lane the run before had not): from the minimum.
         for stage in self._order:
-            self._input[stage] = max(self._input[stage], times.input_watermarks[stage])
-            self._output[stage] = max(self._output[stage], times.output_watermarks[stage])
+            self._input[stage] = max(self._input[stage], times.input_watermarks.get(stage, MIN_MICROS))
+            self._output[stage] = max(self._output[stage], times.output_watermarks.get(stage, MIN_MICROS))
         self._last_processing_time = max(self._last_processing_time, times.processing_time)
 
     def lag_micros(self, stage: str) -> int:

@@ -32,12 +32,15 @@ def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
     return plan_lib.build_plan(context, stages, plain_python=plain_python, streamed_groups=True)
 
 
-def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True):
+def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True, watermark_percentile=1.0):
     """Checks and plans an unbounded pipeline (Structured Streaming);
-    `plain_python=False` keeps every stateless stage on the SDK harness."""
+    `plain_python=False` keeps every stateless stage on the SDK harness;
+    `watermark_percentile`: the pipeline's (--watermark_percentile)."""
     validate_pipeline_graph(pipeline_proto)
     requirements.check_pipeline(pipeline_proto, streaming=True)
-    return streaming_plan.plan_streaming(_rewrite(pipeline_proto), drain=drain, plain_python=plain_python)
+    return streaming_plan.plan_streaming(
+        _rewrite(pipeline_proto), drain=drain, plain_python=plain_python, watermark_percentile=watermark_percentile
+    )
 
 
 def _rewrite(pipeline_proto):

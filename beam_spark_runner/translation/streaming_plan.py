@@ -44,19 +44,23 @@ from beam_spark_runner.plans import (
     TestStreamSource,
     source_key,
 )
+from beam_spark_runner.streaming.watermark_lanes import plan_lanes
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.translation.stage_plans import StagePlanner
+from beam_spark_runner.translation.watermark_percentiles import operator_percentiles
 
 _TEST_STREAM_URN = common_urns.primitives.TEST_STREAM.urn
 
 
-def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingPlan:
+def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_percentile=1.0) -> StreamingPlan:
     """Plans an unbounded pipeline; raises UnsupportedPipelineError for what
     the streaming runner cannot run (checks common to both engines are in
-    translation/requirements.py)."""
+    translation/requirements.py). `watermark_percentile`: what keyed
+    operators run under unless their transforms ask for another
+    (translation/watermark_percentiles.py)."""
     context, stages = phases.create_stages(
         pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS
     )
@@ -123,6 +127,8 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
     sink_dests = frozenset(s.dest for s in spark_sinks)
     ordered = _with_pass_on(_with_group_operators(operators, planner.groups), sink_dests)
     spark_sources = [_with_fused_reader(s, ordered, sink_dests, keyed_dests, broadcast) for s in spark_sources]
+    graph = _watermark_graph(sources + spark_sources, impulse_dests, ordered)
+    ordered = _with_percentiles(ordered, graph, spark_sources, context.components, watermark_percentile)
     return StreamingPlan(
         sources=tuple(sources),
         impulse_dests=tuple(impulse_dests),
@@ -130,12 +136,26 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True) -> StreamingP
         keyed_dests=keyed_dests,
         element_coders=element_coders,
         broadcast_dests=tuple(broadcast),
-        watermark_graph=_watermark_graph(sources + spark_sources, impulse_dests, ordered),
+        watermark_graph=graph,
         side_watermarks=_side_watermarks(sources + spark_sources, impulse_dests, ordered),
         components=context.components.SerializeToString(),
         spark_sources=tuple(spark_sources),
         spark_sinks=tuple(spark_sinks),
     )
+
+
+def _with_percentiles(operators, graph, spark_sources, components, default):
+    """Each keyed operator with the watermark percentile it runs under, and
+    whether its key-groups must summarize their holds (a lane reads them
+    at a percentile below 1: streaming/watermark_lanes.py)."""
+    percentiles = operator_percentiles(operators, components, default)
+    lanes = plan_lanes(graph, percentiles, [s.name for s in spark_sources])
+    return [
+        dataclasses.replace(op, watermark_percentile=percentiles[op.name], summarize_holds=op.name in lanes.summarized)
+        if op.is_keyed
+        else op
+        for op in operators
+    ]
 
 
 def _spark_source(plan):

@@ -1,18 +1,20 @@
-"""--watermark_percentile on a partitioned Spark source: one partition far
-behind the others in event time holds the exact watermark (P = 1) until it
-catches up; with P = 0.95 windows fire ON_TIME once the other nineteen
-passed them, the laggard's records behind that watermark land in LATE panes
-and count as late, and the final accumulated totals are the same (the
-allowed lateness covers the lag)."""
+"""Percentile watermarks on a partitioned Spark source, two aggregations
+side by side in one pipeline: "Approx" on the pipeline's
+--watermark_percentile=0.95, "Exact" asking for the exact watermark with
+`watermark_percentile(1.0)`. One partition far behind the others in event
+time holds Exact's windows until it catches up; Approx's fire ON_TIME once
+the other nineteen passed them, the laggard's records behind that watermark
+land in LATE panes and count as late (for Approx only), and the final
+accumulated totals are the same (the allowed lateness covers the lag)."""
 
 import collections
 import os
-import time
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import trigger, window
 
+import beam_spark_runner
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 from beam_spark_runner.result import PipelineState
@@ -24,15 +26,22 @@ START = 1767225600  # 2026-01-01T00:00:00Z, the events' epoch
 TIMEOUT_S = 180
 
 
-def _run(tmp_path, percentile, spark):
-    """Runs the pipeline over two files; returns (pane rows published after
-    the first file, all pane rows, late_records)."""
-    source, out = tmp_path / ("in-%s" % percentile), tmp_path / ("out-%s" % percentile)
-    source.mkdir()
-    p = beam.Pipeline(
-        runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=%s" % percentile])
-    )
+def _totals(pairs, name, out):
     _ = (
+        pairs
+        | name >> beam.CombinePerKey(sum)
+        | name + "Panes" >> beam.ParDo(WindowPaneTotal()).with_output_types(PaneTotal)
+        | name + "Write" >> WriteToSpark(format="parquet", path=str(out))
+    )
+
+
+def _run(tmp_path, spark):
+    """Runs the pipeline over two files; returns, per aggregation, (pane
+    rows published after the first file, all pane rows, late_records)."""
+    source, exact_out, approx_out = tmp_path / "in", tmp_path / "exact", tmp_path / "approx"
+    source.mkdir()
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.95"]))
+    pairs = (
         p
         | "Read"
         >> ReadFromSpark(
@@ -46,30 +55,34 @@ def _run(tmp_path, percentile, spark):
             allowed_lateness=100,
         )
         | "Pairs" >> beam.Map(lambda r: (r.user, r.score))
-        | "Sum" >> beam.CombinePerKey(sum)
-        | "Panes" >> beam.ParDo(WindowPaneTotal()).with_output_types(PaneTotal)
-        | "Write" >> WriteToSpark(format="parquet", path=str(out))
     )
+    _totals(pairs, "Approx", approx_out)
+    with beam_spark_runner.watermark_percentile(1.0):
+        _totals(pairs, "Exact", exact_out)
     # Nineteen users at 1 s and 25 s; the laggard only at 1 s.
     _write_json(str(source), "a.json", [_event(u, 1, s) for u in USERS for s in (1, 25)] + [_event("slow", 1, 1)])
     result = p.run()
     try:
-        if percentile < 1:
-            # 19 of 20 partitions are at 25 s: [0, 10) fires without the laggard.
-            _wait(lambda: len(_published(spark, out)) == 20, "window [0, 10) to fire for every user")
-        else:
-            time.sleep(8)  # the file is read and the laggard holds every window open
-        first = _published(spark, out)
+        # 19 of 20 partitions are at 25 s: Approx's [0, 10) fires without the laggard.
+        _wait(lambda: len(_published(spark, approx_out)) == 20, "window [0, 10) to fire for every user")
+        firsts = {"exact": _published(spark, exact_out), "approx": _published(spark, approx_out)}
         # The laggard catches up: 5 s (behind the 95% watermark) and 30 s.
         _write_json(str(source), "b.json", [_event("slow", 5, 5), _event("slow", 1, 30)])
-        _wait(lambda: ("slow", START, 6) in [(r[0], r[1], r[2]) for r in _published(spark, out)], "slow's 6 in [0, 10)")
+        for out in (exact_out, approx_out):
+            _wait(lambda: ("slow", START, 6) in [(r[0], r[1], r[2]) for r in _published(spark, out)], "slow's 6")
         result.drain()
         assert result.wait_until_finish(TIMEOUT_S * 1000) == PipelineState.DRAINED
     finally:
         if result.state not in (PipelineState.DRAINED, PipelineState.DONE):
             result.cancel()
     late = result.metrics().query(beam.metrics.MetricsFilter().with_name("late_records"))["counters"]
-    return first, _published(spark, out), sum(c.committed for c in late)
+    late_by = collections.Counter()
+    for counter in late:
+        late_by["approx" if counter.key.step.startswith("Approx") else "exact"] += counter.committed
+    return {
+        "exact": (firsts["exact"], _published(spark, exact_out), late_by["exact"]),
+        "approx": (firsts["approx"], _published(spark, approx_out), late_by["approx"]),
+    }
 
 
 def _published(spark, out):
@@ -87,9 +100,10 @@ def _final(panes):
     return {key: total for key, (_, total) in last.items()}
 
 
-def test_a_laggard_partition_holds_the_exact_watermark_but_not_the_95th_percentile(tmp_path, spark_session):
-    exact_first, exact_all, exact_late = _run(tmp_path, 1.0, spark_session)
-    p95_first, p95_all, p95_late = _run(tmp_path, 0.95, spark_session)
+def test_a_laggard_partition_holds_the_exact_aggregation_but_not_the_95th_percentile_one(tmp_path, spark_session):
+    runs = _run(tmp_path, spark_session)
+    exact_first, exact_all, exact_late = runs["exact"]
+    p95_first, p95_all, p95_late = runs["approx"]
 
     expected = collections.Counter({(u, START): 1 for u in USERS})
     expected.update({(u, START + 20): 1 for u in USERS})
@@ -111,14 +125,70 @@ def test_a_laggard_partition_holds_the_exact_watermark_but_not_the_95th_percenti
     assert _final(exact_all) == dict(expected) == _final(p95_all)
 
 
-def test_a_percentile_without_a_spark_source_is_reported_as_having_no_effect(caplog):
-    from apache_beam.testing.test_stream import TestStream
-
-    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.9"]))
-    _ = p | TestStream().add_elements([1]).advance_watermark_to_infinity() | beam.Map(lambda x: x)
+def test_a_batch_run_says_the_annotation_has_no_effect(caplog):
+    p = beam.Pipeline(runner=SparkRunner())
+    with beam_spark_runner.watermark_percentile(0.9):
+        _ = p | beam.Create([("a", 1)]) | "Sum" >> beam.CombinePerKey(sum)
     with caplog.at_level("WARNING", logger="beam_spark_runner"):
         p.run().wait_until_finish()
-    assert any(
-        "--watermark_percentile=0.9 has no effect" in r.getMessage() and "ReadFromSpark" in r.getMessage()
-        for r in caplog.records
-    )
+    (warning,) = [r.getMessage() for r in caplog.records if "watermark_percentile()" in r.getMessage()]
+    assert "on Create, Sum has no effect: the pipeline runs in batch" in warning
+
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def test_a_laggard_broker_stream_does_not_hold_the_90th_percentile_watermark(tmp_path, spark_session, request):
+    """A splittable DoFn source (ReadFromRedisStreams): its restrictions'
+    watermarks are the pending work its stage summarizes. Nine streams at
+    25 s and one at 1 s: with P = 0.9 the window [0, 10) fires ON_TIME
+    without waiting for the laggard (exactly it would wait for ever: the
+    laggard's stream gets nothing newer, and no idle timeout is set)."""
+    import redis
+
+    from beam_spark_runner.io import ReadFromRedisStreams
+    from tests import services
+
+    services.require(request, REDIS_URL)
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    streams = ["beam-test-p90-%02d-%s" % (i, os.urandom(4).hex()) for i in range(10)]
+    out = tmp_path / "out"
+    try:
+        for i, stream in enumerate(streams):
+            seconds = (1,) if i == 0 else (1, 25)
+            for second in seconds:
+                client.xadd(stream, {"n": "1", "at": str(START + second)})
+        label = {stream: "s%02d" % i for i, stream in enumerate(streams)}
+        p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.9"]))
+        _ = (
+            p
+            | ReadFromRedisStreams(REDIS_URL, streams, timestamp_field="at", poll_interval=0.2)
+            | "Pairs" >> beam.Map(lambda e: (label[e.stream], int(e.fields["n"])))
+            | "Window"
+            >> beam.WindowInto(
+                window.FixedWindows(10),
+                trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+                allowed_lateness=100,
+            )
+        )
+        _totals(_, "Sum", out)
+        result = p.run()
+        try:
+            _wait(lambda: len(_published(spark_session, out)) == 10, "window [0, 10) to fire for every stream")
+            first = _published(spark_session, out)
+            # The laggard's 5 s arrives behind the 90% watermark: LATE.
+            client.xadd(streams[0], {"n": "5", "at": str(START + 5)})
+            _wait(lambda: ("s00", START, 6) in [tuple(r[:3]) for r in _published(spark_session, out)], "s00's 6")
+            result.drain()
+            assert result.wait_until_finish(TIMEOUT_S * 1000) == PipelineState.DRAINED
+        finally:
+            if result.state not in (PipelineState.DRAINED, PipelineState.DONE):
+                result.cancel()
+    finally:
+        client.delete(*streams)
+    assert sorted((r[0], r[1], r[2], r[3]) for r in first) == [(label[s], START, 1, "ON_TIME") for s in streams]
+    late = result.metrics().query(beam.metrics.MetricsFilter().with_name("late_records"))["counters"]
+    assert sum(c.committed for c in late) == 1
+    slow = sorted((r for r in _published(spark_session, out) if r[0] == "s00" and r[1] == START), key=lambda r: r[4])
+    assert slow[0][2:4] == (1, "ON_TIME") and {(r[2], r[3]) for r in slow[1:]} == {(6, "LATE")}

@@ -65,6 +65,8 @@ HELPER_PROCESS_MODULES = {
     "beam_spark_runner.streaming.source_watermarks": False,
     "beam_spark_runner.streaming.rows": False,
     "beam_spark_runner.streaming.watermarks": False,
+    "beam_spark_runner.streaming.watermark_lanes": False,
+    "beam_spark_runner.streaming.timestamp_summary": False,
     "beam_spark_runner.streaming.key_groups": False,
     "beam_spark_runner.execution.streaming_udfs": True,  # may import pyspark
 }

@@ -13,6 +13,8 @@ from beam_spark_runner.streaming import progress
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator, IncompleteCheckpoint
 from beam_spark_runner.streaming.driver_sink import BatchStatus, DriverSink, SinkClock
+from beam_spark_runner.streaming.source_planner import HoldReport, KeyGroupHold
+from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 from beam_spark_runner.streaming.watermarks import BatchTimes
 from tests.unit.test_checkpoint_coordinator import Actions, MemoryStore
 
@@ -73,7 +75,9 @@ def test_a_batch_with_every_report_is_pre_committed_with_its_finalizers_and_hold
     assert status.batch == 3 and status.operators == ("gbk",) and not status.done
     ((batch, record),) = holds
     assert batch == 3
-    assert record["holds"] == {"gbk": {KG[0]: [1_000, 1_000, None], KG[1]: [None, None, 7_000]}}
+    assert record["holds"] == {
+        "gbk": {KG[0]: KeyGroupHold(1_000, 1_000, None).to_json(), KG[1]: KeyGroupHold(None, None, 7_000).to_json()}
+    }
     assert record["driver_wake"] is None
     coordinator.committed(11)
     assert actions.released == [b"callbacks"]  # released once Spark committed the batch
@@ -134,3 +138,24 @@ def test_what_the_spark_sources_read_goes_into_the_hold_record_newest_per_partit
     sink.on_batch(4, rows)
     ((_, record),) = holds
     assert record["read"] == {"read": {"p0": 7_000, "p1": 9_000}, "other": {"": 1_000}}
+
+
+def test_a_key_group_s_hold_summaries_reach_the_planner_through_the_hold_record():
+    sink, coordinator, actions, holds, clock = _sink()
+    summary = TimestampSummary.of([1_000, 9_000, 9_000])
+    event_summary = TimestampSummary.of([9_000, 9_000])
+    rows = [
+        R.report("gbk", KG[0], 3, 1_000, 9_000, None, summary.to_json(), event_summary.to_json()),
+        R.report("gbk", KG[1], 3, None, None, None),
+        _status(3),
+    ]
+    sink.on_batch(11, rows)
+    ((_, record),) = holds
+    report = HoldReport.from_json(json.loads(json.dumps(record)))
+    entry = report.holds["gbk"][str(KG[0])]  # as written to disk: JSON keys are text
+    hold, text = entry.pick(frozen=False)
+    assert (hold, TimestampSummary.from_json(text)) == (1_000, summary)
+    hold, text = entry.pick(frozen=True)
+    assert (hold, TimestampSummary.from_json(text)) == (9_000, event_summary)
+    other = report.holds["gbk"][str(KG[1])]
+    assert other.pick(frozen=False) == (None, None)
