@@ -197,7 +197,7 @@ class DriverSink:
         times = status.times
         infos = [metrics_pb2.MonitoringInfo.FromString(b) for b in sum(batch.metrics.values(), [])]
         with self._lock:
-            for label, own in progress.batch_metrics(times, duration_ms, self._clock.wall()).items():
+            for label, own in progress.batch_metrics(times, duration_ms, self._clock.wall(), self._display_names).items():
                 self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in own)
         record = progress.batch_progress(times, duration_ms, self._display_names, progress.operator_counters(infos))
         self._progress.record(record)

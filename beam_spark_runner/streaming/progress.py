@@ -29,12 +29,14 @@ NAMESPACE = "beam_spark_runner.streaming"
 RUN = "streaming run"
 
 
-def batch_metrics(times: BatchTimes, duration_ms: int, now: float):
+def batch_metrics(times: BatchTimes, duration_ms: int, now: float, operators=None):
     """{label: [MonitoringInfo]} describing one finished batch; `now`: the
-    wall-clock time (seconds) the gauges carry."""
+    wall-clock time (seconds) the gauges carry; `operators`: the keyed
+    operators to describe (default: every stage of `times`, which also
+    holds the lane stages of percentile watermarks: streaming/watermark_lanes.py)."""
     out = {}
-    for op, input_wm in times.input_watermarks.items():
-        output_wm = times.output_watermarks[op]
+    for op in times.input_watermarks if operators is None else operators:
+        input_wm, output_wm = times.input_watermarks[op], times.output_watermarks[op]
         values = {
             "input_watermark_ms": input_wm // 1000,
             "output_watermark_ms": output_wm // 1000,
@@ -123,9 +125,17 @@ def batch_progress(times: BatchTimes, duration_ms: int, display_names: Mapping[s
             sum(counters.get((op, name), 0) for name in DROPPED_COUNTERS),
             counters.get((op, LATE_COUNTER), 0),
         )
-        for op in sorted(times.input_watermarks, key=_plan_order(display_names))
+        for op in sorted(_operators(times, display_names), key=_plan_order(display_names))
     )
     return BatchProgress(times.batch_id, times.processing_time, duration_ms, stages)
+
+
+def _operators(times, display_names):
+    """The keyed operators of `times`: those named in `display_names` (the
+    lane stages of percentile watermarks are not), or all without names."""
+    if not display_names:
+        return list(times.input_watermarks)
+    return [op for op in times.input_watermarks if op in display_names]
 
 
 def _plan_order(display_names):

@@ -83,3 +83,21 @@ def test_the_log_keeps_the_last_batches():
     for batch in range(1, 4):
         log.record(progress.BatchProgress(batch, 0, 1, ()))
     assert [r.batch for r in log.batches()] == [2, 3]
+
+
+def test_batch_metrics_describe_the_operators_not_the_lane_stages_of_percentile_watermarks():
+    times = BatchTimes(
+        3, 10_000, {"gbk": 5_000, "gbk@watermark_p0.9": 8_000}, {"gbk": 4_000, "gbk@watermark_p0.9": 7_000}
+    )
+    labels = progress.batch_metrics(times, 12, 1.0, {"gbk": "GroupByKey"})
+    assert set(labels) == {"gbk", progress.RUN}
+    gauges = {monitoring_infos.parse_namespace_and_name(i)[1]: i for i in labels["gbk"]}
+    assert set(gauges) == {"input_watermark_ms", "output_watermark_ms", "watermark_lag_ms"}
+
+
+def test_a_batch_record_leaves_the_lane_stages_out():
+    times = BatchTimes(
+        3, 10_000, {"gbk": 5_000, "gbk@watermark_p0.9": 8_000}, {"gbk": 4_000, "gbk@watermark_p0.9": 7_000}
+    )
+    record = progress.batch_progress(times, 12, {"gbk": "GroupByKey"}, {})
+    assert [s.name for s in record.stages] == ["gbk"]
