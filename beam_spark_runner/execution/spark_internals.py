@@ -315,9 +315,47 @@ def _pyspark(module, name):
     return getattr(importlib.import_module(module), name)
 
 
+def _spark_core_class_has(class_name, *texts):
+    """Whether Spark's class `class_name` (in the pyspark wheel's spark-core
+    jar) holds each of `texts` in its constant pool (a method name and its
+    JVM descriptor): Spark-internal JVM classes the runner's own jar calls."""
+    import glob
+    import os
+    import zipfile
+
+    import pyspark
+
+    (jar,) = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "spark-core_*.jar"))
+    with zipfile.ZipFile(jar) as archive:
+        data = archive.read(class_name.replace(".", "/") + ".class")
+    return all(text.encode() in data for text in texts)
+
+
 # (what, where the runner uses it, a check that it is still there): read by
 # tests/unit/test_private_apis.py, which fails naming each one that moved.
 PRIVATE_APIS = (
+    (
+        "org.apache.spark.ui.SparkUITab(SparkUI, String), WebUITab.attachPage, WebUIPage(String).render, "
+        "UIUtils.headerSparkPage (Spark's own UI classes, private[spark])",
+        "java/beamsparkrunner/ui/BeamTab.java, WatermarksPage.java: the Spark UI's Beam tab",
+        lambda: (
+            _spark_core_class_has(
+                "org.apache.spark.ui.SparkUITab", "(Lorg/apache/spark/ui/SparkUI;Ljava/lang/String;)V"
+            )
+            and _spark_core_class_has("org.apache.spark.ui.WebUITab", "attachPage")
+            and _spark_core_class_has(
+                "org.apache.spark.ui.WebUIPage",
+                "render",
+                "(Ljakarta/servlet/http/HttpServletRequest;)Lscala/collection/immutable/Seq;",
+            )
+            and _spark_core_class_has(
+                "org.apache.spark.ui.UIUtils",
+                "headerSparkPage",
+                "(Ljakarta/servlet/http/HttpServletRequest;Ljava/lang/String;Lscala/Function0;"
+                "Lorg/apache/spark/ui/SparkUITab;Lscala/Option;ZZZ)Lscala/collection/immutable/Seq;",
+            )
+        ),
+    ),
     (
         "SparkContext._jvm and ._gateway",
         "jvm, py4j_gateway: the Spark UI helper, the checkpoint's Hadoop FileSystem",

@@ -19,6 +19,7 @@ from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution.streaming_checkpoint import HoldFiles, check_resumable
 from beam_spark_runner.execution.streaming_query import QuerySettings, start_query
 from beam_spark_runner.execution.streaming_spark_io import SparkSinkWrites
+from beam_spark_runner.execution.ui_watermarks import WatermarkTab
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.streaming import plan_fingerprint
 from beam_spark_runner.streaming.checkpoint_coordinator import CheckpointCoordinator
@@ -84,6 +85,9 @@ class StreamingExecution:
             {op.name: op.display_name for op in plan.operators if op.is_keyed},
             lambda batch, record: self._holds.record(self.scratch_dir, batch, record),
             planned_processing_time=not self._script.streams,
+            on_progress=WatermarkTab(
+                spark.sparkContext, {op.name: op.watermark_percentile for op in plan.operators if op.is_keyed}
+            ).show,
         )
         self._sink_writes = SparkSinkWrites(spark, plan, self._files)
         self._settings = QuerySettings(spark)

@@ -124,7 +124,8 @@ class DriverSink:
     plan order; `planned_processing_time`: batches run at the processing
     time the planner gave them, so a batch's duration does not count the
     time an idle query waited before it (False with TestStream sources,
-    whose processing time is synthetic)."""
+    whose processing time is synthetic); `on_progress(record)` is called
+    with each completed batch's BatchProgress (the Spark UI's Beam tab)."""
 
     def __init__(
         self,
@@ -136,6 +137,7 @@ class DriverSink:
         planned_processing_time: bool = True,
         clock: SinkClock = SinkClock(),
         log_every: int = 10,
+        on_progress: Optional[Callable[[progress.BatchProgress], object]] = None,
     ):
         self._coordinator = coordinator
         self._commit_lock = commit_lock
@@ -145,6 +147,7 @@ class DriverSink:
         self._planned_processing_time = planned_processing_time
         self._clock = clock
         self._log_every = log_every
+        self._on_progress = on_progress
         self._batches = 0
         self._lock = threading.Lock()
         self._metrics = {}  # label -> [serialized MonitoringInfo]
@@ -197,10 +200,14 @@ class DriverSink:
         times = status.times
         infos = [metrics_pb2.MonitoringInfo.FromString(b) for b in sum(batch.metrics.values(), [])]
         with self._lock:
-            for label, own in progress.batch_metrics(times, duration_ms, self._clock.wall(), self._display_names).items():
+            for label, own in progress.batch_metrics(
+                times, duration_ms, self._clock.wall(), self._display_names
+            ).items():
                 self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in own)
         record = progress.batch_progress(times, duration_ms, self._display_names, progress.operator_counters(infos))
         self._progress.record(record)
+        if self._on_progress is not None:
+            self._on_progress(record)
         self._batches += 1
         every = self._batches == 1 or self._batches % self._log_every == 0 or status.done
         _LOG.log(logging.INFO if every else logging.DEBUG, "Streaming %s", progress.describe(record))

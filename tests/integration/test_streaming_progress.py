@@ -1,6 +1,7 @@
 """A streaming run's progress records (SparkPipelineResult.streaming_progress)."""
 
 import apache_beam as beam
+import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_stream import TestStream
@@ -97,3 +98,88 @@ def test_a_batch_run_has_no_streaming_progress():
     result = p.run()
     result.wait_until_finish()
     assert result.streaming_progress() == ()
+
+
+@pytest.fixture(scope="module")
+def beam_tab_run(spark_session):
+    """A finished run whose steps the Spark UI's Beam tab shows: "Group"
+    (exact, one record dropped as late) and "Regroup" (at the 90%
+    watermark); returns (its last progress record, the tab's URL)."""
+    import beam_spark_runner
+
+    stream = (
+        TestStream()
+        .add_elements([window.TimestampedValue(("a", 1), 1), window.TimestampedValue(("b", 2), 2)])
+        .advance_watermark_to(20)
+        .add_elements([window.TimestampedValue(("a", 3), 3)])  # behind the watermark: dropped
+        .add_elements([window.TimestampedValue(("a", 4), 25)])
+        .advance_watermark_to_infinity()
+    )
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    grouped = p | stream | beam.WindowInto(window.FixedWindows(10)) | "Group" >> beam.GroupByKey()
+    with beam_spark_runner.watermark_percentile(0.9):
+        _ = grouped | "Sizes" >> beam.MapTuple(lambda k, vs: ("all", len(vs))) | "Regroup" >> beam.GroupByKey()
+    result = p.run()
+    result.wait_until_finish()
+    return result.streaming_progress()[-1], spark_session.sparkContext.uiWebUrl + "/beam/"
+
+
+def _beam_tab_rows(html):
+    """(caption, {step: {column: cell}}) of the Beam tab's table."""
+    import html as html_lib
+    import re
+
+    def cells(tag, text):
+        return [html_lib.unescape(c) for c in re.findall(r"<%s>(.*?)</%s>" % (tag, tag), text, re.S)]
+
+    caption = html_lib.unescape(re.search(r'<p id="beam-caption">(.*?)</p>', html, re.S).group(1))
+    table = re.search(r'<table[^>]*id="beam-stages"[^>]*>(.*?)</table>', html, re.S).group(1)
+    columns = cells("th", table)
+    rows = [cells("td", row) for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)]
+    return caption, {row[0]: dict(zip(columns, row)) for row in rows}
+
+
+def _assert_shows_the_run(html, last):
+    caption, rows = _beam_tab_rows(html)
+    # The table of the run's last micro-batch: every watermark at +infinity.
+    assert caption.startswith("Micro-batch %d, processing time " % last.batch)
+    assert set(rows) == {"Group", "Regroup"}
+    for step in rows.values():
+        assert (step["Input watermark"], step["Output watermark"]) == ("+infinity", "+infinity")
+    assert (rows["Group"]["Watermark percentile"], rows["Regroup"]["Watermark percentile"]) == ("1", "0.9")
+    assert (rows["Group"]["Late records"], rows["Group"]["Dropped late records"]) == ("0", "1")
+    assert float(rows["Group"]["Late fraction"]) > 0 and rows["Regroup"]["Late fraction"] == "0.0000"
+
+
+def test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_records(beam_tab_run):
+    import urllib.request
+
+    last, url = beam_tab_run
+    with urllib.request.urlopen(url, timeout=30) as response:
+        _assert_shows_the_run(response.read().decode("utf-8"), last)
+
+
+def test_the_beam_tab_renders_in_a_headless_browser(beam_tab_run, tmp_path):
+    """Chromium (Debian's package `chromium`) loads the page, runs Spark's
+    scripts and shows the tab among the UI's tabs, with the same table."""
+    import shutil
+    import subprocess
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no headless browser: install the OS package chromium (apt-get install chromium)")
+    last, url = beam_tab_run
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--user-data-dir=%s" % tmp_path,
+    ]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert ">Beam</a>" in dom, dom[:2000]
+    _assert_shows_the_run(dom, last)

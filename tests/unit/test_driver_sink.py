@@ -46,7 +46,7 @@ def _counter(op, name, value):
     return R.metrics(op, pickle.dumps([info.SerializeToString()]))
 
 
-def _sink(planned=True):
+def _sink(planned=True, on_progress=None):
     actions, holds, clock = Actions(), [], FakeClock()
     coordinator = CheckpointCoordinator(MemoryStore(), actions.release, actions.abort)
     sink = DriverSink(
@@ -57,6 +57,7 @@ def _sink(planned=True):
         lambda batch, record: holds.append((batch, record)),
         planned_processing_time=planned,
         clock=clock.clock(),
+        on_progress=on_progress,
     )
     sink.started()
     return sink, coordinator, actions, holds, clock
@@ -159,3 +160,13 @@ def test_a_key_group_s_hold_summaries_reach_the_planner_through_the_hold_record(
     assert (hold, TimestampSummary.from_json(text)) == (9_000, event_summary)
     other = report.holds["gbk"][str(KG[1])]
     assert other.pick(frozen=False) == (None, None)
+
+
+def test_each_completed_batch_s_progress_is_handed_on():
+    seen = []
+    sink, *_ = _sink(on_progress=seen.append)
+    sink.on_batch(
+        11, [R.report("gbk", KG[0], 3, None, None, None), R.report("gbk", KG[1], 3, None, None, None), _status(3)]
+    )
+    sink.on_batch(12, [R.metrics("gbk", pickle.dumps([]))])  # no STATUS row: not a completed batch
+    assert [record.batch for record in seen] == [3] and [s.name for s in seen[0].stages] == ["gbk"]

@@ -1,0 +1,147 @@
+"""A streaming pipeline's watermarks in the Spark UI: the "Beam" tab.
+
+After every micro-batch the driver shows one table in the running
+application's Spark UI (the JVM helper `java/beamsparkrunner/ui/BeamTab.java`,
+in the runner's jar): per stateful step, its input and output watermark,
+how far the output watermark lags behind processing time, the watermark
+percentile it runs under (docs/watermarks.md), and its late and dropped
+records and late fraction since the run started. The same numbers are in
+`result.streaming_progress()` and `result.metrics()`.
+
+A session without the helper jar (one the user created before running the
+pipeline), or without a UI, gets one log line and no tab; a failure to
+show is logged, never raised: the UI is not worth a failed pipeline.
+"""
+
+import dataclasses
+import datetime
+import logging
+from typing import Dict, List, Mapping, Tuple
+
+from beam_spark_runner.execution import spark_internals
+from beam_spark_runner.streaming.progress import BatchProgress
+from beam_spark_runner.streaming.watermark_lanes import percentile_text
+from beam_spark_runner.streaming.watermarks import MAX_MICROS, MIN_MICROS
+
+_LOG = logging.getLogger(__name__)
+_TAB = "beamsparkrunner.ui.BeamTab"
+
+COLUMNS = (
+    "Step",
+    "Input watermark",
+    "Output watermark",
+    "Output lag behind processing time",
+    "Watermark percentile",
+    "Late records",
+    "Dropped late records",
+    "Late fraction",
+)
+
+
+def format_time(micros: int) -> str:
+    """A watermark as the page shows it: UTC to the millisecond, or +/-infinity."""
+    if micros <= MIN_MICROS:
+        return "-infinity"
+    if micros >= MAX_MICROS:
+        return "+infinity"
+    when = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=micros)
+    return when.isoformat(timespec="milliseconds") + "Z"
+
+
+def format_lag(processing_time: int, watermark: int) -> str:
+    if watermark <= MIN_MICROS or watermark >= MAX_MICROS:
+        return "-"
+    return "%.3f s" % ((processing_time - watermark) / 1e6)
+
+
+@dataclasses.dataclass
+class StageTotals:
+    """One step's counts since the run started."""
+
+    rows_in: int = 0
+    late: int = 0
+    dropped: int = 0
+
+    def add(self, stage):
+        self.rows_in += stage.rows_in
+        self.late += stage.late
+        self.dropped += stage.dropped_late
+
+    @property
+    def late_fraction(self) -> float:
+        return (self.late + self.dropped) / self.rows_in if self.rows_in else 0.0
+
+
+class WatermarkTable:
+    """The tab's table, batch after batch (no Spark): `percentiles`
+    {operator: the percentile it runs under}."""
+
+    def __init__(self, percentiles: Mapping[str, float]):
+        self._percentiles = dict(percentiles)
+        self._totals: Dict[str, StageTotals] = {}
+
+    def after(self, record: BatchProgress) -> Tuple[str, List[Tuple[str, ...]]]:
+        """(caption, rows) once `record`'s batch completed."""
+        rows = []
+        for stage in record.stages:
+            totals = self._totals.setdefault(stage.name, StageTotals())
+            totals.add(stage)
+            rows.append(
+                (
+                    stage.display_name,
+                    format_time(stage.input_watermark),
+                    format_time(stage.output_watermark),
+                    format_lag(record.processing_time, stage.output_watermark),
+                    percentile_text(self._percentiles.get(stage.name, 1.0)),
+                    str(totals.late),
+                    str(totals.dropped),
+                    "%.4f" % totals.late_fraction,
+                )
+            )
+        caption = "Micro-batch %d, processing time %s, took %d ms" % (
+            record.batch,
+            format_time(record.processing_time),
+            record.duration_ms,
+        )
+        return caption, rows
+
+
+class WatermarkTab:
+    """Shows each batch's table in the Spark UI of `sc` (see the module docstring)."""
+
+    def __init__(self, sc, percentiles: Mapping[str, float]):
+        self._sc = sc
+        self._table = WatermarkTable(percentiles)
+        self._off = False
+
+    def show(self, record: BatchProgress) -> bool:
+        caption, rows = self._table.after(record)
+        if self._off:
+            return False
+        try:
+            jvm = spark_internals.jvm(self._sc)
+            try:
+                jvm.java.lang.Class.forName(_TAB, True, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+            except Exception:  # noqa: BLE001 -- py4j wraps ClassNotFoundException
+                return self._turn_off("this SparkSession was started without the runner's spark.jars (%s)" % _TAB)
+            gateway = spark_internals.py4j_gateway(self._sc)
+            cells = [cell for row in rows for cell in row]
+            columns = gateway.new_array(jvm.java.lang.String, len(COLUMNS))
+            values = gateway.new_array(jvm.java.lang.String, len(cells))
+            for i, name in enumerate(COLUMNS):
+                columns[i] = name
+            for i, cell in enumerate(cells):
+                values[i] = cell
+            shown = jvm.beamsparkrunner.ui.BeamTab.show(
+                spark_internals.java_spark_context(self._sc), caption, columns, values
+            )
+            if not shown:
+                return self._turn_off("the application runs without a Spark UI")
+            return True
+        except Exception as e:  # noqa: BLE001
+            return self._turn_off("%s" % e)
+
+    def _turn_off(self, why):
+        self._off = True
+        _LOG.warning("Beam's watermarks are not shown in the Spark UI: %s", why)
+        return False

@@ -1,0 +1,75 @@
+package beamsparkrunner.ui;
+
+import jakarta.servlet.http.HttpServletRequest;
+import org.apache.spark.ui.UIUtils;
+import org.apache.spark.ui.WebUIPage;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.xml.Node;
+import scala.xml.XML;
+
+/** The page of {@link BeamTab}: its last table, in Spark's page frame. */
+final class WatermarksPage extends WebUIPage {
+  private final BeamTab tab;
+
+  WatermarksPage(BeamTab tab) {
+    super("");
+    this.tab = tab;
+  }
+
+  @Override
+  public Seq<Node> render(HttpServletRequest request) {
+    Seq<Node> content = nodes(html(tab.table()));
+    return UIUtils.headerSparkPage(request, "Beam", () -> content, tab, Option.empty(), false, false, false);
+  }
+
+  static String html(BeamTab.Table table) {
+    StringBuilder out = new StringBuilder("<div id=\"beam-watermarks\"><p id=\"beam-caption\">");
+    out.append(escape(table.caption)).append("</p>");
+    if (table.columns.length > 0) {
+      out.append("<table class=\"table table-bordered table-sm table-striped\" id=\"beam-stages\"><thead><tr>");
+      for (String column : table.columns) {
+        out.append("<th>").append(escape(column)).append("</th>");
+      }
+      out.append("</tr></thead><tbody>");
+      for (String[] row : table.rows) {
+        out.append("<tr>");
+        for (String cell : row) {
+          out.append("<td>").append(escape(cell)).append("</td>");
+        }
+        out.append("</tr>");
+      }
+      out.append("</tbody></table>");
+    }
+    return out.append("</div>").toString();
+  }
+
+  @SuppressWarnings("unchecked")
+  private static Seq<Node> nodes(String html) {
+    // An Elem is a NodeSeq, which is an immutable Seq of Nodes.
+    return (Seq<Node>) (Object) XML.loadString(html);
+  }
+
+  private static String escape(String text) {
+    StringBuilder out = new StringBuilder(text.length());
+    for (char c : text.toCharArray()) {
+      switch (c) {
+        case '<':
+          out.append("&lt;");
+          break;
+        case '>':
+          out.append("&gt;");
+          break;
+        case '&':
+          out.append("&amp;");
+          break;
+        case '"':
+          out.append("&quot;");
+          break;
+        default:
+          out.append(c);
+      }
+    }
+    return out.toString();
+  }
+}
