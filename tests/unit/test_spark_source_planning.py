@@ -109,3 +109,55 @@ def test_an_idle_partition_stops_holding_the_watermark(tmp_path):
         clock.micros += 5 * S
         offset = _after(tmp_path, planner, offset, {"read": {"b": (60 + second) * S}})
     assert _input_wm(offset) == 63 * S
+
+
+def _lanes_planner(tmp_path, clock):
+    """One Spark source read by "gbk" (exact) and "approx" (at 0.9), and
+    "after" reading gbk at 0.9: a lane source and a lane stage."""
+    from beam_spark_runner.streaming.watermark_lanes import plan_lanes
+
+    graph = {
+        "gbk": StageInputs(sources=("read",)),
+        "approx": StageInputs(sources=("read",)),
+        "after": StageInputs(stages=("gbk",)),
+    }
+    lanes = plan_lanes(graph, {"approx": 0.9, "after": 0.9}, ["read"])
+    rules = {"read": WatermarkRule()}
+    for lane_source, (_, p) in lanes.lane_sources.items():
+        rules[lane_source] = WatermarkRule(percentile=p)
+    script = SourceScript((), (), lanes.operator_graph, 1, spark_sources=rules, lanes=lanes)
+    return SourcePlanner(script, str(tmp_path), clock=clock, sleep=clock.sleep)
+
+
+def _lane_holds(offset, tmp_path, read, gbk_holds):
+    """gbk's one key-group holds its ten keys at `gbk_holds`, summarized."""
+    from beam_spark_runner.streaming.source_planner import KeyGroupHold
+    from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
+
+    summary = TimestampSummary.of(gbk_holds).to_json()
+    entry = KeyGroupHold(min(gbk_holds), min(gbk_holds), None, summary, summary).to_json()
+    none = KeyGroupHold(None, None).to_json()
+    record = hold_record({"gbk": {"0": entry}, "approx": {"0": none}, "after": {"0": none}}, None, read)
+    write_holds(str(tmp_path), offset["batch"], record)
+
+
+def test_percentile_lanes_plan_from_the_same_reads_and_replay_the_same(tmp_path):
+    clock = PlanningClock(NOW)
+    planner = _lanes_planner(tmp_path, clock)
+    first = planner.next_offset(planner.initial_offset())
+    # Ten partitions: nine at 50 s, one laggard at 5 s; gbk holds nine keys at 40 s and one at 2 s.
+    read = {"read": dict({"p%d" % i: 50 * S for i in range(9)}, laggard=5 * S)}
+    _lane_holds(first, tmp_path, read, [40 * S] * 9 + [2 * S])
+    second = planner.next_offset(first)
+    _lane_holds(second, tmp_path, {}, [40 * S] * 9 + [2 * S])
+    third = planner.next_offset(second)
+    times = BatchTimes.from_json(third["times"])
+    assert times.input_watermarks["gbk"] == 5 * S  # the laggard partition holds the exact lane
+    assert times.input_watermarks["approx"] == 50 * S  # not the 90% one
+    assert times.input_watermarks["after"] == 40 * S  # gbk at 90%: its straggling key does not hold it
+    assert times.output_watermarks["gbk"] == 2 * S
+    # The CONTROL steps carry each operator's own lane.
+    assert third["steps"]["approx"][-1][1] == 50 * S and third["steps"]["gbk"][-1][1] == 5 * S
+    # A restarted driver replans batch 3 from batch 2's offset: the same times, lanes included.
+    again = _lanes_planner(tmp_path, clock).next_offset(second)
+    assert again["times"] == third["times"] and again["spark"] == third["spark"]
