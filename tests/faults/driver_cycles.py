@@ -40,7 +40,7 @@ class Outcome:
         return not self.problems
 
 
-def _start(out, checkpoint, start_file, ticks, cwd):
+def _start(out, checkpoint, start_file, ticks, cwd, flags=()):
     sinks = os.path.join(os.path.dirname(out), "sinks")
     return subprocess.Popen(
         [
@@ -51,6 +51,7 @@ def _start(out, checkpoint, start_file, ticks, cwd):
             "auto:" + start_file,
             "+%s" % (ticks * pipeline.INTERVAL),
             sinks,
+            *flags,
         ],
         cwd=cwd,
         start_new_session=True,
@@ -127,12 +128,12 @@ def published_lines(directory):
     return found
 
 
-def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600):
+def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, flags=()):
     """Runs the pipeline, killing its driver once per entry of
     `kill_delays` (seconds after the run's output last grew), then lets a
     last run finish; a run that finishes before its kill ends the storm
     early (`files_at_kills` then has fewer entries). Raises if a run fails
-    on its own."""
+    on its own. `flags`: further pipeline options of every run."""
     began = time.monotonic()
     out = os.path.join(workdir, "out")
     os.makedirs(out)
@@ -145,7 +146,7 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600):
         cwd = os.path.join(workdir, "run%d" % cycle)
         os.makedirs(cwd)
         before = len(os.listdir(out))
-        proc = _start(out, checkpoint, start_file, ticks, cwd)
+        proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
         if start is None:
             start = _read_start(start_file, proc)
         deadline = time.time() + 240
@@ -164,7 +165,7 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600):
     else:
         cwd = os.path.join(workdir, "run-last")
         os.makedirs(cwd)
-        proc = _start(out, checkpoint, start_file, ticks, cwd)
+        proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
         if start is None:
             start = _read_start(start_file, proc)
         # The last run goes on until the ticks end, however long the storm took.

@@ -2,7 +2,7 @@
 its own process group (the test SIGKILLs the group: this driver and its
 Spark JVM).
 
-    python killed_driver_pipeline.py OUT CHECKPOINT START STOP [SINKS]
+    python killed_driver_pipeline.py OUT CHECKPOINT START STOP [SINKS] [--PIPELINE_OPTION ...]
 
 START may be `auto:FILE`: the first run starts its SparkSession, then picks
 START (2 s ahead) and writes it to FILE; later runs read it from there. STOP
@@ -77,9 +77,9 @@ def resolve_times(options, start, stop):
     return start, stop
 
 
-def main(out, checkpoint, start, stop, sinks=None):
+def main(out, checkpoint, start, stop, sinks=None, flags=()):
     options = PipelineOptions(
-        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
+        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint, *flags]
     )
     start, stop = resolve_times(options, start, stop)
     p = beam.Pipeline(options=options)
@@ -99,4 +99,6 @@ def main(out, checkpoint, start, stop, sinks=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], *sys.argv[5:])
+    # Arguments starting with "--" are further pipeline options.
+    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(*positional, flags=[a for a in sys.argv[1:] if a.startswith("--")])
