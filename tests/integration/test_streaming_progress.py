@@ -13,8 +13,9 @@ from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.watermarks import MAX_MICROS
 
 
-def test_progress_lists_every_batch_with_monotonic_watermarks_rows_and_late_drops():
-    stream = (
+def _one_late_element():
+    """Two windows' elements, then one behind the watermark (dropped as late)."""
+    return (
         TestStream()
         .add_elements([window.TimestampedValue(("a", 1), 1), window.TimestampedValue(("b", 2), 2)])
         .advance_watermark_to(20)
@@ -22,6 +23,10 @@ def test_progress_lists_every_batch_with_monotonic_watermarks_rows_and_late_drop
         .add_elements([window.TimestampedValue(("a", 4), 25)])
         .advance_watermark_to_infinity()
     )
+
+
+def test_progress_lists_every_batch_with_monotonic_watermarks_rows_and_late_drops():
+    stream = _one_late_element()
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
     _ = (
         p
@@ -107,14 +112,7 @@ def beam_tab_run(spark_session):
     watermark); returns (its last progress record, the tab's URL)."""
     import beam_spark_runner
 
-    stream = (
-        TestStream()
-        .add_elements([window.TimestampedValue(("a", 1), 1), window.TimestampedValue(("b", 2), 2)])
-        .advance_watermark_to(20)
-        .add_elements([window.TimestampedValue(("a", 3), 3)])  # behind the watermark: dropped
-        .add_elements([window.TimestampedValue(("a", 4), 25)])
-        .advance_watermark_to_infinity()
-    )
+    stream = _one_late_element()
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
     grouped = p | stream | beam.WindowInto(window.FixedWindows(10)) | "Group" >> beam.GroupByKey()
     with beam_spark_runner.watermark_percentile(0.9):
