@@ -10,6 +10,8 @@ fires an accumulating pane per element, and a stateful DoFn that counts
 per key. Both write one file per output, named by what it saw, so a
 re-run rewrites the same files; the final pane and final count of a key
 cover all its ticks only if the state the first run left was restored.
+A count's file holds the tick it counted: `count_K_N` holds key K's N-th
+tick exactly when no count was lost or redone.
 
     python -m tests.integration.state_format_job CHECKPOINT OUT TICKS_BEFORE_STOP
 
@@ -54,7 +56,7 @@ class _Count(beam.DoFn):
     def process(self, kv, count=beam.DoFn.StateParam(COUNT)):
         n = (count.read() or 0) + 1
         count.write(n)
-        yield "count_%d_%d" % (kv[0], n), ""
+        yield "count_%d_%d" % (kv[0], n), str(kv[1])
 
 
 def _index_from(start):
