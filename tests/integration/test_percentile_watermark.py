@@ -8,6 +8,7 @@ land in LATE panes and count as late (for Approx only), and the final
 accumulated totals are the same (the allowed lateness covers the lag)."""
 
 import collections
+import datetime
 import os
 
 import apache_beam as beam
@@ -18,6 +19,7 @@ import beam_spark_runner
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 from beam_spark_runner.result import PipelineState
+from tests.beam_tab import BeamTabWatcher
 from tests.integration.test_spark_io_streaming import SCHEMA, _event, _wait, _write_json
 from tests.window_totals import PaneTotal, WindowPaneTotal
 
@@ -37,7 +39,8 @@ def _totals(pairs, name, out):
 
 def _run(tmp_path, spark):
     """Runs the pipeline over two files; returns, per aggregation, (pane
-    rows published after the first file, all pane rows, late_records)."""
+    rows published after the first file, all pane rows, late_records),
+    and under "tab" the tables the Spark UI's Beam tab showed meanwhile."""
     source, exact_out, approx_out = tmp_path / "in", tmp_path / "exact", tmp_path / "approx"
     source.mkdir()
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.95"]))
@@ -61,6 +64,7 @@ def _run(tmp_path, spark):
         _totals(pairs, "Exact", exact_out)
     # Nineteen users at 1 s and 25 s; the laggard only at 1 s.
     _write_json(str(source), "a.json", [_event(u, 1, s) for u in USERS for s in (1, 25)] + [_event("slow", 1, 1)])
+    watcher = BeamTabWatcher(spark.sparkContext.uiWebUrl + "/beam/")
     result = p.run()
     try:
         # 19 of 20 partitions are at 25 s: Approx's [0, 10) fires without the laggard.
@@ -73,6 +77,7 @@ def _run(tmp_path, spark):
         result.drain()
         assert result.wait_until_finish(TIMEOUT_S * 1000) == PipelineState.DRAINED
     finally:
+        tables = watcher.stop()
         if result.state not in (PipelineState.DRAINED, PipelineState.DONE):
             result.cancel()
     late = result.metrics().query(beam.metrics.MetricsFilter().with_name("late_records"))["counters"]
@@ -82,6 +87,7 @@ def _run(tmp_path, spark):
     return {
         "exact": (firsts["exact"], _published(spark, exact_out), late_by["exact"]),
         "approx": (firsts["approx"], _published(spark, approx_out), late_by["approx"]),
+        "tab": tables,
     }
 
 
@@ -123,6 +129,35 @@ def test_a_laggard_partition_holds_the_exact_aggregation_but_not_the_95th_percen
     assert p95_late == 1
     # The allowed lateness covers the lag: the final totals are the same.
     assert _final(exact_all) == dict(expected) == _final(p95_all)
+    _assert_the_tab_showed_the_watermarks_move(runs["tab"])
+
+
+def _watermark_seconds(cell):
+    """A watermark cell of the Beam tab in seconds after START (-inf, +inf at the ends)."""
+    if cell in ("-infinity", "+infinity"):
+        return float(cell.replace("infinity", "inf"))
+    when = datetime.datetime.strptime(cell, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp() - START
+
+
+def _assert_the_tab_showed_the_watermarks_move(tables):
+    """While the run went on, the Spark UI's Beam tab showed each step's
+    input watermark move forward, batch after batch, never back: Approx's
+    past the laggard's 1 s while Exact's waited at it, each under its
+    percentile."""
+    batches = [int(caption.split(",")[0].split()[-1]) for caption, _ in tables]
+    assert batches == sorted(batches) and len(batches) >= 3, [caption for caption, _ in tables]
+    seen = {"Approx": [], "Exact": []}
+    for _, rows in tables:
+        for step, watermarks in seen.items():
+            (row,) = [row for name, row in rows.items() if name.startswith(step + "/")]
+            assert row["Watermark percentile"] == ("0.95" if step == "Approx" else "1"), row
+            watermarks.append(_watermark_seconds(row["Input watermark"]))
+    for step, watermarks in seen.items():
+        assert watermarks == sorted(watermarks), (step, watermarks)
+    # A table of the run's middle: the laggard at 1 s holds Exact there,
+    # the other partitions at 25 s carried Approx past it.
+    assert any(1 <= exact < approx < float("inf") for exact, approx in zip(seen["Exact"], seen["Approx"])), seen
 
 
 def test_a_batch_run_says_the_annotation_has_no_effect(caplog):

@@ -11,6 +11,7 @@ from apache_beam.transforms import trigger, window
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.watermarks import MAX_MICROS
+from tests.beam_tab import beam_tab_rows
 
 
 def _one_late_element():
@@ -122,23 +123,8 @@ def beam_tab_run(spark_session):
     return result.streaming_progress()[-1], spark_session.sparkContext.uiWebUrl + "/beam/"
 
 
-def _beam_tab_rows(html):
-    """(caption, {step: {column: cell}}) of the Beam tab's table."""
-    import html as html_lib
-    import re
-
-    def cells(tag, text):
-        return [html_lib.unescape(c) for c in re.findall(r"<%s>(.*?)</%s>" % (tag, tag), text, re.S)]
-
-    caption = html_lib.unescape(re.search(r'<p id="beam-caption">(.*?)</p>', html, re.S).group(1))
-    table = re.search(r'<table[^>]*id="beam-stages"[^>]*>(.*?)</table>', html, re.S).group(1)
-    columns = cells("th", table)
-    rows = [cells("td", row) for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)]
-    return caption, {row[0]: dict(zip(columns, row)) for row in rows}
-
-
 def _assert_shows_the_run(html, last):
-    caption, rows = _beam_tab_rows(html)
+    caption, rows = beam_tab_rows(html)
     # The table of the run's last micro-batch: every watermark at +infinity.
     assert caption.startswith("Micro-batch %d, processing time " % last.batch)
     assert set(rows) == {"Group", "Regroup"}
