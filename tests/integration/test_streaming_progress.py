@@ -143,15 +143,20 @@ def test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_r
         _assert_shows_the_run(response.read().decode("utf-8"), last)
 
 
-def test_the_beam_tab_renders_in_a_headless_browser(beam_tab_run, tmp_path):
+def test_the_beam_tab_renders_in_a_headless_browser(beam_tab_run, tmp_path, request):
     """Chromium (Debian's package `chromium`) loads the page, runs Spark's
-    scripts and shows the tab among the UI's tabs, with the same table."""
+    scripts and shows the tab among the UI's tabs, with the same table.
+    Without Chromium the test skips naming the package, or fails under
+    --require-services (the README's test command installs it)."""
     import shutil
     import subprocess
 
     chromium = shutil.which("chromium")
     if chromium is None:
-        pytest.skip("no headless browser: install the OS package chromium (apt-get install chromium)")
+        message = "no headless browser: install the OS package chromium (apt-get install chromium)"
+        if request.config.getoption("--require-services"):
+            pytest.fail(message + " (--require-services)")
+        pytest.skip(message)
     last, url = beam_tab_run
     flags = [
         "--headless",
