@@ -52,7 +52,7 @@ setup(
     description="Run Apache Beam pipelines (batch and streaming) on Apache Spark via PySpark.",
     python_requires=">=3.10",
     packages=find_packages(include=["beam_spark_runner*", "windowing*", "triggers*"]),
-    # The Spark UI metrics helper (built from java/ by tools/build_ui_jar.sh);
+    # The JVM helpers (built from java/ by tools/build_jar.sh);
     # the driver JVM's log4j configuration the runner starts Spark with.
     package_data={"beam_spark_runner": ["jars/*.jar", "conf/*.properties"]},
     install_requires=INSTALL_REQUIRES,

@@ -55,7 +55,7 @@ def start_session(args):
     ensure_python_workers_match_driver(parse_spark_conf(args.spark_conf))
     # Jobs of different clients share the executors (each batch run is its
     # own pool) instead of queueing behind each other; --spark_conf wins.
-    conf = dict(merged_spark_conf(parse_spark_conf(args.spark_conf)))
+    conf = dict(merged_spark_conf(parse_spark_conf(args.spark_conf), args.spark_master))
     conf.setdefault("spark.scheduler.mode", "FAIR")
     return new_session(args.spark_master, args.spark_app_name, conf)
 

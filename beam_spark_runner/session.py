@@ -11,7 +11,11 @@ from beam_spark_runner.options import parse_spark_conf
 
 _LOG = logging.getLogger(__name__)
 
-UI_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner-ui.jar")
+# The runner's JVM helpers (built from java/ by tools/build_jar.sh).
+RUNNER_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "beam-spark-runner.jar")
+# Hadoop's local file system setting permissions in the JVM rather than by
+# running `chmod` once per file (java/beamsparkrunner/fs/).
+LOCAL_FILE_SYSTEM = "beamsparkrunner.fs.NioLocalFileSystem"
 # The driver JVM's logging when the runner starts it (conf/log4j2.properties).
 LOG4J_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "log4j2.properties")
 _LOG4J_PROPERTY = "-Dlog4j2.configurationFile="
@@ -32,32 +36,47 @@ def ensure_python_workers_match_driver(user_conf=None):
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
 
-def runner_spark_conf():
-    """Spark settings of sessions the runner creates (user --spark_conf wins)."""
-    return {
+def runner_spark_conf(master="local[*]"):
+    """Spark settings of sessions the runner creates on `master` (user
+    --spark_conf wins). On a local master the JVM helpers are on the
+    driver's class path from its start, and `file:` paths use
+    LOCAL_FILE_SYSTEM: a streaming query writes its checkpoint and state
+    files with permissions, each of which Hadoop's own local file system
+    (without its native library, which pyspark does not ship) sets by
+    forking a `chmod` process. Elsewhere executors start without the jar
+    on their class path, and their file systems are left as they are."""
+    conf = {
         "spark.ui.showConsoleProgress": "false",
         "spark.executorEnv.PYTHONHASHSEED": "0",
         # What ensure_python_workers_match_driver chose (the user's, else this interpreter).
         "spark.executorEnv.PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         # Forked Python workers start with Beam already imported.
         "spark.python.daemon.module": "beam_spark_runner.execution.spark_daemon",
-        # The JVM helper that shows Beam metrics in the Spark UI
-        # (execution/ui_metrics.py).
-        "spark.jars": UI_JAR,
+        # The JVM helpers: Beam metrics and watermarks in the Spark UI
+        # (execution/ui_metrics.py, execution/ui_watermarks.py).
+        "spark.jars": RUNNER_JAR,
     }
+    if master.startswith("local"):
+        conf["spark.driver.extraClassPath"] = RUNNER_JAR
+        conf["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
+    return conf
 
 
-def merged_spark_conf(user_conf):
-    """The runner's settings updated by the user's; a user's `spark.jars`
-    keeps the runner's jar beside its own, and the driver's log4j
-    configuration is the runner's unless the user's
-    `spark.driver.extraJavaOptions` names one."""
-    conf = runner_spark_conf()
+def merged_spark_conf(user_conf, master="local[*]"):
+    """The runner's settings on `master` updated by the user's; a user's
+    `spark.jars` (and `spark.driver.extraClassPath`) keeps the runner's jar
+    beside its own, and the driver's log4j configuration is the runner's
+    unless the user's `spark.driver.extraJavaOptions` names one."""
+    conf = runner_spark_conf(master)
     user_conf = dict(user_conf)
     jars = user_conf.pop("spark.jars", None)
+    class_path = user_conf.pop("spark.driver.extraClassPath", None)
     conf.update(user_conf)
     if jars:
-        conf["spark.jars"] = "%s,%s" % (jars, UI_JAR)
+        conf["spark.jars"] = "%s,%s" % (jars, RUNNER_JAR)
+    if class_path:
+        ours = conf.get("spark.driver.extraClassPath")
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(path for path in (class_path, ours) if path)
     java_options = conf.get("spark.driver.extraJavaOptions", "")
     if _LOG4J_PROPERTY not in java_options:
         conf["spark.driver.extraJavaOptions"] = ("%s %sfile:%s" % (java_options, _LOG4J_PROPERTY, LOG4J_CONF)).strip()
@@ -103,7 +122,7 @@ def get_or_create_session(spark_options, explicit=(), session=None):
     active = session if session is not None else SparkSession.getActiveSession()
     if active is not None:
         return active, _apply_to_active(active, spark_options, explicit)
-    conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf))
+    conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf), spark_options.spark_master)
     return new_session(spark_options.spark_master, spark_options.spark_app_name, conf), RunConf()
 
 

@@ -14,7 +14,7 @@ def start_runner_session(master, app_name, **conf):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**runner_spark_conf(), **conf}.items():
+    for key, value in {**runner_spark_conf(master), **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

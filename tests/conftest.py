@@ -25,7 +25,7 @@ def _start_session():
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in runner_spark_conf().items():
+    for key, value in runner_spark_conf(SPARK_MASTER).items():
         builder = builder.config(key, value)
     return (
         builder.master(SPARK_MASTER)

@@ -132,8 +132,8 @@ def test_sessions_the_runner_creates_carry_the_helper_jar_beside_the_users_jars(
     import os
     from beam_spark_runner import session
 
-    assert os.path.isfile(session.UI_JAR)
-    assert session.merged_spark_conf({})["spark.jars"] == session.UI_JAR
+    assert os.path.isfile(session.RUNNER_JAR)
+    assert session.merged_spark_conf({})["spark.jars"] == session.RUNNER_JAR
     conf = session.merged_spark_conf({"spark.jars": "/u/a.jar,/u/b.jar", "spark.ui.showConsoleProgress": "true"})
-    assert conf["spark.jars"] == "/u/a.jar,/u/b.jar,%s" % session.UI_JAR
+    assert conf["spark.jars"] == "/u/a.jar,/u/b.jar,%s" % session.RUNNER_JAR
     assert conf["spark.ui.showConsoleProgress"] == "true"
