@@ -45,8 +45,15 @@ from apache_beam.transforms import trigger, window
 import beam_spark_runner
 from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 
-USERS = tuple("u%02d" % i for i in range(19)) + ("laggard",)
 LAGGARD = "laggard"
+
+
+def user_names(count):
+    """`count` users, the last of them the laggard."""
+    return tuple("u%02d" % i for i in range(count - 1)) + (LAGGARD,)
+
+
+USERS = user_names(20)
 WINDOW_SECONDS = 2
 SCHEMA = "user string, score long, ts timestamp"
 EPOCH = datetime.datetime(2026, 1, 1)
@@ -75,29 +82,30 @@ class _ToPane(beam.DoFn):
         yield Pane(self._aggregation, start, user_total[0], user_total[1], timing, pane.index, time.time())
 
 
-def events_at(second, lag_seconds):
+def events_at(second, lag_seconds, users=USERS):
     """The file of `second`: one event per user at that event time, the
     laggard's `lag_seconds` earlier (but not before the stream's start: its
     first files hold events at second 0, so it is known, and holds the
     exact watermark, from the first file on)."""
     events = []
-    for user in USERS:
+    for user in users:
         at = max(0, second - lag_seconds) if user == LAGGARD else second
         events.append({"user": user, "score": 1, "ts": (EPOCH + datetime.timedelta(seconds=at)).isoformat()})
     return events
 
 
-def land(directory, second, lag_seconds):
+def land(directory, second, lag_seconds, users=USERS):
     """Writes the file of `second` into `directory` at once (renamed into place)."""
     tmp = os.path.join(os.path.dirname(os.path.abspath(directory)), ".events-%05d.json" % second)
     with open(tmp, "w") as f:
-        for event in events_at(second, lag_seconds):
+        for event in events_at(second, lag_seconds, users):
             f.write(json.dumps(event) + "\n")
     os.replace(tmp, os.path.join(directory, "events-%05d.json" % second))
 
 
-def build(p, landing, output):
-    """Adds the two aggregations to `p`; each writes its panes to `output/<name>`."""
+def build(p, landing, output, aggregations=AGGREGATIONS):
+    """Adds the aggregations ({name: watermark percentile}) to `p`; each
+    writes its panes to `output/<name>`."""
     scores = (
         p
         | "Events"
@@ -111,7 +119,7 @@ def build(p, landing, output):
         )
         | "ByUser" >> beam.Map(lambda event: (event.user, event.score))
     )
-    for name, percentile in AGGREGATIONS.items():
+    for name, percentile in aggregations.items():
         with beam_spark_runner.watermark_percentile(percentile):
             _ = (
                 scores
@@ -121,7 +129,7 @@ def build(p, landing, output):
             )
 
 
-def feed(result, landing, duration_seconds, lag_seconds, batches_per_file=4, timeout_s=600):
+def feed(result, landing, duration_seconds, lag_seconds, batches_per_file=4, timeout_s=600, users=USERS):
     """Lands the file of each second in turn, once the running pipeline
     (`result`) ran its first micro-batch, each after `batches_per_file`
     micro-batches since the one before: a file is read, the watermark moves
@@ -131,7 +139,7 @@ def feed(result, landing, duration_seconds, lag_seconds, batches_per_file=4, tim
     landed = []
     for second in range(duration_seconds):
         seen = len(result.streaming_progress())
-        land(landing, second, lag_seconds)
+        land(landing, second, lag_seconds, users)
         landed.append(time.time())
         _wait_for_batches(result, seen + batches_per_file, timeout_s, "micro-batches after file %d" % second)
     return landed
