@@ -2,7 +2,7 @@
 and `fileio.WriteToFiles` on unbounded input, with the driver killed at one
 point of a micro-batch's commit. Run as a script:
 
-    python sink_pipeline.py OUT CHECKPOINT START STOP [FAULT MARKER]
+    python sink_pipeline.py OUT CHECKPOINT START STOP [FAULT MARKER] [-- OPTION ...]
 
 A PeriodicImpulse ticks every 0.25 s from START to STOP (epoch seconds);
 tick i becomes the line "k<i % 4>,<i // 4>" (key, sequence number), in
@@ -92,9 +92,10 @@ def line_of(start, tick):
     return "k%d,%d" % (i % KEYS, i // KEYS)
 
 
-def main(out, checkpoint, start, stop):
+def main(out, checkpoint, start, stop, flags=()):
+    """`flags`: more pipeline options."""
     options = PipelineOptions(
-        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
+        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint, *flags]
     )
     p = beam.Pipeline(options=options)
     lines = (
@@ -113,6 +114,9 @@ def main(out, checkpoint, start, stop):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 5:
-        install(sys.argv[5], sys.argv[6])
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+    args, flags = sys.argv[1:], []
+    if "--" in args:
+        args, flags = args[: args.index("--")], args[args.index("--") + 1 :]
+    if len(args) > 4:
+        install(args[4], args[5])
+    main(args[0], args[1], float(args[2]), float(args[3]), flags)
