@@ -3,6 +3,8 @@ browser sees it: its caption and its table of steps."""
 
 import html as html_lib
 import re
+import shutil
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -54,3 +56,40 @@ class BeamTabWatcher:
         self._stop.set()
         self._thread.join()
         return self.tables
+
+
+# As the machine's probe starts Chromium: without the background-networking
+# flags it tries Google's hosts, which a closed network refuses.
+_CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+NO_BROWSER = "no headless browser: install the OS package chromium (apt-get install chromium)"
+
+
+def browser_dom(url, user_data_dir):
+    """The DOM headless Chromium (Debian's package `chromium`) renders for
+    `url`, after the page's scripts ran; None where Chromium is missing."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return None
+    command = [chromium, *_CHROMIUM_FLAGS, "--user-data-dir=%s" % user_data_dir, "--dump-dom", url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+
+
+def require_browser(request, dom):
+    """`dom` if Chromium rendered it; else a skip naming the package, or
+    a failure under --require-services (the README's test command installs it)."""
+    import pytest
+
+    if dom is None:
+        if request.config.getoption("--require-services"):
+            pytest.fail(NO_BROWSER + " (--require-services)")
+        pytest.skip(NO_BROWSER)
+    return dom

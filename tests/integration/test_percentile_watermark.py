@@ -12,6 +12,7 @@ import datetime
 import os
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import trigger, window
 
@@ -19,7 +20,7 @@ import beam_spark_runner
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.io import ReadFromSpark, WriteToSpark
 from beam_spark_runner.result import PipelineState
-from tests.beam_tab import BeamTabWatcher
+from tests.beam_tab import BeamTabWatcher, beam_tab_rows, browser_dom, require_browser
 from tests.integration.test_spark_io_streaming import SCHEMA, _event, _wait, _write_json
 from tests.window_totals import PaneTotal, WindowPaneTotal
 
@@ -39,8 +40,10 @@ def _totals(pairs, name, out):
 
 def _run(tmp_path, spark):
     """Runs the pipeline over two files; returns, per aggregation, (pane
-    rows published after the first file, all pane rows, late_records),
-    and under "tab" the tables the Spark UI's Beam tab showed meanwhile."""
+    rows published after the first file, all pane rows, late_records);
+    under "tab" the tables the Spark UI's Beam tab showed meanwhile, and
+    under "dom" the tab as headless Chromium rendered it while the laggard
+    still held Exact (None without Chromium)."""
     source, exact_out, approx_out = tmp_path / "in", tmp_path / "exact", tmp_path / "approx"
     source.mkdir()
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.95"]))
@@ -64,12 +67,14 @@ def _run(tmp_path, spark):
         _totals(pairs, "Exact", exact_out)
     # Nineteen users at 1 s and 25 s; the laggard only at 1 s.
     _write_json(str(source), "a.json", [_event(u, 1, s) for u in USERS for s in (1, 25)] + [_event("slow", 1, 1)])
-    watcher = BeamTabWatcher(spark.sparkContext.uiWebUrl + "/beam/")
+    url = spark.sparkContext.uiWebUrl + "/beam/"
+    watcher = BeamTabWatcher(url)
     result = p.run()
     try:
         # 19 of 20 partitions are at 25 s: Approx's [0, 10) fires without the laggard.
         _wait(lambda: len(_published(spark, approx_out)) == 20, "window [0, 10) to fire for every user")
         firsts = {"exact": _published(spark, exact_out), "approx": _published(spark, approx_out)}
+        dom = browser_dom(url, tmp_path / "browser")
         # The laggard catches up: 5 s (behind the 95% watermark) and 30 s.
         _write_json(str(source), "b.json", [_event("slow", 5, 5), _event("slow", 1, 30)])
         for out in (exact_out, approx_out):
@@ -88,6 +93,7 @@ def _run(tmp_path, spark):
         "exact": (firsts["exact"], _published(spark, exact_out), late_by["exact"]),
         "approx": (firsts["approx"], _published(spark, approx_out), late_by["approx"]),
         "tab": tables,
+        "dom": dom,
     }
 
 
@@ -106,8 +112,13 @@ def _final(panes):
     return {key: total for key, (_, total) in last.items()}
 
 
-def test_a_laggard_partition_holds_the_exact_aggregation_but_not_the_95th_percentile_one(tmp_path, spark_session):
-    runs = _run(tmp_path, spark_session)
+@pytest.fixture(scope="module")
+def laggard_run(tmp_path_factory, spark_session):
+    return _run(tmp_path_factory.mktemp("laggard"), spark_session)
+
+
+def test_a_laggard_partition_holds_the_exact_aggregation_but_not_the_95th_percentile_one(laggard_run):
+    runs = laggard_run
     exact_first, exact_all, exact_late = runs["exact"]
     p95_first, p95_all, p95_late = runs["approx"]
 
@@ -129,7 +140,6 @@ def test_a_laggard_partition_holds_the_exact_aggregation_but_not_the_95th_percen
     assert p95_late == 1
     # The allowed lateness covers the lag: the final totals are the same.
     assert _final(exact_all) == dict(expected) == _final(p95_all)
-    _assert_the_tab_showed_the_watermarks_move(runs["tab"])
 
 
 def _watermark_seconds(cell):
@@ -140,11 +150,12 @@ def _watermark_seconds(cell):
     return when.timestamp() - START
 
 
-def _assert_the_tab_showed_the_watermarks_move(tables):
+def test_the_beam_tab_shows_the_watermarks_move_while_the_run_goes_on(laggard_run):
     """While the run went on, the Spark UI's Beam tab showed each step's
     input watermark move forward, batch after batch, never back: Approx's
     past the laggard's 1 s while Exact's waited at it, each under its
     percentile."""
+    tables = laggard_run["tab"]
     batches = [int(caption.split(",")[0].split()[-1]) for caption, _ in tables]
     assert batches == sorted(batches) and len(batches) >= 3, [caption for caption, _ in tables]
     seen = {"Approx": [], "Exact": []}
@@ -158,6 +169,20 @@ def _assert_the_tab_showed_the_watermarks_move(tables):
     # A table of the run's middle: the laggard at 1 s holds Exact there,
     # the other partitions at 25 s carried Approx past it.
     assert any(1 <= exact < approx < float("inf") for exact, approx in zip(seen["Exact"], seen["Approx"])), seen
+
+
+def test_a_headless_browser_shows_the_running_pipelines_watermarks(laggard_run, request):
+    """Rendered by Chromium while the run went on (the laggard at 1 s, the
+    other partitions at 25 s): the Beam tab among the UI's tabs, Exact's
+    input watermark at the laggard, Approx's past it."""
+    dom = require_browser(request, laggard_run["dom"])
+    assert ">Beam</a>" in dom, dom[:2000]
+    _, rows = beam_tab_rows(dom)
+    (exact,) = [row for name, row in rows.items() if name.startswith("Exact/")]
+    (approx,) = [row for name, row in rows.items() if name.startswith("Approx/")]
+    assert _watermark_seconds(exact["Input watermark"]) == 1, exact
+    assert _watermark_seconds(approx["Input watermark"]) == 25, approx
+    assert (exact["Watermark percentile"], approx["Watermark percentile"]) == ("1", "0.95")
 
 
 def test_a_batch_run_says_the_annotation_has_no_effect(caplog):

@@ -11,7 +11,7 @@ from apache_beam.transforms import trigger, window
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.streaming.progress import NAMESPACE
 from beam_spark_runner.streaming.watermarks import MAX_MICROS
-from tests.beam_tab import beam_tab_rows
+from tests.beam_tab import beam_tab_rows, browser_dom, require_browser
 
 
 def _one_late_element():
@@ -144,31 +144,9 @@ def test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_r
 
 
 def test_the_beam_tab_renders_in_a_headless_browser(beam_tab_run, tmp_path, request):
-    """Chromium (Debian's package `chromium`) loads the page, runs Spark's
-    scripts and shows the tab among the UI's tabs, with the same table.
-    Without Chromium the test skips naming the package, or fails under
-    --require-services (the README's test command installs it)."""
-    import shutil
-    import subprocess
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        message = "no headless browser: install the OS package chromium (apt-get install chromium)"
-        if request.config.getoption("--require-services"):
-            pytest.fail(message + " (--require-services)")
-        pytest.skip(message)
+    """Chromium loads the page, runs Spark's scripts and shows the tab
+    among the UI's tabs, with the same table."""
     last, url = beam_tab_run
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--user-data-dir=%s" % tmp_path,
-    ]
-    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    dom = require_browser(request, browser_dom(url, tmp_path))
     assert ">Beam</a>" in dom, dom[:2000]
     _assert_shows_the_run(dom, last)
