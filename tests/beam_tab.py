@@ -19,7 +19,9 @@ def beam_tab_rows(html):
     caption = html_lib.unescape(re.search(r'<p id="beam-caption">(.*?)</p>', html, re.S).group(1))
     table = re.search(r'<table[^>]*id="beam-stages"[^>]*>(.*?)</table>', html, re.S).group(1)
     columns = cells("th", table)
-    rows = [cells("td", row) for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)]
+    # A run without keyed steps shows a table without a body.
+    body = table.split("<tbody>", 1)[1] if "<tbody>" in table else ""
+    rows = [cells("td", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
     return caption, {row[0]: dict(zip(columns, row)) for row in rows}
 
 
