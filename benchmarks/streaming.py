@@ -46,6 +46,10 @@ python_floor       The Beam run's own DoFn (GenerateEvents: one TimestampedValue
     on every tick and drops the events (benchmarks/streaming_floor.py says
     exactly how). Its events/s bound what any engine running this user code
     in CPython reaches here; the report prints Beam's rate against it.
+python_count_floor The same, each event also put in its window and counted per
+    key and window in a Python dict: the least a runner that counts in
+    Python adds to the user code. Its rate over python_floor's is the best
+    Beam / python_floor such a runner reaches here (printed beside it).
 beam_throughput    The same query on SparkRunner --streaming (build_beam in
     streaming_pipeline.py), offered --beam_offered_rate events/s, more than
     it can process: a PeriodicImpulse catches up every tick that came due
@@ -161,6 +165,7 @@ RUN_NAMES = (
     "native_throughput",
     "native_throughput_1m",
     "python_floor",
+    "python_count_floor",
     "native_latency",
     "beam_throughput",
     "beam_throughput_probes",
@@ -209,6 +214,7 @@ def main(argv=None):
         runs["native_throughput_1m"],
         runs["python_floor"],
         rounds,
+        runs["python_count_floor"],
     )
     if args.json:
         with open(args.json, "w") as f:
@@ -258,7 +264,7 @@ def _parse_args(argv):
     parser.add_argument(
         "--beam_offered_rate",
         type=float,
-        default=3_000_000,
+        default=6_000_000,
         help="events/s offered in beam_throughput: must exceed what it can process.",
     )
     parser.add_argument(
@@ -273,7 +279,7 @@ def _parse_args(argv):
     parser.add_argument(
         "--skip",
         default="",
-        help="Comma-separated runs to skip: native_throughput, python_floor, native_throughput_1m, "
+        help="Comma-separated runs to skip: native_throughput, python_floor, python_count_floor, native_throughput_1m, "
         "beam_throughput, "
         "beam_throughput_probes, native_latency, beam_latency, "
         "beam_latency_early_1s, beam_latency_3gbk.",

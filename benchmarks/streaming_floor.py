@@ -12,6 +12,13 @@ no state, every event freed at once), one row per task goes to a `noop`
 sink. Ticks per batch = the Beam run's median batch / events per tick, so
 both amortize their per-batch costs over the same number of events.
 
+python_count_floor (`count=True`): the same, but each event is also put in
+its 10 s fixed window and counted per (key, window) in a Python dict (one
+per task and batch, dropped at its end): the least a runner that windows
+and counts the events in Python must add to the user code, with no
+GroupByKey, state, trigger or output. Its rate over python_floor's is the
+best Beam / python_floor any such runner reaches on this machine.
+
 Throughput = events (input rows x events per tick) / batch wall time
 (`durationMs.triggerExecution`) over the batches after the warm-up. It
 bounds what any engine that runs this user code in CPython on this machine
@@ -46,13 +53,55 @@ def _generate_and_drop(make_dofn, start_s, interval):
     return generate
 
 
+def _generate_and_count(make_dofn, start_s, interval, window_s):
+    """mapInArrow function: as _generate_and_drop, but counts each event
+    per (fixed window of `window_s` s, key), in dicts per task: the window
+    looked up again only when an event's timestamp is not the previous
+    event's (a tick's events share two), a defaultdict per window."""
+
+    def generate(batches):
+        import pyarrow as pa
+
+        dofn = make_dofn()
+        size = int(window_s * 1_000_000)
+        windows = {}
+        ticks = 0
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                last = counts = None
+                for event in dofn.process(start_s + index * interval):
+                    timestamp = event.timestamp
+                    if timestamp is not last:
+                        last, micros = timestamp, timestamp.micros
+                        start = micros - micros % size
+                        counts = windows.get(start)
+                        if counts is None:
+                            counts = windows[start] = collections.defaultdict(int)
+                    counts[event.value[0]] += 1
+                ticks += 1
+        yield pa.RecordBatch.from_pydict({"ticks": [ticks]})
+
+    return generate
+
+
 def python_floor(
-    spark, listener, run_query, partitions, ticks_per_batch, events_per_tick, interval, make_dofn, seconds, warmup
+    spark,
+    listener,
+    run_query,
+    partitions,
+    ticks_per_batch,
+    events_per_tick,
+    interval,
+    make_dofn,
+    seconds,
+    warmup,
+    count_window_s=None,
 ):
     """Runs the floor query for `seconds` (+ warm-up); `run_query(spark,
     listener, df, name, seconds)` runs a query as the native runs do and
     returns (start time, progress events). `make_dofn()` builds the DoFn
-    (picklable: the workers build their own)."""
+    (picklable: the workers build their own). `count_window_s`: count the
+    events per key and window of that size (python_count_floor)."""
     from pyspark import cloudpickle
 
     module = sys.modules[__name__]
@@ -68,9 +117,15 @@ def python_floor(
         .option("advanceMillisPerBatch", 1000)
         .load()
         .select("value")
-        .mapInArrow(_generate_and_drop(make_dofn, start_s, interval), "ticks long")
+        .mapInArrow(
+            _generate_and_drop(make_dofn, start_s, interval)
+            if count_window_s is None
+            else _generate_and_count(make_dofn, start_s, interval, count_window_s),
+            "ticks long",
+        )
     )
-    started, progress = run_query(spark, listener, df, "python-floor", seconds + warmup)
+    name = "python-floor" if count_window_s is None else "python-count-floor"
+    started, progress = run_query(spark, listener, df, name, seconds + warmup)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     events = sum(p["numInputRows"] for p in steady) * events_per_tick
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)

@@ -14,7 +14,7 @@ def _verdict(ok):
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
-def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n1=None, pf=None, rounds=()):
+def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n1=None, pf=None, rounds=(), pc=None):
     """Prints every run's details and the targets table; `query` describes the query.
     `rounds`: the throughput rounds, (Beam events/s, native rows/s, native
     rows per batch, ratio) each; the target is judged on their median ratio."""
@@ -36,7 +36,7 @@ def report(args, query, session_s, warm, nt, nl, bt, bl, b3, b1=None, bp=None, n
 
     print("\n| measurement | native Spark | Beam on SparkRunner | ratio | target | |")
     print("|---|---:|---:|---:|---|---|")
-    _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf)
+    _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf, pc)
     _print_latency_targets(args, nl, bl, b3, b1)
 
 
@@ -154,7 +154,7 @@ def _print_rounds(rounds):
     return ratios
 
 
-def _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf):
+def _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf, pc=None):
     """The table's throughput rows: the target (median of the rounds' ratios) and the comparisons beside it."""
     thr_ratio = statistics.median(ratios) if ratios else None
     print(
@@ -200,6 +200,12 @@ def _print_throughput_targets(args, ratios, nt, bt, bp, n1, pf):
                 bt["events_per_s_busy"] / pf_rate if pf_rate and bt and bt["events_per_s_busy"] else None, "%.3f", "x"
             ),
         )
+    )
+    pc_rate = pc and pc["events_per_s"]
+    print(
+        "| the DoFn, each event windowed and counted per key and window in a Python dict "
+        "(python_count_floor) / python_floor: the best Beam / python_floor when counting in Python | | %s | %s | | |"
+        % (_fmt(pc_rate, "%.0f"), _fmt(pc_rate / pf_rate if pc_rate and pf_rate else None, "%.3f", "x"))
     )
     bp_ratio = (
         (bp["events_per_s_busy"] / nt["rows_per_s"])

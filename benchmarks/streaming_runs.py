@@ -13,7 +13,7 @@ import time
 from procstat import CpuMeter
 from streaming_analysis import _round
 from streaming_beam import run_beam
-from streaming_config import EARLY_S, PARTITIONS, _warmup_of
+from streaming_config import EARLY_S, PARTITIONS, WINDOW_S, _warmup_of
 from streaming_floor import python_floor
 from streaming_native import _run_native, native_latency, native_throughput
 from streaming_native_check import NativeCountsWrong
@@ -172,6 +172,34 @@ def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs
             "python_floor (the Beam run's DoFn alone in PySpark): %s events/s" % _fmt(pf["events_per_s"], "%.0f"),
             flush=True,
         )
+    pc = attempt(
+        "python_count_floor",
+        python_floor,
+        spark,
+        listener,
+        _run_native,
+        PARTITIONS,
+        max(1, round(rows_per_batch / per_tick)),
+        per_tick,
+        args.fire_interval,
+        functools.partial(GenerateEvents, per_tick, args.fire_interval, 0),
+        args.seconds,
+        warmup,
+        WINDOW_S,
+    )
+    if pc:
+        print(
+            "python_count_floor (the DoFn, then a window and a count per key and window in a Python dict): "
+            "%s events/s%s"
+            % (
+                _fmt(pc["events_per_s"], "%.0f"),
+                "; %.3fx python_floor: the best Beam / python_floor a runner that counts in Python reaches"
+                % (pc["events_per_s"] / pf["events_per_s"])
+                if pf and pf["events_per_s"] and pc["events_per_s"]
+                else "",
+            ),
+            flush=True,
+        )
     n1 = attempt("native_throughput_1m", native_throughput, spark, listener, 1_000_000, args.seconds, warmup)
     if n1:
         print("native_throughput_1m: %s rows/s" % _fmt(n1["rows_per_s"], "%.0f"), flush=True)
@@ -194,7 +222,7 @@ def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs
             % (_fmt(bp["events_per_s_busy"], "%.0f"), bp["saturated"]),
             flush=True,
         )
-    runs.update(python_floor=pf, native_throughput_1m=n1, beam_throughput_probes=bp)
+    runs.update(python_floor=pf, python_count_floor=pc, native_throughput_1m=n1, beam_throughput_probes=bp)
 
 
 def _latency_runs(spark, listener, args, attempt, runs):
