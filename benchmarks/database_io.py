@@ -9,6 +9,12 @@ Redis and NATS:
   pipeline's; timed from the first such tick's due time to the last row
   visible in the table. Against `copy`: the same rows made and written
   by psycopg's COPY from this process in one transaction. Target >= 0.5.
+- `pipeline_ceiling`: the headline's pipeline with the sink replaced by a
+  DoFn that only counts the rows it gets (into Redis, once per bundle), fed
+  `--ceiling_rows` rows (the burst's ticks span 1.25 s, so a burst of N
+  rows cannot show more than N / 1.25 s rows/s): how fast the pipeline
+  runs without a database (reported: what is left of the headline's time
+  is the sink's).
 - `protocol`: the exactly-once protocol alone, without Spark: the rows
   staged by one COPY (`stage_rows`), then committed (`DatabasePublication`:
   marker row, move, delete), one after the other (reported: what the
@@ -24,7 +30,7 @@ Redis and NATS:
   timed), against nats-py's own pull consumer fetching them in this
   process (reported).
 
-    .venv/bin/python benchmarks/database_io.py               # 600k rows
+    .venv/bin/python benchmarks/database_io.py               # 2M rows
     .venv/bin/python benchmarks/database_io.py --rows 200000
 """
 
@@ -174,6 +180,63 @@ def streaming_write_rate(rows):
         _drop(table)
 
 
+class _CountRows(beam.DoFn):
+    """Counts its rows into a Redis key, once per bundle."""
+
+    def __init__(self, key):
+        self._key = key
+
+    def start_bundle(self):
+        self._rows = 0
+
+    def process(self, row):
+        self._rows += 1
+
+    def finish_bundle(self):
+        import redis
+
+        redis.Redis.from_url(REDIS).incrby(self._key, self._rows)
+
+
+def pipeline_ceiling_rate(rows):
+    """Rows/s of the headline's pipeline without a database (the module's
+    docstring)."""
+    import redis
+
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+    from beam_spark_runner import SparkRunner
+
+    client = redis.Redis.from_url(REDIS)
+    key = "bench-ceiling-%s" % uuid.uuid4().hex[:8]
+    per_tick = rows // TICKS // CHUNKS * CHUNKS
+    start = time.time() + 2
+    burst_start = start + WARM_UP_TICKS * TICK_S
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
+    _ = (
+        p
+        | PeriodicImpulse(
+            start_timestamp=start, stop_timestamp=burst_start + TICKS * TICK_S - TICK_S / 2, fire_interval=TICK_S
+        )
+        | "Chunks" >> beam.FlatMap(_tick_chunks, start, per_tick)
+        | beam.Reshuffle()
+        | "Rows" >> beam.FlatMap(_chunk_events).with_output_types(Event)
+        | "Count" >> beam.ParDo(_CountRows(key))
+    )
+    result = p.run()
+    try:
+        while int(client.get(key) or 0) < 1:
+            time.sleep(0.05)
+        if time.time() >= burst_start:
+            raise RuntimeError("the pipeline took more than %.0f s to start: run again" % (burst_start - start))
+        while int(client.get(key) or 0) < 1 + per_tick * TICKS:
+            time.sleep(0.02)
+        return per_tick * TICKS / (time.time() - burst_start)
+    finally:
+        result.cancel()
+        client.delete(key)
+
+
 def protocol_rate(rows):
     """Rows/s of staging `rows` rows by COPY, then committing them, without
     Spark (median of 3)."""
@@ -317,8 +380,9 @@ def _check_count(n, rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=600_000)
+    parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--epoch_rows", type=int, default=10_000)
+    parser.add_argument("--ceiling_rows", type=int, default=6_000_000)
     args = parser.parse_args(argv)
     copy = copy_rate(args.rows)
     print("copy: %.0f rows/s (psycopg COPY, one process, one transaction)" % copy)
@@ -335,6 +399,11 @@ def main(argv=None):
     print(
         "broker_write: %.0f rows/s ReadFromRedisStreams -> WriteToDatabase (one stream; a burst: first added to "
         "last in the table): %.3fx copy" % (broker, broker / copy)
+    )
+    ceiling = pipeline_ceiling_rate(args.ceiling_rows)
+    print(
+        "pipeline_ceiling: %.0f rows/s through the same pipeline without a database (%d rows): %.3fx copy"
+        % (ceiling, args.ceiling_rows, ceiling / copy)
     )
     written = streaming_write_rate(args.rows)
     print("streaming_write: %.0f rows/s through WriteToDatabase in a streaming pipeline" % written)
