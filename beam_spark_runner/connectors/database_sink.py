@@ -185,7 +185,9 @@ def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, 
                 )
 
     with dialect.connect() as conn:
-        dialect.bulk_insert(conn.cursor(), staging_table(config.table), _STAGING_COLUMNS + config.columns, rows())
+        dialect.bulk_insert(
+            conn.cursor(), staging_table(config.table), _STAGING_COLUMNS + config.columns, rows(), _STAGING_COLUMNS
+        )
         conn.commit()
     return next(counter)
 
