@@ -39,6 +39,8 @@ from apache_beam.portability.api import schema_pb2
 from apache_beam.typehints import schemas
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_spark_runner.worker.beam_internals import timestamps_from_micros
+
 _ATOMIC = {
     "boolean": schema_pb2.BOOLEAN,
     # Beam Python's BYTE coder is unsigned (0-255), Spark's byte signed.
@@ -275,10 +277,7 @@ def _column_by_value(read, column):
 def _timestamp_column(column):
     if column.type.unit != "us":
         column = column.cast(pa.timestamp("us", tz=column.type.tz))
-    micros = column.cast(pa.int64()).to_pylist()
-    if column.null_count == 0:
-        return [Timestamp(micros=m) for m in micros]
-    return [None if m is None else Timestamp(micros=m) for m in micros]
+    return timestamps_from_micros(column.cast(pa.int64()).to_pylist())
 
 
 def rows_of(row_type, readers, batch):

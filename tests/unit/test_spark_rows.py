@@ -208,3 +208,16 @@ def test_a_record_batch_reads_as_the_rows_the_value_readers_make():
     no_columns = spark_rows.row_type({"type": "struct", "fields": []})
     two_rows = pa.RecordBatch.from_pydict({"x": [1, 2]}).select([])
     assert spark_rows.rows_of(no_columns, [], two_rows) == [no_columns(), no_columns()]
+
+
+def test_a_timestamp_column_reads_as_the_timestamps_beam_itself_makes():
+    micros = [0, 1, -1, 999_999, -1_000_001, 1_764_201_600_123_456, None, -62_135_596_800_000_000]
+    column = pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    read = spark_rows.column_reader_of("timestamp")(column)
+    beams = [None if m is None else Timestamp(micros=m) for m in micros]
+    assert read == beams
+    for got, beam in zip(read, beams):
+        if beam is not None:
+            assert type(got) is Timestamp and vars(got) == vars(beam) and hash(got) == hash(beam)
+            assert got.micros == beam.micros and got.to_rfc3339() == beam.to_rfc3339()
+    assert sorted(t for t in read if t is not None) == sorted(b for b in beams if b is not None)
