@@ -138,16 +138,15 @@ def _chunk_events(chunk):
     return [_event(i) for i in range(first, first + size)]
 
 
-def streaming_write_rate(rows):
-    """Rows/s through WriteToDatabase in a running streaming pipeline fed
-    more rows than it can take (the module's docstring)."""
+def _burst_rate(rows, sink, landed):
+    """Rows/s of a burst of `rows` rows through the headline's pipeline
+    ending in `sink` (a PTransform), from the first burst tick's due time
+    until `landed()` (how many rows reached the sink) counts them all."""
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
     from beam_spark_runner import SparkRunner
-    from beam_spark_runner.io import WriteToDatabase
 
     per_tick = rows // TICKS // CHUNKS * CHUNKS
-    table = "bench_sink_%s" % uuid.uuid4().hex[:8]
     start = time.time() + 2
     burst_start = start + WARM_UP_TICKS * TICK_S
     p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
@@ -159,24 +158,32 @@ def streaming_write_rate(rows):
         | "Chunks" >> beam.FlatMap(_tick_chunks, start, per_tick)
         | beam.Reshuffle()
         | "Rows" >> beam.FlatMap(_chunk_events).with_output_types(Event)
-        | WriteToDatabase(POSTGRESQL, table)
+        | sink
     )
     result = p.run()
     try:
-        while _count(table) < 1:
+        while landed() < 1:
             time.sleep(0.05)
         if time.time() >= burst_start:
             raise RuntimeError("the pipeline took more than %.0f s to start: run again" % (burst_start - start))
-        while _count(table) < 1 + per_tick * TICKS:
+        while landed() < 1 + per_tick * TICKS:
             time.sleep(0.02)
         elapsed = time.time() - burst_start
-        assert _count(table) == 1 + per_tick * TICKS, "%d rows in the table, %d made" % (
-            _count(table),
-            1 + per_tick * TICKS,
-        )
+        assert landed() == 1 + per_tick * TICKS, "%d rows landed, %d made" % (landed(), 1 + per_tick * TICKS)
         return per_tick * TICKS / elapsed
     finally:
         result.cancel()
+
+
+def streaming_write_rate(rows):
+    """Rows/s through WriteToDatabase in a running streaming pipeline fed
+    more rows than it can take (the module's docstring)."""
+    from beam_spark_runner.io import WriteToDatabase
+
+    table = "bench_sink_%s" % uuid.uuid4().hex[:8]
+    try:
+        return _burst_rate(rows, WriteToDatabase(POSTGRESQL, table), lambda: _count(table))
+    finally:
         _drop(table)
 
 
@@ -203,37 +210,11 @@ def pipeline_ceiling_rate(rows):
     docstring)."""
     import redis
 
-    from apache_beam.transforms.periodicsequence import PeriodicImpulse
-
-    from beam_spark_runner import SparkRunner
-
     client = redis.Redis.from_url(REDIS)
     key = "bench-ceiling-%s" % uuid.uuid4().hex[:8]
-    per_tick = rows // TICKS // CHUNKS * CHUNKS
-    start = time.time() + 2
-    burst_start = start + WARM_UP_TICKS * TICK_S
-    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming"]))
-    _ = (
-        p
-        | PeriodicImpulse(
-            start_timestamp=start, stop_timestamp=burst_start + TICKS * TICK_S - TICK_S / 2, fire_interval=TICK_S
-        )
-        | "Chunks" >> beam.FlatMap(_tick_chunks, start, per_tick)
-        | beam.Reshuffle()
-        | "Rows" >> beam.FlatMap(_chunk_events).with_output_types(Event)
-        | "Count" >> beam.ParDo(_CountRows(key))
-    )
-    result = p.run()
     try:
-        while int(client.get(key) or 0) < 1:
-            time.sleep(0.05)
-        if time.time() >= burst_start:
-            raise RuntimeError("the pipeline took more than %.0f s to start: run again" % (burst_start - start))
-        while int(client.get(key) or 0) < 1 + per_tick * TICKS:
-            time.sleep(0.02)
-        return per_tick * TICKS / (time.time() - burst_start)
+        return _burst_rate(rows, "Count" >> beam.ParDo(_CountRows(key)), lambda: int(client.get(key) or 0))
     finally:
-        result.cancel()
         client.delete(key)
 
 

@@ -38,6 +38,7 @@ import typing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.append(os.path.join(ROOT, "benchmarks"))  # streaming_python_state's own imports
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
@@ -132,6 +133,17 @@ def run_beam(source, out, expected):
             result.cancel()
 
 
+def _seconds_after_first_batch(query):
+    """Seconds from the end of an availableNow query's first micro-batch to
+    its end."""
+    deadline = time.time() + TIMEOUT_S
+    while query.lastProgress is None and time.time() < deadline:
+        time.sleep(0.05)
+    first = time.perf_counter()
+    query.awaitTermination(TIMEOUT_S)
+    return time.perf_counter() - first
+
+
 def run_native(spark, source, out, checkpoint, expected):
     from pyspark.sql import functions as F
 
@@ -157,43 +169,9 @@ def run_native(spark, source, out, checkpoint, expected):
         .trigger(availableNow=True)
         .start()
     )
-    deadline = time.time() + TIMEOUT_S
-    while query.lastProgress is None and time.time() < deadline:
-        time.sleep(0.05)
-    first = time.perf_counter()
-    query.awaitTermination(TIMEOUT_S)
-    elapsed = time.perf_counter() - first
+    elapsed = _seconds_after_first_batch(query)
     spark.conf.set("spark.sql.shuffle.partitions", saved)
     return elapsed, _published(out) == expected
-
-
-_FLOOR_CONF = {
-    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-}
-
-
-def _window_count_processor():
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor
-
-    class CountPerWindow(StatefulProcessor):
-        """Counts each (key, window)'s rows in a ValueState; emits the count."""
-
-        def init(self, handle):
-            self._count = handle.getValueState("count", "count long")
-
-        def handleInputRows(self, key, rows, timerValues):
-            count = (self._count.get() or (0,))[0] + sum(1 for _ in rows)
-            self._count.update((count,))
-            yield Row(key=key[0], window_start=key[1], count=count)
-
-        def close(self):
-            pass
-
-    return CountPerWindow()
 
 
 def run_python_state_floor(spark, source, checkpoint):
@@ -201,8 +179,10 @@ def run_python_state_floor(spark, source, checkpoint):
     module docstring's python_state_floor query."""
     from pyspark.sql import functions as F
 
+    from streaming_python_state import QUERY_CONF, count_processor
+
     schema = spark.read.parquet(source).schema
-    conf = dict(_FLOOR_CONF, **{"spark.sql.shuffle.partitions": str(spark.sparkContext.defaultParallelism)})
+    conf = dict(QUERY_CONF, **{"spark.sql.shuffle.partitions": str(spark.sparkContext.defaultParallelism)})
     saved = {key: spark.conf.get(key, None) for key in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)
@@ -214,7 +194,9 @@ def run_python_state_floor(spark, source, checkpoint):
             .parquet(source)
             .select("key", (seconds - seconds % WINDOW_S).alias("window_start"))
             .groupBy("key", "window_start")
-            .transformWithState(_window_count_processor(), "key long, window_start long, count long", "Update", "None")
+            .transformWithState(
+                count_processor(("key", "window_start")), "key long, window_start long, count long", "Update", "None"
+            )
         )
         query = (
             counts.writeStream.foreachBatch(lambda batch, _: batch.collect())
@@ -222,12 +204,7 @@ def run_python_state_floor(spark, source, checkpoint):
             .trigger(availableNow=True)
             .start()
         )
-        deadline = time.time() + TIMEOUT_S
-        while query.lastProgress is None and time.time() < deadline:
-            time.sleep(0.05)
-        first = time.perf_counter()
-        query.awaitTermination(TIMEOUT_S)
-        return time.perf_counter() - first
+        return _seconds_after_first_batch(query)
     finally:
         for key, value in saved.items():
             if value is None:

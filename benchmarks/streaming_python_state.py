@@ -17,7 +17,7 @@ from stats import percentile
 from streaming_config import KEYS, PARTITIONS
 from streaming_native import run_for
 
-_QUERY_CONF = {
+QUERY_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -26,20 +26,20 @@ _QUERY_CONF = {
 }
 
 
-def _count_processor():
+def count_processor(key_columns=("key",)):
+    """A Python StatefulProcessor counting each grouping key's rows in a
+    ValueState; emits the key's columns (`key_columns`) and its count."""
     from pyspark.sql import Row
     from pyspark.sql.streaming import StatefulProcessor
 
     class CountPerKey(StatefulProcessor):
-        """Counts each key's rows in a ValueState; emits the key's count."""
-
         def init(self, handle):
             self._count = handle.getValueState("count", "count long")
 
         def handleInputRows(self, key, rows, timerValues):
             count = (self._count.get() or (0,))[0] + sum(1 for _ in rows)
             self._count.update((count,))
-            yield Row(key=key[0], count=count)
+            yield Row(**dict(zip(key_columns, key)), count=count)
 
         def close(self):
             pass
@@ -50,8 +50,8 @@ def _count_processor():
 def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
     from pyspark.sql import functions as F
 
-    saved = {key: spark.conf.get(key, None) for key in _QUERY_CONF}
-    for key, value in _QUERY_CONF.items():
+    saved = {key: spark.conf.get(key, None) for key in QUERY_CONF}
+    for key, value in QUERY_CONF.items():
         spark.conf.set(key, value)
     checkpoint = tempfile.mkdtemp(prefix="beam-spark-bench-python-state-")
     try:
@@ -60,7 +60,7 @@ def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
         for stage in range(stages):
             if stage:
                 df = df.select(((F.col("key") + F.col("count")) % KEYS).alias("key"))
-            df = df.groupBy("key").transformWithState(_count_processor(), "key long, count long", "Update", "None")
+            df = df.groupBy("key").transformWithState(count_processor(), "key long, count long", "Update", "None")
         query = (
             df.writeStream.foreachBatch(lambda batch, _: batch.collect())
             .queryName("python-state-floor")

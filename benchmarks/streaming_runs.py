@@ -153,9 +153,7 @@ def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[GenerateEvents.__module__])
-    pf = attempt(
-        "python_floor",
-        python_floor,
+    floor_args = (
         spark,
         listener,
         _run_native,
@@ -167,26 +165,13 @@ def _throughput_comparisons(spark, listener, args, attempt, rows_per_batch, runs
         args.seconds,
         warmup,
     )
+    pf = attempt("python_floor", python_floor, *floor_args)
     if pf:
         print(
             "python_floor (the Beam run's DoFn alone in PySpark): %s events/s" % _fmt(pf["events_per_s"], "%.0f"),
             flush=True,
         )
-    pc = attempt(
-        "python_count_floor",
-        python_floor,
-        spark,
-        listener,
-        _run_native,
-        PARTITIONS,
-        max(1, round(rows_per_batch / per_tick)),
-        per_tick,
-        args.fire_interval,
-        functools.partial(GenerateEvents, per_tick, args.fire_interval, 0),
-        args.seconds,
-        warmup,
-        WINDOW_S,
-    )
+    pc = attempt("python_count_floor", python_floor, *floor_args, WINDOW_S)
     if pc:
         print(
             "python_count_floor (the DoFn, then a window and a count per key and window in a Python dict): "
