@@ -179,14 +179,11 @@ def run_python_state_floor(spark, source, checkpoint):
     module docstring's python_state_floor query."""
     from pyspark.sql import functions as F
 
-    from streaming_python_state import QUERY_CONF, count_processor
+    from streaming_python_state import QUERY_CONF, count_processor, session_conf
 
     schema = spark.read.parquet(source).schema
     conf = dict(QUERY_CONF, **{"spark.sql.shuffle.partitions": str(spark.sparkContext.defaultParallelism)})
-    saved = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, conf):
         seconds = F.unix_seconds("ts")
         counts = (
             spark.readStream.schema(schema)
@@ -205,12 +202,6 @@ def run_python_state_floor(spark, source, checkpoint):
             .start()
         )
         return _seconds_after_first_batch(query)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def measure(spark, files=20, rows_per_file=50_000):

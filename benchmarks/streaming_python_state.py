@@ -10,6 +10,7 @@ stateful step pays on this machine before it does any work of its own.
 micro-batch p50/p99 over the batches with input rows; `stages` chains
 that many stateful steps (re-keyed between them)."""
 
+import contextlib
 import tempfile
 
 from spark_progress import iso_ms
@@ -24,6 +25,23 @@ QUERY_CONF = {
     "spark.sql.streaming.checkpointFileManagerClass": "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
     "spark.sql.shuffle.partitions": str(PARTITIONS),
 }
+
+
+@contextlib.contextmanager
+def session_conf(spark, conf):
+    """The session's SQL settings set to `conf` inside the block, as they
+    were after it."""
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def count_processor(key_columns=("key",)):
@@ -50,11 +68,8 @@ def count_processor(key_columns=("key",)):
 def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
     from pyspark.sql import functions as F
 
-    saved = {key: spark.conf.get(key, None) for key in QUERY_CONF}
-    for key, value in QUERY_CONF.items():
-        spark.conf.set(key, value)
     checkpoint = tempfile.mkdtemp(prefix="beam-spark-bench-python-state-")
-    try:
+    with session_conf(spark, QUERY_CONF):
         df = spark.readStream.format("rate").option("rowsPerSecond", int(rate)).option("numPartitions", PARTITIONS)
         df = df.load().select((F.col("value") % KEYS).alias("key"))
         for stage in range(stages):
@@ -69,12 +84,6 @@ def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
         )
         started = run_for(spark, query, seconds + warmup, "python state floor query")
         progress = listener.of(query.id)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     steady = [p for p in progress if iso_ms(p["timestamp"]) >= (started + warmup) * 1000 and p["numInputRows"]]
     durations = [p["durationMs"]["triggerExecution"] / 1000.0 for p in steady]
     return {
