@@ -39,8 +39,6 @@ from apache_beam.portability.api import schema_pb2
 from apache_beam.typehints import schemas
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_spark_runner.worker.beam_internals import timestamps_from_micros
-
 _ATOMIC = {
     "boolean": schema_pb2.BOOLEAN,
     # Beam Python's BYTE coder is unsigned (0-255), Spark's byte signed.
@@ -275,6 +273,11 @@ def _column_by_value(read, column):
 
 
 def _timestamp_column(column):
+    # Imported here: the Beam shim loads the SDK harness, which the driver's
+    # schema mapping and the database connectors importing this module never
+    # need.
+    from beam_spark_runner.worker.beam_internals import timestamps_from_micros
+
     if column.type.unit != "us":
         column = column.cast(pa.timestamp("us", tz=column.type.tz))
     return timestamps_from_micros(column.cast(pa.int64()).to_pylist())
