@@ -79,7 +79,7 @@ def execute(url, *statements):
 
 def create_slow_insert_table(url, table, sleep_s):
     """Creates PostgreSQL table `table` (entry_id TEXT, n BIGINT) whose
-    every INSERT statement sleeps `sleep_s` first, so a commit holds its
+    every INSERT or COPY statement sleeps `sleep_s` first, so a commit holds its
     connection long enough for a test to break it."""
     execute(
         url,

@@ -156,40 +156,142 @@ def prepare_tables(config: DatabaseWriteConfig):
         conn.commit()
 
 
+def db_rows(config: DatabaseWriteConfig, values):
+    """(retract, row tuple in the table's column order, as the client
+    writes it) for each of `values` (rows, or `triggers.Retraction`s of
+    rows)."""
+    dialect = dialect_of(config.url)
+    converters = [(f["name"], dialect.to_db(f["type"])) for f in config.schema["fields"]]
+    names = tuple(name for name, _ in converters)
+    plain = not any(convert for _, convert in converters)
+    for value in values:
+        row, retract = triggers.unwrap(value)
+        if plain and getattr(row, "_fields", None) == names:
+            # A row of the schema's own type: its fields in column order.
+            yield retract, tuple(row)
+        else:
+            yield (
+                retract,
+                tuple(convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters),
+            )
+
+
+def _staging_insert(cursor, dialect, config, head, rows):
+    """Inserts (retract, row) pairs into the staging table under `head`
+    (epoch, sink, writer, part, attempt), numbered in order; returns how many."""
+    counter = itertools.count()
+    dialect.bulk_insert(
+        cursor,
+        staging_table(config.table),
+        _STAGING_COLUMNS + config.columns,
+        (head + (next(counter), retract) + row for retract, row in rows),
+        _STAGING_COLUMNS,
+    )
+    return next(counter)
+
+
 def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, part: int, attempt: int, values):
     """Stages one task attempt's values (rows, or `triggers.Retraction`s of
     rows) in one transaction; returns how many. Nothing is staged (the
     transaction rolls back) if `values` raises."""
     dialect = dialect_of(config.url)
-    fields = config.schema["fields"]
-    converters = [(f["name"], dialect.to_db(f["type"])) for f in fields]
-    head = (epoch, sink, writer, part, attempt)
-    counter = itertools.count()
-
-    names = tuple(name for name, _ in converters)
-    plain = not any(convert for _, convert in converters)
-
-    def rows():
-        for value in values:
-            row, retract = triggers.unwrap(value)
-            if plain and getattr(row, "_fields", None) == names:
-                # A row of the schema's own type: its fields in column order.
-                yield head + (next(counter), retract) + tuple(row)
-            else:
-                yield (
-                    head
-                    + (next(counter), retract)
-                    + tuple(
-                        convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters
-                    )
-                )
-
     with dialect.connect() as conn:
-        dialect.bulk_insert(
-            conn.cursor(), staging_table(config.table), _STAGING_COLUMNS + config.columns, rows(), _STAGING_COLUMNS
+        count = _staging_insert(
+            conn.cursor(), dialect, config, (epoch, sink, writer, part, attempt), db_rows(config, values)
         )
         conn.commit()
-    return next(counter)
+    return count
+
+
+def _committed_with_retries(config: DatabaseWriteConfig, epoch: int, commit_once, sleep):
+    """Runs `commit_once()` (one idempotent commit transaction), again on a
+    new connection when the connection was lost (`COMMIT_ATTEMPTS`, backing
+    off from `COMMIT_BACKOFF_S`); raises DatabaseError naming the sink, the
+    table and the database's message when the database refuses."""
+    dialect = dialect_of(config.url)
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            commit_once()
+            return
+        except Exception as e:  # noqa: BLE001 -- each client raises its own classes
+            transient = dialect.is_transient(e)
+            if transient and attempt + 1 < COMMIT_ATTEMPTS:
+                # Idempotent: a commit whose connection was lost is tried
+                # again on a new one (its marker says whether the lost one
+                # had committed).
+                _LOG.warning(
+                    "%s: committing micro-batch %d failed (%s); trying again", config.label, epoch, first_line(e)
+                )
+                sleep(COMMIT_BACKOFF_S * 2**attempt)
+                continue
+            raise DatabaseError(
+                "%s: cannot commit micro-batch %d into %s%s: %s"
+                % (
+                    config.label,
+                    epoch,
+                    config.describe(),
+                    " (%d attempts)" % (attempt + 1) if transient else "",
+                    first_line(e),
+                )
+            ) from None
+
+
+def _one_attempt_per_part(dialect, staging):
+    """SQL of the staged rows of (sink, epoch, writer) (its three
+    parameters), one attempt per partition: each attempt staged its whole
+    partition in one transaction, so any one of them is complete. A window
+    rather than a join with the grouped attempts: one scan of the staged
+    rows, whatever plan the database's statistics (none yet, for rows
+    staged a moment ago) would give a join."""
+    q = dialect.quote
+    return (
+        "SELECT * FROM (SELECT s.*, MIN(s.%s) OVER (PARTITION BY s.%s) AS beam_first_attempt FROM %s AS s "
+        "WHERE s.%s = %%s AND s.%s = %%s AND s.%s = %%s) AS w WHERE w.%s = w.beam_first_attempt"
+        % (q(ATTEMPT), q(PART), staging, q(SINK), q(EPOCH), q(WRITER), q(ATTEMPT))
+    )
+
+
+def _apply_keyed(cursor, dialect, config, rows, params):
+    """Per key, the last staged row of `rows` (SQL over the staging table,
+    with `params`) decides: a retraction deletes the key's row, an addition
+    replaces it."""
+    q = dialect.quote
+    keys = ", ".join(map(q, config.key_columns))
+    columns = ", ".join(map(q, config.columns))
+    last = (
+        "SELECT * FROM (SELECT r.*, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY r.%s DESC, r.%s DESC) AS rn "
+        "FROM (%s) AS r) AS ranked WHERE rn = 1"
+        % (", ".join("r.%s" % q(k) for k in config.key_columns), q(PART), q(SEQ), rows)
+    )
+    cursor.execute(
+        dialect.delete_matching(
+            config.table, config.key_columns, "SELECT %s FROM (%s) AS l WHERE l.%s" % (keys, last, q(RETRACT))
+        ),
+        params,
+    )
+    cursor.execute(
+        dialect.upsert(
+            config.table,
+            config.columns,
+            config.key_columns,
+            "SELECT %s FROM (%s) AS l WHERE NOT l.%s" % (columns, last, q(RETRACT)),
+        ),
+        params,
+    )
+
+
+def _claim_epoch(cursor, dialect, config, sink, epoch) -> bool:
+    """Inserts the marker row (sink, epoch); False when it was there (the
+    epoch is committed already)."""
+    cursor.execute(dialect.insert_if_absent(marker_table(config), ("sink", "epoch")), (sink, epoch))
+    return cursor.rowcount == 1
+
+
+def _close(conn):
+    try:
+        conn.close()  # without a commit: rolled back
+    except Exception:  # noqa: BLE001 -- a connection the server closed
+        pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,60 +309,22 @@ class DatabasePublication:
     writer: str
 
     def __call__(self):
+        _committed_with_retries(self.config, self.epoch, self._commit_once, self.sleep)
+
+    def _commit_once(self):
         config = self.config
         dialect = dialect_of(config.url)
         q = dialect.quote
         staging = dialect.quote_table(staging_table(config.table))
         columns = ", ".join(map(q, config.columns))
-        # One attempt per partition: each attempt staged its whole partition
-        # in one transaction, so any one of them is complete. A window
-        # rather than a join with the grouped attempts: one scan of the
-        # staged rows, whatever plan the database's statistics (none yet,
-        # for rows staged a moment ago) would give a join.
-        rows = (
-            "SELECT * FROM (SELECT s.*, MIN(s.%s) OVER (PARTITION BY s.%s) AS beam_first_attempt FROM %s AS s "
-            "WHERE s.%s = %%s AND s.%s = %%s AND s.%s = %%s) AS w WHERE w.%s = w.beam_first_attempt"
-            % (q(ATTEMPT), q(PART), staging, q(SINK), q(EPOCH), q(WRITER), q(ATTEMPT))
-        )
+        rows = _one_attempt_per_part(dialect, staging)
         params = (self.sink, self.epoch, self.writer)
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
-                self._commit_once(dialect, rows, params, columns, staging)
-                return
-            except Exception as e:  # noqa: BLE001 -- each client raises its own classes
-                transient = dialect.is_transient(e)
-                if transient and attempt + 1 < COMMIT_ATTEMPTS:
-                    # Idempotent: a commit whose connection was lost is
-                    # tried again on a new one (its marker says whether
-                    # the lost one had committed).
-                    _LOG.warning(
-                        "%s: committing micro-batch %d failed (%s); trying again",
-                        config.label,
-                        self.epoch,
-                        first_line(e),
-                    )
-                    self.sleep(COMMIT_BACKOFF_S * 2**attempt)
-                    continue
-                raise DatabaseError(
-                    "%s: cannot commit micro-batch %d into %s%s: %s"
-                    % (
-                        config.label,
-                        self.epoch,
-                        config.describe(),
-                        " (%d attempts)" % (attempt + 1) if transient else "",
-                        first_line(e),
-                    )
-                ) from None
-
-    def _commit_once(self, dialect, rows, params, columns, staging):
-        config, q = self.config, dialect.quote
         conn = dialect.connect()
         try:
             cursor = conn.cursor()
-            cursor.execute(dialect.insert_if_absent(marker_table(config), ("sink", "epoch")), (self.sink, self.epoch))
-            if cursor.rowcount == 1:
+            if _claim_epoch(cursor, dialect, config, self.sink, self.epoch):
                 if config.key_columns:
-                    self._apply_keyed(cursor, dialect, rows, params, columns)
+                    _apply_keyed(cursor, dialect, config, rows, params)
                 else:
                     cursor.execute(
                         "INSERT INTO %s (%s) SELECT %s FROM (%s) AS r WHERE NOT r.%s"
@@ -275,38 +339,58 @@ class DatabasePublication:
             )
             conn.commit()
         finally:
-            try:
-                conn.close()  # without a commit: rolled back
-            except Exception:  # noqa: BLE001 -- a connection the server closed
-                pass
+            _close(conn)
 
     @staticmethod
     def sleep(seconds):
         time.sleep(seconds)
 
-    def _apply_keyed(self, cursor, dialect, rows, params, columns):
-        """Per key, the last staged row decides: a retraction deletes the
-        key's row, an addition replaces it."""
-        q = dialect.quote
-        keys = ", ".join(map(q, self.config.key_columns))
-        last = (
-            "SELECT * FROM (SELECT r.*, ROW_NUMBER() OVER (PARTITION BY %s ORDER BY r.%s DESC, r.%s DESC) AS rn "
-            "FROM (%s) AS r) AS ranked WHERE rn = 1"
-            % (", ".join("r.%s" % q(k) for k in self.config.key_columns), q(PART), q(SEQ), rows)
-        )
-        table = self.config.table
-        cursor.execute(
-            dialect.delete_matching(
-                table, self.config.key_columns, "SELECT %s FROM (%s) AS l WHERE l.%s" % (keys, last, q(RETRACT))
-            ),
-            params,
-        )
-        cursor.execute(
-            dialect.upsert(
-                table,
-                self.config.columns,
-                self.config.key_columns,
-                "SELECT %s FROM (%s) AS l WHERE NOT l.%s" % (columns, last, q(RETRACT)),
-            ),
-            params,
-        )
+
+@dataclasses.dataclass(frozen=True)
+class EpochCommit:
+    """Commits an epoch's rows, handed over whole at commit time (a
+    streaming sink keeps them in files under the checkpoint until then),
+    into the table exactly once: one transaction inserts the marker row
+    (sink, epoch) and, only if it was not there, the rows. Without key
+    columns the rows go straight into the table (each row written once);
+    with key columns they pass through the staging table inside the same
+    transaction, and per key the last row decides, as for
+    `DatabasePublication`. Idempotent, tried again on a lost connection,
+    errors as `DatabasePublication`'s.
+
+    Call with `rows`: a function returning the epoch's (retract, row tuple)
+    pairs (`db_rows`) in order, called once per attempt."""
+
+    config: DatabaseWriteConfig
+    sink: str
+    epoch: int
+
+    def __call__(self, rows):
+        _committed_with_retries(self.config, self.epoch, lambda: self._commit_once(rows), DatabasePublication.sleep)
+
+    def _commit_once(self, rows):
+        config = self.config
+        dialect = dialect_of(config.url)
+        conn = dialect.connect()
+        try:
+            cursor = conn.cursor()
+            if _claim_epoch(cursor, dialect, config, self.sink, self.epoch):
+                if config.key_columns:
+                    writer = "commit"
+                    _staging_insert(cursor, dialect, config, (self.epoch, self.sink, writer, 0, 0), rows())
+                    staging = dialect.quote_table(staging_table(config.table))
+                    params = (self.sink, self.epoch, writer)
+                    _apply_keyed(cursor, dialect, config, _one_attempt_per_part(dialect, staging), params)
+                    q = dialect.quote
+                    cursor.execute(
+                        "DELETE FROM %s WHERE %s = %%s AND %s = %%s AND %s = %%s"
+                        % (staging, q(SINK), q(EPOCH), q(WRITER)),
+                        params,
+                    )
+                else:
+                    dialect.bulk_insert(
+                        cursor, config.table, config.columns, (row for retract, row in rows() if not retract)
+                    )
+            conn.commit()
+        finally:
+            _close(conn)

@@ -34,11 +34,18 @@ def join(root, *parts):
     return posixpath.join(root.rstrip("/") or "/", *parts)
 
 
+def is_local(root):
+    """Whether `root` is a local path or a `file:` URI."""
+    parsed = urllib.parse.urlparse(root)
+    return parsed.scheme == "file" or (parsed.scheme == "" and not root.startswith("//"))
+
+
 def open_checkpoint_files(spark, root):
     """The runner's files under the checkpoint `root`: `LocalCheckpointFiles`
-    for a local path or `file:` URI, else `CheckpointFiles` (Hadoop)."""
-    parsed = urllib.parse.urlparse(root)
-    if parsed.scheme == "file" or (parsed.scheme == "" and not root.startswith("//")):
+    for a local path or `file:` URI (`spark` may be None), else
+    `CheckpointFiles` (Hadoop)."""
+    if is_local(root):
+        parsed = urllib.parse.urlparse(root)
         return LocalCheckpointFiles(root, parsed.path if parsed.scheme == "file" else root)
     return CheckpointFiles(spark, root)
 

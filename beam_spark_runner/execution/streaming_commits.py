@@ -16,6 +16,7 @@ from apache_beam.internal import pickler
 from beam_spark_runner.execution import checkpoint_files, spark_internals
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
 from beam_spark_runner.connectors.database_sink import DatabasePublication
+from beam_spark_runner.execution.database_io import StagedEpochPublication
 from beam_spark_runner.worker.transactional_files import Publication
 
 _LOG = logging.getLogger(__name__)
@@ -132,8 +133,9 @@ def _json_problem(text):
     return None
 
 
-# The exactly-once sinks' commits: files renamed, database rows moved.
-_PUBLICATIONS = (Publication, DatabasePublication)
+# The exactly-once sinks' commits: files renamed, database rows moved or
+# loaded from the checkpoint.
+_PUBLICATIONS = (Publication, DatabasePublication, StagedEpochPublication)
 
 
 def release(effects):

@@ -13,7 +13,7 @@ Spark's own offsets for the source live in the query's checkpoint, so a
 restarted driver resumes where the last completed batch ended.
 
 A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`).
-A WriteToDatabase's are staged in the database (execution/database_io.py);
+A WriteToDatabase's are staged under the checkpoint (execution/database_io.py);
 a WriteToSpark's are written with Spark's writer to a staging directory named by the
 sink and the batch (a replay of the batch overwrites its own attempt), and
 hands the driver sink a FINALIZE row with the `Publication` that renames
@@ -180,7 +180,7 @@ class SparkSinkWrites:
         for sink in self._sinks:
             self._dests.setdefault(R.dest_text(sink.dest), []).append(sink)
         database_sinks = [s for s in self._sinks if s.urn == WRITE_DATABASE_URN]
-        self._databases = MicroBatchStaging(self._run, self._components) if database_sinks else None
+        self._databases = MicroBatchStaging(self._run, self._components, files) if database_sinks else None
         if database_sinks:
             MicroBatchStaging.prepare(database_sinks)
 

@@ -143,14 +143,16 @@ def test_a_broker_gone_fails_a_run_without_tolerance_naming_it(tmp_path, request
 
 
 def _restart_during_commits(server, table, stop, restarts):
-    """Stops `server` as a crash would whenever the runner's session moves
-    rows into `table` (a commit), and starts it again after 1 s; twice."""
+    """Stops `server` as a crash would whenever the runner's session writes
+    rows into `table` (a commit: COPY in streaming, INSERT in batch), and
+    starts it again after 1 s; twice."""
     while not stop.is_set() and len(restarts) < 2:
         try:
             rows = services.execute(
                 server.url,
                 "SELECT query FROM pg_stat_activity WHERE application_name = 'beam_spark_runner' "
-                "AND state = 'active' AND query LIKE 'INSERT INTO %%%s%%'" % table,
+                "AND state = 'active' AND (query LIKE 'INSERT INTO %%%s%%' OR query LIKE 'COPY %%%s%%')"
+                % (table, table),
             )
         except Exception:  # noqa: BLE001 -- the server is starting
             rows = None

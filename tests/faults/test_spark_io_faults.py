@@ -121,10 +121,14 @@ def _published(out):
 _COLUMNS = ("user", "window_start", "total")
 
 
-def _staged(out):
+def _staged(out, checkpoint_dir):
+    """What a sink staged and never published: a database sink's rows in
+    its staging table or batch directories under the checkpoint; a Parquet
+    sink's files in its staging directory."""
     if "#" in out:
         url, table = out.split("#")
-        return services.execute(url, "SELECT * FROM %s" % staging_table(table))
+        in_table = services.execute(url, "SELECT * FROM %s" % staging_table(table))
+        return list(in_table) + glob.glob(os.path.join(checkpoint_dir, "beam", "database_staging", "*", "*"))
     return glob.glob(os.path.join(out, "_beam_staging", "*", "*", "*"))
 
 
@@ -216,5 +220,5 @@ def test_a_driver_killed_twice_while_input_arrives_publishes_the_batch_answer_on
         assert _published(out) == expected
     finally:
         _kill(proc)
-    staged = _staged(out)
+    staged = _staged(out, checkpoint_dir)
     assert not staged, staged

@@ -1,15 +1,17 @@
 """The streaming database sink's staging of a micro-batch (the Spark glue
-in execution/database_io.py): every run of a batch stages under a writer
-of its own. A batch the query replays after a restart may spread its rows
-over partitions differently (and read further); were its staged partitions
-taken for an earlier run's, rows would be lost or doubled."""
+in execution/database_io.py): each run of a batch stages into the batch's
+own directory under the checkpoint, replacing what an earlier run of it
+staged. A batch the query replays after a restart may spread its rows over
+tasks differently (and read further); were an earlier run's staged files
+kept beside the replay's, rows would be doubled or stale rows published."""
 
 import pickle
 
 from apache_beam.internal import pickler
 
 from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig
-from beam_spark_runner.execution.database_io import MicroBatchStaging
+from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
+from beam_spark_runner.execution.database_io import MicroBatchStaging, StagedEpochPublication
 from beam_spark_runner.plans import Dest, SparkSink
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
 from beam_spark_runner.translation.spark_io import encode_payload
@@ -17,10 +19,11 @@ from beam_spark_runner.translation.spark_io import encode_payload
 
 class _Frame:
     """What `stage` asks of the batch's DataFrame: a select, a mapInArrow
-    and a collect, whose staging body it records instead of running."""
+    and a Parquet write, which it records instead of running."""
 
     def __init__(self):
         self.bodies = []
+        self.writes = []
 
     def select(self, *columns):
         return self
@@ -29,8 +32,16 @@ class _Frame:
         self.bodies.append(body)
         return self
 
-    def collect(self):
-        return []
+    @property
+    def write(self):
+        return self
+
+    def mode(self, mode):
+        self._mode = mode
+        return self
+
+    def parquet(self, uri):
+        self.writes.append((self._mode, uri))
 
 
 def _publication(row):
@@ -39,14 +50,17 @@ def _publication(row):
     return publication
 
 
-def test_each_run_of_a_batch_stages_and_publishes_under_a_writer_of_its_own():
+def test_each_run_of_a_batch_replaces_what_an_earlier_run_staged(tmp_path):
     config = DatabaseWriteConfig("postgresql://u@h/db", "t", (), {"type": "struct", "fields": []}, "sink")
     sink = SparkSink("w", "Write", encode_payload(config), Dest.materialized("pc"), "coder", urn=WRITE_DATABASE_URN)
-    staging = MicroBatchStaging("run1", b"")
+    staging = MicroBatchStaging("run1", b"", open_checkpoint_files(None, str(tmp_path)))
     frame = _Frame()
     first = _publication(staging.stage(frame, sink, 7))
     replay = _publication(staging.stage(frame, sink, 7))
-    assert (first.sink, first.epoch) == (replay.sink, replay.epoch) == ("run1-" + first.sink.split("-")[1], 7)
-    assert first.writer != replay.writer
-    # Each staging body stages under its own publication's writer.
-    assert [body.args[2] for body in frame.bodies] == [first.writer, replay.writer]
+    later = _publication(staging.stage(frame, sink, 8))
+    assert isinstance(first, StagedEpochPublication)
+    assert first == replay
+    assert (first.sink, first.epoch, first.root) == ("run1-" + first.sink.split("-")[1], 7, str(tmp_path))
+    assert later.relative != first.relative
+    uri = str(tmp_path) + "/" + first.relative
+    assert frame.writes[:2] == [("overwrite", uri), ("overwrite", uri)]
