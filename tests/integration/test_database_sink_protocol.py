@@ -5,43 +5,12 @@ committed its staging and was retried anyway, a release run twice, an
 earlier driver's staged rows for a replayed batch, retractions of rows
 published by an earlier micro-batch)."""
 
-import typing
-
 import pytest
 
 import triggers
-from beam_spark_runner.connectors.database_sink import (
-    DatabasePublication,
-    DatabaseWriteConfig,
-    prepare_tables,
-    stage_rows,
-    staging_table,
-)
-from beam_spark_runner.connectors.sql_dialects import dialect_of
-from beam_spark_runner.worker import spark_rows
-from tests.services import drop_table, execute, unique_table
-
-
-class Total(typing.NamedTuple):
-    user: str
-    start: int
-    total: int
-
-
-def _config(url, keys=()):
-    """A sink of its own table; the tests use the table's name as the sink's
-    id (commit markers are per sink and epoch)."""
-    return DatabaseWriteConfig(url, unique_table(), tuple(keys), spark_rows.spark_schema_of(Total), "test sink")
-
-
-def _table(config):
-    q = dialect_of(config.url).quote
-    return sorted(tuple(r) for r in execute(config.url, "SELECT * FROM %s" % q(config.table)))
-
-
-def _staged(config):
-    q = dialect_of(config.url).quote
-    return execute(config.url, "SELECT COUNT(*) FROM %s" % q(staging_table(config.table)))[0][0]
+from beam_spark_runner.connectors.database_sink import DatabasePublication, prepare_tables, stage_rows
+from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
+from tests.services import drop_table
 
 
 @pytest.fixture
@@ -53,7 +22,7 @@ def drop_after(request):
 
 
 def test_a_partition_staged_by_two_attempts_is_published_once_however_often_released(database_url, drop_after):
-    config = _config(database_url)
+    config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
     part0 = [Total("a", i, i) for i in range(100)]
@@ -63,36 +32,36 @@ def test_a_partition_staged_by_two_attempts_is_published_once_however_often_rele
     publication = DatabasePublication(config, config.table, 7, "w1")
     publication()
     publication()  # a release the coordinator runs again after a restart
-    assert _table(config) == sorted(map(tuple, part0 + [Total("b", 0, 1)]))
+    assert table_rows(config) == sorted(map(tuple, part0 + [Total("b", 0, 1)]))
 
 
 def test_rows_an_earlier_driver_staged_for_a_replayed_batch_are_not_published(database_url, drop_after):
-    config = _config(database_url)
+    config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
     stage_rows(config, config.table, "first-driver", 3, 0, 1, [Total("lost", 0, 1)])
     stage_rows(config, config.table, "replay", 3, 0, 1, [Total("a", 0, 1)])
     DatabasePublication(config, config.table, 3, "replay")()
-    assert _table(config) == [("a", 0, 1)]
-    assert _staged(config) == 0
+    assert table_rows(config) == [("a", 0, 1)]
+    assert staged_count(config) == 0
 
 
 def test_an_epoch_committed_after_a_later_one_keeps_its_rows(database_url, drop_after):
     """The runner commits epochs in order, but a commit never removes
     another epoch's staged rows whatever the order."""
-    config = _config(database_url)
+    config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
     stage_rows(config, config.table, "w", 1, 0, 1, [Total("a", 0, 1)])
     stage_rows(config, config.table, "w", 2, 0, 2, [Total("b", 0, 2)])
     DatabasePublication(config, config.table, 2, "w")()
     DatabasePublication(config, config.table, 1, "w")()
-    assert _table(config) == [("a", 0, 1), ("b", 0, 2)]
-    assert _staged(config) == 0
+    assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
+    assert staged_count(config) == 0
 
 
 def test_a_failing_input_stages_nothing(database_url, drop_after):
-    config = _config(database_url)
+    config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
 
@@ -102,23 +71,23 @@ def test_a_failing_input_stages_nothing(database_url, drop_after):
 
     with pytest.raises(RuntimeError, match="the stage failed"):
         stage_rows(config, config.table, "w", 0, 0, 1, values())
-    assert _staged(config) == 0
+    assert staged_count(config) == 0
 
 
 def test_retractions_delete_rows_published_by_earlier_micro_batches(database_url, drop_after):
-    config = _config(database_url, keys=("user", "start"))
+    config = sink_config(database_url, keys=("user", "start"))
     drop_after(config)
     prepare_tables(config)
     stage_rows(config, config.table, "w", 1, 0, 1, [Total("k", 1, 5), Total("k", 10, 7), Total("j", 1, 1)])
     DatabasePublication(config, config.table, 1, "w")()
-    assert _table(config) == [("j", 1, 1), ("k", 1, 5), ("k", 10, 7)]
+    assert table_rows(config) == [("j", 1, 1), ("k", 1, 5), ("k", 10, 7)]
     # The sessions [1, 6) and [10, 15) merged into [1, 15): both retracted,
     # the merged one added; j's pane replaced by a later one.
     R = triggers.Retraction
     stage_rows(config, config.table, "w", 2, 0, 1, [R(Total("k", 10, 7)), R(Total("k", 1, 5)), Total("k", 1, 15)])
     stage_rows(config, config.table, "w", 2, 1, 2, [R(Total("j", 1, 1)), Total("j", 1, 2)])
     DatabasePublication(config, config.table, 2, "w")()
-    assert _table(config) == [("j", 1, 2), ("k", 1, 15)]
+    assert table_rows(config) == [("j", 1, 2), ("k", 1, 15)]
     stage_rows(config, config.table, "w", 3, 0, 1, [R(Total("k", 1, 15))])
     DatabasePublication(config, config.table, 3, "w")()
-    assert _table(config) == [("j", 1, 2)]
+    assert table_rows(config) == [("j", 1, 2)]

@@ -7,44 +7,18 @@ there), retractions of rows published by earlier batches, a database
 that refuses, staged files of another format."""
 
 import os
-import typing
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import triggers
-from beam_spark_runner.connectors.database_sink import (
-    DatabaseWriteConfig,
-    EpochCommit,
-    prepare_tables,
-    staging_table,
-)
+from beam_spark_runner.connectors.database_sink import EpochCommit, prepare_tables
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
 from beam_spark_runner.execution import database_io
 from beam_spark_runner.execution.database_io import StagedEpochPublication, staged_epoch_dir
-from beam_spark_runner.worker import spark_rows
-from tests.services import drop_table, execute, unique_table
-
-
-class Total(typing.NamedTuple):
-    user: str
-    start: int
-    total: int
-
-
-def _config(url, keys=()):
-    return DatabaseWriteConfig(url, unique_table(), tuple(keys), spark_rows.spark_schema_of(Total), "test sink")
-
-
-def _table(config):
-    q = dialect_of(config.url).quote
-    return sorted(tuple(r) for r in execute(config.url, "SELECT * FROM %s" % q(config.table)))
-
-
-def _staged_in_table(config):
-    q = dialect_of(config.url).quote
-    return execute(config.url, "SELECT COUNT(*) FROM %s" % q(staging_table(config.table)))[0][0]
+from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
+from tests.services import drop_table, execute
 
 
 @pytest.fixture
@@ -52,7 +26,7 @@ def config_of(request, tmp_path):
     made = []
 
     def make(url, keys=()):
-        config = _config(url, keys)
+        config = sink_config(url, keys)
         made.append(config)
         prepare_tables(config)
         return config
@@ -84,10 +58,10 @@ def test_a_staged_batch_is_published_once_however_often_released(database_url, c
     parts = [[Total("a", i, i) for i in range(25)], [Total("b", 0, 1)], []]
     publication, directory = _stage(str(tmp_path), config, 7, parts)
     publication()
-    assert _table(config) == sorted(map(tuple, parts[0] + parts[1]))
+    assert table_rows(config) == sorted(map(tuple, parts[0] + parts[1]))
     assert not os.path.exists(directory)
     publication()  # a release the coordinator runs again after a restart
-    assert _table(config) == sorted(map(tuple, parts[0] + parts[1]))
+    assert table_rows(config) == sorted(map(tuple, parts[0] + parts[1]))
 
 
 def test_a_commit_that_landed_before_its_files_were_removed_is_not_written_again(database_url, config_of, tmp_path):
@@ -99,7 +73,7 @@ def test_a_commit_that_landed_before_its_files_were_removed_is_not_written_again
     )
     assert os.path.exists(directory)
     publication()
-    assert _table(config) == [("a", 0, 1), ("b", 0, 2)]
+    assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
     assert not os.path.exists(directory)
 
 
@@ -115,14 +89,14 @@ def test_batches_published_out_of_order_each_keep_their_rows(database_url, confi
     second, _ = _stage(str(tmp_path), config, 2, [[Total("b", 0, 2)]])
     second()
     first()
-    assert _table(config) == [("a", 0, 1), ("b", 0, 2)]
+    assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
 
 
 def test_retractions_delete_rows_published_by_earlier_batches(database_url, config_of, tmp_path):
     config = config_of(database_url, keys=("user", "start"))
     root = str(tmp_path)
     _stage(root, config, 1, [[Total("k", 1, 5), Total("k", 10, 7), Total("j", 1, 1)]])[0]()
-    assert _table(config) == [("j", 1, 1), ("k", 1, 5), ("k", 10, 7)]
+    assert table_rows(config) == [("j", 1, 1), ("k", 1, 5), ("k", 10, 7)]
     # The sessions [1, 6) and [10, 15) merged into [1, 15): both retracted,
     # the merged one added; j's pane replaced by a later one (a later block
     # of the same part, then a later part, decides).
@@ -133,10 +107,10 @@ def test_retractions_delete_rows_published_by_earlier_batches(database_url, conf
         2,
         [[R(Total("k", 10, 7)), R(Total("k", 1, 5)), Total("k", 1, 15)], [R(Total("j", 1, 1)), Total("j", 1, 2)]],
     )[0]()
-    assert _table(config) == [("j", 1, 2), ("k", 1, 15)]
+    assert table_rows(config) == [("j", 1, 2), ("k", 1, 15)]
     _stage(root, config, 3, [[R(Total("k", 1, 15))]])[0]()
-    assert _table(config) == [("j", 1, 2)]
-    assert _staged_in_table(config) == 0
+    assert table_rows(config) == [("j", 1, 2)]
+    assert staged_count(config) == 0
 
 
 def test_a_refused_commit_names_the_sink_and_keeps_the_staged_rows(database_url, config_of, tmp_path):
@@ -149,7 +123,7 @@ def test_a_refused_commit_names_the_sink_and_keeps_the_staged_rows(database_url,
     assert os.path.exists(directory)
     execute(config.url, "ALTER TABLE %s ADD COLUMN %s BIGINT" % (q(config.table), q("total")))
     publication()  # the next run publishes them, once
-    assert _table(config) == [("a", 0, 1)]
+    assert table_rows(config) == [("a", 0, 1)]
 
 
 def test_staged_rows_of_another_format_are_refused_and_nothing_is_written(database_url, config_of, tmp_path):
@@ -157,5 +131,5 @@ def test_staged_rows_of_another_format_are_refused_and_nothing_is_written(databa
     publication, directory = _stage(str(tmp_path), config, 4, [[Total("a", 0, 1)]], fmt=99)
     with pytest.raises(DatabaseError, match="format 99; this runner reads format 1"):
         publication()
-    assert _table(config) == []
+    assert table_rows(config) == []
     assert os.path.exists(directory)
