@@ -1,24 +1,28 @@
 """Exactly-once writes of a PCollection's rows into a database table
 (`beam_spark_runner.io.WriteToDatabase`): rows are staged by the tasks
 that have them, then committed into the table by one transaction whose
-marker row says it happened.
+marker row (sink, epoch) in `beam_spark_runner_commits` says it happened.
+Run again (a restart that interrupted it, a replayed release), a commit
+finds its marker and changes nothing. So every row that reached the sink
+is in the table exactly once.
 
-1. Staging. Every task attempt inserts its rows, in one transaction, into
-   the sink's staging table (`staging_table`, beside the target), each
-   row tagged with the sink, the epoch (the micro-batch; 0 in batch), the
-   writer (one run of the batch: a replay has its own), the task's partition and attempt, its order
-   within the attempt and whether it is a retraction. A failed attempt's
-   transaction never commits; a retried or speculative attempt stages its
-   own complete copy.
-2. Publication (`DatabasePublication`, run on the driver: after the Spark
-   job in batch, by the checkpoint coordinator once the micro-batch is a
-   completed checkpoint in streaming). One transaction: insert the marker
-   row (sink, epoch) into `beam_spark_runner_commits`, and only if it was
-   not there, move one attempt per partition of the writer's staged rows
-   into the table; then delete the sink's staged rows of the epoch (every writer's).
-   Run again (a restart that interrupted it, a replayed release), it finds
-   its marker and changes nothing. So every row that reached the sink is
-   in the table exactly once.
+- Batch: every task attempt inserts its rows (`stage_rows`), in one
+  transaction, into the sink's staging table (`staging_table`, beside the
+  target), each row tagged with the sink, the epoch (0), the writer (one
+  run of the job), the task's partition and attempt, its order within the
+  attempt and whether it is a retraction. A failed attempt's transaction
+  never commits; a retried or speculative attempt stages its own complete
+  copy. `DatabasePublication`, on the driver after the job: the marker
+  row and, only if it was not there, one attempt per partition of the
+  writer's staged rows moved into the table; then the sink's staged rows
+  of the epoch deleted.
+- Streaming: the tasks turn the rows into the table's tuples (`db_rows`)
+  and stage them outside the database (execution/database_io.py: files
+  under the checkpoint); `EpochCommit`, run by the checkpoint coordinator
+  once the micro-batch is a completed checkpoint, is handed them whole:
+  the marker row and, only if it was not there, the rows, in one
+  transaction. Each row is written into the database once (with key
+  columns, through the staging table inside that transaction).
 
 Without key columns the rows are appended. With key columns the table
 has a unique key on them; per key the last staged row of the epoch
