@@ -54,6 +54,9 @@ _STAGED_SCHEMA = "part int, rows long"
 # A streaming sink's staged blocks: `rows` (retract, row tuple) pairs,
 # pickled, as block `block` of task `part`. `format` is STAGED_FORMAT.
 _BLOCKS_SCHEMA = "format int, part int, block int, rows long, data binary"
+_BLOCKS_ARROW = pa.schema(
+    [("format", pa.int32()), ("part", pa.int32()), ("block", pa.int32()), ("rows", pa.int64()), ("data", pa.binary())]
+)
 STAGED_FORMAT = 1
 BLOCK_ROWS = 10_000
 STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "database_staging")
@@ -148,22 +151,19 @@ def _staged_blocks(config, components, coder_id, batches):
     """mapInArrow body: the sink's query rows as blocks of pickled
     (retract, row tuple) pairs (`_BLOCKS_SCHEMA`)."""
     impl = context.coder_impl(components, coder_id)
-
-    def values():
-        for batch in batches:
-            for kind, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                if kind == R.KEYED:
-                    payload = b"".join(element for _, element in R.keyed_entries(payload))
-                for wv, _ in grouping.decode_elements(payload, impl):
-                    yield wv.value
-
     part, _ = _task()
-    yield from staged_blocks(config, values(), part)
+    yield from staged_blocks(config, (value for batch in batches for value in query_values(batch, impl)), part)
 
 
-_BLOCKS_ARROW = pa.schema(
-    [("format", pa.int32()), ("part", pa.int32()), ("block", pa.int32()), ("rows", pa.int64()), ("data", pa.binary())]
-)
+def query_values(batch, impl):
+    """The values of an Arrow batch of a sink's DATA and KEYED query rows
+    (kind, payload), decoded with the element coder `impl`."""
+    for kind, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+        if kind == R.KEYED:
+            # A keyed reader beside the sink: its elements, each with its key.
+            payload = b"".join(element for _, element in R.keyed_entries(payload))
+        for wv, _ in grouping.decode_elements(payload, impl):
+            yield wv.value
 
 
 def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):

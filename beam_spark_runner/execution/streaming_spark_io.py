@@ -39,14 +39,14 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, spark_internals
 from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, spark_reader, spark_writer
-from beam_spark_runner.execution.database_io import MicroBatchStaging
+from beam_spark_runner.execution.database_io import MicroBatchStaging, query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import SPARK_SOURCE_SEQ
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
 from beam_spark_runner.translation.spark_io import decode_payload
-from beam_spark_runner.worker import context, grouping, spark_rows
+from beam_spark_runner.worker import context, spark_rows
 from beam_spark_runner.worker.transactional_files import Move, Publication, digest
 
 BATCH_TIME_COLUMN = "__beam_batch_time"
@@ -268,12 +268,7 @@ def sink_batches(schema, components, coder_id, batches):
     impl = context.coder_impl(components, coder_id)
     writers = [(f["name"], spark_rows.writer_of(f["type"])) for f in schema["fields"]]
     for batch in batches:
-        values = []
-        for kind, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-            if kind == R.KEYED:
-                # A keyed reader beside the sink: its elements, each with its key.
-                payload = b"".join(element for _, element in R.keyed_entries(payload))
-            values.extend(wv.value for wv, _ in grouping.decode_elements(payload, impl))
+        values = list(query_values(batch, impl))
         for start in range(0, len(values), BLOCK_ROWS):
             chunk = values[start : start + BLOCK_ROWS]
             columns = [[write(getattr(row, name)) for row in chunk] for name, write in writers]
