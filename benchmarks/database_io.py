@@ -16,10 +16,10 @@ Redis and NATS:
   runs without a database (reported: what is left of the headline's time
   is the sink's).
 - `protocol`: the streaming exactly-once protocol alone, without Spark:
-  the rows staged as one staging task stages them (blocks of pickled row
-  tuples in a Parquet file under a checkpoint directory), then committed
-  (`StagedEpochPublication`: marker row and rows in one transaction, then
-  the files removed); beside it the batch protocol (`stage_rows` by COPY
+  the rows staged as one staging task stages them (the sink's encoded
+  query rows in a Parquet file under a checkpoint directory), then
+  committed (`StagedEpochPublication`: the rows decoded, marker row and
+  rows in one transaction, then the files removed); beside it the batch protocol (`stage_rows` by COPY
   into the staging table, then `DatabasePublication`: marker row, move,
   delete). Reported: what the database's side costs.
 - `broker_write`: a burst of `--rows` entries into a running streaming
@@ -224,24 +224,45 @@ def pipeline_ceiling_rate(rows):
         client.delete(key)
 
 
-def _stage_files(config, root, epoch, rows):
+def _stage_files(config, root, epoch, rows, block=1000):
     """Stages `rows` rows for micro-batch `epoch` under the checkpoint
-    `root` as one staging task does (blocks of pickled row tuples in a
-    Parquet file); returns the batch's publication."""
+    `root` as one staging task does (the sink's query rows, `block`
+    encoded elements each, in a Parquet file); returns the batch's
+    publication."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from apache_beam import coders
+    from apache_beam.transforms import window
+    from apache_beam.utils.windowed_value import WindowedValue
 
-    from beam_spark_runner.execution.database_io import StagedEpochPublication, staged_blocks, staged_epoch_dir
+    from beam_spark_runner.execution.database_io import RAW_FORMAT, StagedEpochPublication, staged_epoch_dir
+    from beam_spark_runner.streaming import rows as query_rows
     from beam_spark_runner.worker import spark_rows
 
     row_type = spark_rows.row_type(config.schema)
+    coder = coders.WindowedValueCoder(coders.RowCoder.from_type_hint(row_type, None))
+    encode, windows = coder.get_impl().encode_nested, (window.GlobalWindow(),)
     relative = staged_epoch_dir(config.table, epoch)
     directory = os.path.join(root, *relative.split("/"))
     os.makedirs(directory)
-    batches = list(staged_blocks(config, (row_type(*_event(i)) for i in range(rows)), 0))
-    if batches:
-        pq.write_table(pa.Table.from_batches(batches), os.path.join(directory, "part-00000.parquet"))
-    return StagedEpochPublication(config, config.table, epoch, root, relative)
+    payloads = [
+        b"".join(
+            encode(WindowedValue(row_type(*_event(i)), 0, windows)) for i in range(first, min(rows, first + block))
+        )
+        for first in range(0, rows, block)
+    ]
+    if payloads:
+        n = len(payloads)
+        table = pa.table(
+            {
+                "format": pa.array([RAW_FORMAT] * n, pa.int32()),
+                "part": pa.array([0] * n, pa.int32()),
+                "kind": pa.array([query_rows.DATA] * n, pa.int32()),
+                "payload": pa.array(payloads, pa.binary()),
+            }
+        )
+        pq.write_table(table, os.path.join(directory, "part-00000.parquet"))
+    return StagedEpochPublication(config, config.table, epoch, root, relative, coder)
 
 
 def _sink_config(prefix):

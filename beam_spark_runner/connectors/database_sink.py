@@ -16,10 +16,10 @@ is in the table exactly once.
   row and, only if it was not there, one attempt per partition of the
   writer's staged rows moved into the table; then the sink's staged rows
   of the epoch deleted.
-- Streaming: the tasks turn the rows into the table's tuples (`db_rows`)
-  and stage them outside the database (execution/database_io.py: files
-  under the checkpoint); `EpochCommit`, run by the checkpoint coordinator
-  once the micro-batch is a completed checkpoint, is handed them whole:
+- Streaming: the rows are staged outside the database
+  (execution/database_io.py: files under the checkpoint); `EpochCommit`,
+  run by the checkpoint coordinator once the micro-batch is a completed
+  checkpoint, is handed them whole, as the table's tuples (`db_rows`):
   the marker row and, only if it was not there, the rows, in one
   transaction. Each row is written into the database once (with key
   columns, through the staging table inside that transaction).

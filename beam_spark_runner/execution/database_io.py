@@ -7,16 +7,16 @@ protocol): the tasks holding the rows stage them, the driver publishes.
   transaction: a retried or speculative task never writes twice, and a
   failed job leaves the table as it was.
 - Streaming (`MicroBatchStaging`, from the query's foreachBatch sink,
-  execution/streaming_spark_io.py): the tasks holding the batch's rows
-  turn them into the table's row tuples, pickled in blocks, and Spark's
-  Parquet writer stages them in a directory under the checkpoint named
-  by the sink and the batch (`staged_epoch_dir`; a replay of the batch
+  execution/streaming_spark_io.py): Spark's Parquet writer stages the
+  sink's query rows of the batch as they are (encoded elements; no
+  Python runs in the job) in a directory under the checkpoint named by
+  the sink and the batch (`staged_epoch_dir`; a replay of the batch
   overwrites it; Spark's commit protocol keeps one attempt per task). The
   FINALIZE row handed back carries a `StagedEpochPublication`, which the
   checkpoint coordinator runs once the batch is a completed checkpoint (and
-  again after a restart that interrupted it): one transaction writes the
-  marker row and the staged rows into the table (`EpochCommit`), then the
-  directory is removed. So each row is written into the database once,
+  again after a restart that interrupted it): it decodes the staged rows
+  (`StagedRows`), one transaction writes the marker row and the rows into
+  the table (`EpochCommit`), then the directory is removed. So each row is written into the database once,
   and a row staged for a completed checkpoint survives a database or
   driver restart in the checkpoint's own storage.
 """
@@ -27,6 +27,7 @@ import itertools
 import logging
 import pickle
 import uuid
+from typing import Any
 
 import pyarrow as pa
 from apache_beam.internal import pickler
@@ -51,13 +52,18 @@ from beam_spark_runner.worker.runs import RunCodec
 from beam_spark_runner.worker.transactional_files import digest
 
 _STAGED_SCHEMA = "part int, rows long"
-# A streaming sink's staged blocks: `rows` (retract, row tuple) pairs,
-# pickled, as block `block` of task `part`. `format` is STAGED_FORMAT.
-_BLOCKS_SCHEMA = "format int, part int, block int, rows long, data binary"
+# Staged blocks of PICKLED_FORMAT: `rows` (retract, row tuple) pairs,
+# pickled, as block `block` of task `part`.
 _BLOCKS_ARROW = pa.schema(
     [("format", pa.int32()), ("part", pa.int32()), ("block", pa.int32()), ("rows", pa.int64()), ("data", pa.binary())]
 )
-STAGED_FORMAT = 1
+# Formats of a streaming sink's staged files (column `format`, the same in
+# every row of a file): PICKLED_FORMAT, blocks of pickled (retract, row
+# tuple) pairs (`_BLOCKS_ARROW`), which earlier versions staged; RAW_FORMAT,
+# what the runner stages: the sink's query rows (format, part, kind,
+# payload) as the batch produced them, task `part`'s in its order.
+PICKLED_FORMAT = 1
+RAW_FORMAT = 2
 BLOCK_ROWS = 10_000
 STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "database_staging")
 _LOG = logging.getLogger(__name__)
@@ -137,22 +143,16 @@ class MicroBatchStaging:
         config = decode_payload(sink.payload)
         sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
         relative = staged_epoch_dir(sink_id, batch_id)
-        body = functools.partial(_staged_blocks, config, self._components, sink.coder_id)
-        blocks = selected.select("kind", "payload").mapInArrow(body, _BLOCKS_SCHEMA)
+        # The query rows as they are, in the task's order: no Python runs in
+        # the staging job; the commit decodes them.
+        rows = selected.selectExpr("%d AS format" % RAW_FORMAT, "spark_partition_id() AS part", "kind", "payload")
         # "overwrite": a replay of the batch (after a restart) replaces
         # whatever an earlier run of it staged; Spark's commit protocol
         # publishes one attempt of each task.
-        blocks.write.mode("overwrite").parquet(self._files.uri(relative))
-        publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative)
+        rows.write.mode("overwrite").parquet(self._files.uri(relative))
+        coder = context.components_context(self._components).coders[sink.coder_id]
+        publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
-
-
-def _staged_blocks(config, components, coder_id, batches):
-    """mapInArrow body: the sink's query rows as blocks of pickled
-    (retract, row tuple) pairs (`_BLOCKS_SCHEMA`)."""
-    impl = context.coder_impl(components, coder_id)
-    part, _ = _task()
-    yield from staged_blocks(config, (value for batch in batches for value in query_values(batch, impl)), part)
 
 
 def query_values(batch, impl):
@@ -167,9 +167,9 @@ def query_values(batch, impl):
 
 
 def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):
-    """Arrow batches (`_BLOCKS_SCHEMA`) of task `part`'s `values` (rows, or
-    `triggers.Retraction`s of rows): one per `block_rows` (retract, row
-    tuple) pairs, pickled."""
+    """Staged files' Arrow batches in PICKLED_FORMAT (`_BLOCKS_ARROW`) of
+    task `part`'s `values` (rows, or `triggers.Retraction`s of rows): one
+    per `block_rows` (retract, row tuple) pairs, pickled."""
     rows = db_rows(config, values)
     for block in itertools.count():
         chunk = list(itertools.islice(rows, block_rows))
@@ -177,7 +177,7 @@ def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):
             return
         yield pa.RecordBatch.from_pydict(
             {
-                "format": [STAGED_FORMAT],
+                "format": [PICKLED_FORMAT],
                 "part": [part],
                 "block": [block],
                 "rows": [len(chunk)],
@@ -195,17 +195,20 @@ class StagedEpochPublication:
     interrupted it: the marker row says the batch is in the table, and
     only the removal is done again. Raises DatabaseError naming the sink,
     the table and the database's message when the database refuses,
-    leaving the staged rows for the next call."""
+    leaving the staged rows for the next call. `coder`: the sink's element
+    coder, which decodes rows staged as query rows (RAW_FORMAT)."""
 
     config: DatabaseWriteConfig
     sink: str
     epoch: int
     root: str
     relative: str
+    coder: Any = None
 
     def __call__(self):
         files = _checkpoint_files(self.root)
-        EpochCommit(self.config, self.sink, self.epoch)(lambda: _read_blocks(files, self.relative, self.config))
+        staged = StagedRows(files, self.relative, self.config, self.coder)
+        EpochCommit(self.config, self.sink, self.epoch)(staged.rows)
         files.delete(self.relative)
 
 
@@ -220,32 +223,56 @@ def _checkpoint_files(root):
     return checkpoint_files.open_checkpoint_files(spark, root)
 
 
-def _read_blocks(files, relative, config):
-    """The staged (retract, row tuple) pairs, in (part, block) order."""
-    import pyarrow.parquet as pq
+class StagedRows:
+    """The rows staged under `relative` as (retract, row tuple) pairs: the
+    staging tasks' files in task (part) order, each file's rows in the
+    order its task wrote them, so a key's later rows (a retraction and its
+    replacement) come after its earlier ones. Files of PICKLED_FORMAT hold
+    blocks of pairs; of RAW_FORMAT, query rows decoded with `coder`."""
 
-    blocks = []
-    for name in files.list(relative):
-        if not name.startswith("part-"):
-            continue  # Spark's _SUCCESS marker
-        data = files.read(checkpoint_files.join(relative, name))
-        if data is None:
-            raise OSError(
-                "%s: staged file %s vanished" % (config.label, files.uri(checkpoint_files.join(relative, name)))
-            )
-        table = pq.read_table(pa.BufferReader(data))
-        for fmt, part, block, blob in zip(
-            table.column("format").to_pylist(),
-            table.column("part").to_pylist(),
-            table.column("block").to_pylist(),
-            table.column("data").to_pylist(),
-        ):
-            if fmt != STAGED_FORMAT:
+    def __init__(self, files, relative, config, coder):
+        self._files = files
+        self._relative = relative
+        self._config = config
+        self._coder = coder
+
+    def rows(self):
+        for _, table in sorted(self._tables(), key=lambda t: t[0]):
+            fmt = table.column("format")[0].as_py()
+            if fmt == RAW_FORMAT:
+                yield from db_rows(self._config, self._raw_values(table))
+            else:
+                for _, blob in sorted(zip(table.column("block").to_pylist(), table.column("data").to_pylist())):
+                    yield from pickle.loads(blob)
+
+    def _raw_values(self, table):
+        impl = self._coder.get_impl()
+        for batch in table.select(["kind", "payload"]).to_batches():
+            yield from query_values(batch, impl)
+
+    def _tables(self):
+        """(first part, Arrow table) of each non-empty staged file, its
+        format checked."""
+        import pyarrow.parquet as pq
+
+        for name in self._files.list(self._relative):
+            if not name.startswith("part-"):
+                continue  # Spark's _SUCCESS marker
+            path = checkpoint_files.join(self._relative, name)
+            data = self._files.read(path)
+            if data is None:
+                raise OSError("%s: staged file %s vanished" % (self._config.label, self._files.uri(path)))
+            table = pq.read_table(pa.BufferReader(data))
+            if table.num_rows == 0:
+                continue
+            formats = set(table.column("format").to_pylist())
+            if not formats <= {PICKLED_FORMAT, RAW_FORMAT} or len(formats) != 1:
                 raise ValueError(
-                    "%s: staged rows at %s have format %r; this runner reads format %d"
-                    % (config.label, files.uri(relative), fmt, STAGED_FORMAT)
+                    "%s: staged rows at %s have format %s; this runner reads formats %d and %d"
+                    % (self._config.label, self._files.uri(path), sorted(formats), PICKLED_FORMAT, RAW_FORMAT)
                 )
-            blocks.append((part, block, blob))
-    blocks.sort(key=lambda b: (b[0], b[1]))
-    for _, _, blob in blocks:
-        yield from pickle.loads(blob)
+            if formats == {RAW_FORMAT} and self._coder is None:
+                raise ValueError(
+                    "%s: staged rows at %s need the sink's coder" % (self._config.label, self._files.uri(path))
+                )
+            yield min(table.column("part").to_pylist()), table
