@@ -16,9 +16,10 @@ protocol): the tasks holding the rows stage them, the driver publishes.
   checkpoint coordinator runs once the batch is a completed checkpoint (and
   again after a restart that interrupted it): it decodes the staged rows
   (`StagedRows`), one transaction writes the marker row and the rows into
-  the table (`EpochCommit`), then the directory is removed. So each row is written into the database once,
-  and a row staged for a completed checkpoint survives a database or
-  driver restart in the checkpoint's own storage.
+  the table (`EpochCommit`), then the directory is removed. So each row
+  is written into the database once, and a row staged for a completed
+  checkpoint survives a database or driver restart in the checkpoint's
+  own storage.
 """
 
 import dataclasses
@@ -270,9 +271,5 @@ class StagedRows:
                 raise ValueError(
                     "%s: staged rows at %s have format %s; this runner reads formats %d and %d"
                     % (self._config.label, self._files.uri(path), sorted(formats), PICKLED_FORMAT, RAW_FORMAT)
-                )
-            if formats == {RAW_FORMAT} and self._coder is None:
-                raise ValueError(
-                    "%s: staged rows at %s need the sink's coder" % (self._config.label, self._files.uri(path))
                 )
             yield min(table.column("part").to_pylist()), table
