@@ -56,3 +56,30 @@ def test_the_streaming_example_prints_its_progress_and_none_of_sparks_internals(
         assert re.search(expected, text), "no line matching %r in:\n%s" % (expected, text)
     assert len(printed) < 20, text
     assert os.listdir(tmp_path / "out")  # and the example did its work
+
+
+def test_a_run_cancelled_in_the_middle_of_a_batch_stops_without_a_java_error(tmp_path):
+    """Cancelling stops the query while the batch's Spark job runs: Spark
+    must see the foreachBatch callback's error as a stop. Said with the
+    whole Java stack, Spark's stop-or-failure regex overflowed the stream
+    thread's stack (StackOverflowError, printed with a long trace)."""
+    marker = tmp_path / "in_the_batch"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_LOCAL"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.cancelled_batch_job", str(marker)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "final state: CANCELLED" in done.stdout, done.stdout + done.stderr[-4000:]
+    assert marker.read_text().strip(), "the cancel came before the batch reached the DoFn"
+    printed = [line for line in done.stderr.splitlines() if not any(p.search(line) for p in _BEAM_DRIVER_IMPORT)]
+    errors = [
+        line
+        for line in printed
+        if re.search(r"StackOverflowError|Exception in thread|Traceback|ERROR|Py4JJavaError", line)
+    ]
+    assert errors == [], "\n".join(printed[-60:])
