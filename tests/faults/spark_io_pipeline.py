@@ -1,17 +1,17 @@
-"""The pipeline test_spark_io_faults kills and restarts: a JSON directory
-read with `ReadFromSpark`, or a Redis stream read with
-`ReadFromRedisStreams` when SOURCE is `redis://...#STREAM`, or a NATS
-JetStream stream read with `ReadFromNats` when it is `nats://...#STREAM`
-(event time from the data every way), counted per user in
-fixed 10-second windows, written with `WriteToSpark` as Parquet into the
-directory OUT, or with `WriteToDatabase` into a table when OUT is
-`URL#TABLE`. Run as a script, in its own process group (the test SIGKILLs
-the group: this driver and its Spark JVM):
+"""The pipeline test_spark_io_faults kills and restarts: one branch per
+(SOURCE, OUT) pair, each reading SOURCE, counting per user in fixed
+10-second windows and writing OUT. SOURCE is a JSON directory read with
+`ReadFromSpark`, a Redis stream read with `ReadFromRedisStreams`
+(`redis://...#STREAM`) or a NATS JetStream stream read with `ReadFromNats`
+(`nats://...#STREAM`), event time from the data every way; OUT is a
+directory `WriteToSpark` writes Parquet into, or a table `WriteToDatabase`
+writes (`URL#TABLE`). Run as a script, in its own process group (the test
+SIGKILLs the group: this driver and its Spark JVM):
 
-    python spark_io_pipeline.py SOURCE OUT CHECKPOINT
+    python spark_io_pipeline.py CHECKPOINT SOURCE OUT [SOURCE OUT ...]
 
-It runs until killed: the test appends files to SOURCE between kills, and
-ends the last run once the published output is complete.
+It runs until killed: the test appends to every SOURCE between kills, and
+ends the last run once every OUT is complete.
 """
 
 import json
@@ -33,42 +33,61 @@ def _user_and_score(message):
     return user, score
 
 
-def main(source, out, checkpoint):
-    from beam_spark_runner.io import ReadFromNats, ReadFromRedisStreams, ReadFromSpark, WriteToDatabase, WriteToSpark
+class _Branch(beam.PTransform):
+    """SOURCE -> windowed sum per user -> OUT."""
 
+    def __init__(self, source, out):
+        super().__init__()
+        self._source, self._out = source, out
+
+    def expand(self, pbegin):
+        from beam_spark_runner.io import (
+            ReadFromNats,
+            ReadFromRedisStreams,
+            ReadFromSpark,
+            WriteToDatabase,
+            WriteToSpark,
+        )
+
+        source, out = self._source, self._out
+        if source.startswith("redis://"):
+            url, stream = source.split("#")
+            scores = (
+                pbegin
+                | "Read" >> ReadFromRedisStreams(url, stream, timestamp_field="ts", poll_interval=0.2)
+                | beam.Map(lambda e: (e.fields["user"], int(e.fields["score"])))
+            )
+        elif source.startswith("nats://"):
+            url, stream = source.split("#")
+            scores = (
+                pbegin
+                | "Read" >> ReadFromNats(url, stream, timestamp_header="ts", poll_interval=0.2)
+                | beam.Map(_user_and_score)
+            )
+        else:
+            scores = (
+                pbegin
+                | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
+                | beam.Map(lambda r: (r.user, r.score))
+            )
+        return (
+            scores
+            | beam.WindowInto(window.FixedWindows(WINDOW_S))
+            | beam.CombinePerKey(sum)
+            | beam.ParDo(WindowTotal()).with_output_types(Total)
+            | "Write" >> (WriteToDatabase(*out.split("#")) if "#" in out else WriteToSpark(format="parquet", path=out))
+        )
+
+
+def main(checkpoint, *ends):
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
     )
     p = beam.Pipeline(options=options)
-    if source.startswith("redis://"):
-        url, stream = source.split("#")
-        scores = (
-            p
-            | "Read" >> ReadFromRedisStreams(url, stream, timestamp_field="ts", poll_interval=0.2)
-            | beam.Map(lambda e: (e.fields["user"], int(e.fields["score"])))
-        )
-    elif source.startswith("nats://"):
-        url, stream = source.split("#")
-        scores = (
-            p
-            | "Read" >> ReadFromNats(url, stream, timestamp_header="ts", poll_interval=0.2)
-            | beam.Map(_user_and_score)
-        )
-    else:
-        scores = (
-            p
-            | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
-            | beam.Map(lambda r: (r.user, r.score))
-        )
-    _ = (
-        scores
-        | beam.WindowInto(window.FixedWindows(WINDOW_S))
-        | beam.CombinePerKey(sum)
-        | beam.ParDo(WindowTotal()).with_output_types(Total)
-        | "Write" >> (WriteToDatabase(*out.split("#")) if "#" in out else WriteToSpark(format="parquet", path=out))
-    )
+    for i in range(0, len(ends), 2):
+        _ = p | "Branch%d" % (i // 2) >> _Branch(ends[i], ends[i + 1])
     p.run().wait_until_finish()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:])

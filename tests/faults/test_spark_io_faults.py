@@ -1,10 +1,13 @@
-"""ReadFromSpark (files) -> windowed count -> WriteToSpark (Parquet), and
-ReadFromRedisStreams -> windowed count -> WriteToDatabase (PostgreSQL),
-with the driver SIGKILLed twice at seeded random moments while input
-keeps arriving, each restart a fresh
-process in another working directory given only the checkpoint URI: what
-was published equals the batch answer, no row lost or written twice, and
-nothing staged is left behind."""
+"""One streaming pipeline with three branches, each a source -> windowed
+count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet), NATS
+JetStream -> WriteToDatabase (PostgreSQL), Redis Streams ->
+WriteToDatabase (MariaDB). The driver is SIGKILLed three times at seeded
+random moments while input keeps arriving, each restart a fresh process in
+another working directory given only the checkpoint URI: what each sink
+published equals the batch answer, no row lost or written twice, and
+nothing staged is left behind. (One driver serves the three pairs: each
+kill cuts all three at whatever point of the batch each had reached, at a
+third of the driver starts three separate runs would take.)"""
 
 import asyncio
 import collections
@@ -26,7 +29,7 @@ from tests.faults import spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
 FILES = 6
-KILLS = 2
+KILLS = 3
 RUN_TIMEOUT_S = 300
 
 
@@ -132,10 +135,10 @@ def _staged(out, checkpoint_dir):
     return glob.glob(os.path.join(out, "_beam_staging", "*", "*", "*"))
 
 
-def _start(source, out, checkpoint, cwd):
+def _start(ends, checkpoint, cwd):
     os.makedirs(cwd)
     return subprocess.Popen(
-        [sys.executable, pipeline.__file__, source, out, checkpoint],
+        [sys.executable, pipeline.__file__, checkpoint, *(end for pair in ends for end in pair)],
         cwd=cwd,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -157,68 +160,75 @@ def _kill(proc):
     proc.wait()
 
 
-@pytest.fixture(params=["files-to-parquet", "nats-to-postgresql", "redis-to-mariadb"])
+@pytest.fixture
 def ends(request, tmp_path):
-    """(source, sink): a JSON directory read with ReadFromSpark and a
+    """[(source, sink)]: a JSON directory read with ReadFromSpark and a
     Parquet directory; a NATS JetStream stream and a PostgreSQL table; a
     Redis stream and a MariaDB table (`URL#NAME`), removed afterwards."""
-    if request.param == "files-to-parquet":
-        os.makedirs(tmp_path / "in")
-        yield str(tmp_path / "in"), str(tmp_path / "out")
-        return
-    name = services.unique_table("faults")
-    if request.param == "nats-to-postgresql":
-        database = services.require(request, services.POSTGRESQL)
-        broker = services.require(request, services.NATS)
-        stream = name.upper()
-        asyncio.run(_publish(broker, stream, [], create=True))
-        yield "%s#%s" % (broker, stream), "%s#%s" % (database, name)
-        asyncio.run(_delete_stream(broker, stream))
-    else:
-        import redis
+    import redis
 
-        database = services.require(request, services.MARIADB)
-        broker = services.require(request, services.REDIS)
-        yield "%s#%s" % (broker, name), "%s#%s" % (database, name)
-        redis.Redis.from_url(broker).delete(name)
-    services.drop_table(database, name)
+    os.makedirs(tmp_path / "in")
+    postgresql = services.require(request, services.POSTGRESQL)
+    nats_url = services.require(request, services.NATS)
+    mariadb = services.require(request, services.MARIADB)
+    redis_url = services.require(request, services.REDIS)
+    pg_table, maria_table = services.unique_table("faults"), services.unique_table("faults")
+    stream = pg_table.upper()
+    asyncio.run(_publish(nats_url, stream, [], create=True))
+    yield [
+        (str(tmp_path / "in"), str(tmp_path / "out")),
+        ("%s#%s" % (nats_url, stream), "%s#%s" % (postgresql, pg_table)),
+        ("%s#%s" % (redis_url, maria_table), "%s#%s" % (mariadb, maria_table)),
+    ]
+    asyncio.run(_delete_stream(nats_url, stream))
+    redis.Redis.from_url(redis_url).delete(maria_table)
+    services.drop_table(postgresql, pg_table)
+    services.drop_table(mariadb, maria_table)
 
 
-def test_a_driver_killed_twice_while_input_arrives_publishes_the_batch_answer_once(tmp_path, ends):
+def test_a_driver_killed_three_times_while_input_arrives_publishes_each_answer_once(tmp_path, ends):
     rng = random.Random(20261127)
-    (source, out), checkpoint_dir = ends, str(tmp_path / "checkpoint")
+    checkpoint_dir = str(tmp_path / "checkpoint")
     checkpoint = "file://%s" % checkpoint_dir
     written = 0
-    _write(source, written)
-    written += 1
+
+    def write_next():
+        nonlocal written
+        for source, _ in ends:
+            _write(source, written)
+        written += 1
+
+    write_next()
     for cycle in range(KILLS):
         before = _commits(checkpoint_dir)
-        proc = _start(source, out, checkpoint, str(tmp_path / ("run%d" % cycle)))
+        proc = _start(ends, checkpoint, str(tmp_path / ("run%d" % cycle)))
         deadline = time.time() + RUN_TIMEOUT_S
         while _commits(checkpoint_dir) <= before:
             assert proc.poll() is None, "run %d failed: %s" % (cycle, proc.stderr.read().decode()[-3000:])
             assert time.time() < deadline, "run %d committed no batch" % cycle
             time.sleep(0.2)
-        _write(source, written)
-        written += 1
+        write_next()
         time.sleep(rng.uniform(0.2, 3.0))
         assert proc.poll() is None, "run %d ended: %s" % (cycle, proc.stderr.read().decode()[-3000:])
         _kill(proc)
     while written < FILES:
-        _write(source, written)
-        written += 1
-    proc = _start(source, out, checkpoint, str(tmp_path / "run-last"))
+        write_next()
+    proc = _start(ends, checkpoint, str(tmp_path / "run-last"))
+    expected = _expected()
     try:
-        expected = _expected()
         deadline = time.time() + RUN_TIMEOUT_S
-        while _published(out) != expected:
+        while any(_published(out) != expected for _, out in ends):
             assert proc.poll() is None, "the last run failed: %s" % proc.stderr.read().decode()[-3000:]
-            assert time.time() < deadline, "published %s, expected %s" % (_published(out), expected)
-            assert len(_published(out)) <= len(expected), "more rows than the answer: %s" % _published(out)
+            published = {out: _published(out) for _, out in ends}
+            assert time.time() < deadline, "published %s, expected %s" % (published, expected)
+            for out, rows in published.items():
+                assert len(rows) <= len(expected), "more rows than the answer in %s: %s" % (out, rows)
             time.sleep(0.5)
         time.sleep(3)  # nothing more comes: every window is out once
-        assert _published(out) == expected
+        for _, out in ends:
+            assert _published(out) == expected, out
     finally:
         _kill(proc)
-    staged = _staged(out, checkpoint_dir)
-    assert not staged, staged
+    for _, out in ends:
+        staged = _staged(out, checkpoint_dir)
+        assert not staged, (out, staged)
