@@ -283,6 +283,30 @@ def test_every_mapped_column_type_round_trips_read_then_write(database_url):
         _drop(database_url, copy)
 
 
+def test_every_mapped_column_type_and_null_round_trips_through_a_streaming_write(database_url):
+    """The streaming sink (rows staged under the checkpoint, decoded and
+    written by the commit): every mapped type, and a row of NULLs, arrive
+    as a plain INSERT of the same values wrote them."""
+    source, copy = unique_table(), unique_table()
+    dialect = dialect_of(database_url)
+    create = (_PG_TYPES if dialect.name == "PostgreSQL" else _MARIADB_TYPES).format(t=dialect.quote(source))
+    insert = "INSERT INTO %s VALUES (%s)" % (dialect.quote(source), ", ".join(["%s"] * len(_TYPED_ROW)))
+    ts = dialect.to_db("timestamp")
+    nulls = (None,) * len(_TYPED_ROW)
+    execute(database_url, create, (insert, _TYPED_ROW[:-1] + (ts(_TYPED_ROW[-1]),)), (insert, nulls))
+    try:
+        with _streaming() as p:
+            _ = p | ReadFromDatabase(database_url, table=source) | WriteToDatabase(database_url, copy)
+        order = " ORDER BY %s" % dialect.quote("b")
+        written = execute(database_url, "SELECT * FROM %s%s" % (dialect.quote(copy), order))
+        assert written == execute(database_url, "SELECT * FROM %s%s" % (dialect.quote(source), order))
+        # Both rows, the typed one holding its values.
+        assert sorted(tuple(r) == nulls for r in written) == [False, True]
+    finally:
+        _drop(database_url, source)
+        _drop(database_url, copy)
+
+
 def test_a_column_type_no_row_can_hold_is_refused_naming_the_column(database_url):
     odd = "INTERVAL '1 day'" if dialect_of(database_url).name == "PostgreSQL" else "CAST('10:00' AS TIME)"
     with pytest.raises(DatabaseError, match="column 'span' has type"):
