@@ -162,17 +162,23 @@ def prepare_tables(config: DatabaseWriteConfig):
 
 def db_rows(config: DatabaseWriteConfig, values):
     """(retract, row tuple in the table's column order, as the client
-    writes it) for each of `values` (rows, or `triggers.Retraction`s of
-    rows)."""
+    writes it; a named tuple of the table's columns as it is) for each of
+    `values` (rows, or `triggers.Retraction`s of rows)."""
     dialect = dialect_of(config.url)
     converters = [(f["name"], dialect.to_db(f["type"])) for f in config.schema["fields"]]
     names = tuple(name for name, _ in converters)
     plain = not any(convert for _, convert in converters)
+    as_they_are = set()  # tuple types whose fields are the table's columns, in order
+    unwrap = triggers.unwrap
     for value in values:
-        row, retract = triggers.unwrap(value)
-        if plain and getattr(row, "_fields", None) == names:
-            # A row of the schema's own type: its fields in column order.
-            yield retract, tuple(row)
+        row, retract = unwrap(value)
+        if type(row) in as_they_are:
+            yield retract, row
+        elif plain and isinstance(row, tuple) and getattr(row, "_fields", None) == names:
+            # A row of the schema's own type (a named tuple): its fields
+            # are the table's columns in order, so it is written as it is.
+            as_they_are.add(type(row))
+            yield retract, row
         else:
             yield (
                 retract,

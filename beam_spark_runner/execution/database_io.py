@@ -163,8 +163,7 @@ def query_values(batch, impl):
         if kind == R.KEYED:
             # A keyed reader beside the sink: its elements, each with its key.
             payload = b"".join(element for _, element in R.keyed_entries(payload))
-        for wv, _ in grouping.decode_elements(payload, impl):
-            yield wv.value
+        yield from grouping.decode_values(payload, impl)
 
 
 def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):

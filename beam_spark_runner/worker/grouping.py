@@ -258,6 +258,18 @@ def split_elements(block, coder_impl):
         yield encoded
 
 
+def decode_values(block, coder_impl):
+    """The values of a block's windowed elements, decoded, in order (where
+    neither the encodings nor the windows are needed)."""
+    stream = create_InputStream(block)
+    decode, size = coder_impl.decode_from_stream, stream.size
+    values = []
+    append = values.append
+    while size():
+        append(decode(stream, True).value)
+    return values
+
+
 def decode_elements(block, coder_impl):
     """Yields (decoded element, its own encoding) for each element of a block
     (the encoding is the block's bytes the element was decoded from: nested
