@@ -18,6 +18,8 @@ from stats import percentile
 from streaming_config import KEYS, PARTITIONS
 from streaming_native import run_for
 
+from beam_spark_runner.execution.stream_interruption import interrupted, quiet_py4j_callback_log
+
 QUERY_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
@@ -65,6 +67,19 @@ def count_processor(key_columns=("key",)):
     return CountPerKey()
 
 
+def _collect(batch, batch_id):
+    """The query's foreachBatch sink. A batch cut short by the query's stop
+    is said in the runner's one-line form (its Java stack overflowed the
+    regular expression Spark tells a stop by, printing a StackOverflowError)."""
+    try:
+        batch.collect()
+    except Exception as e:
+        stopped = interrupted(batch_id, e)
+        if stopped is None:
+            raise
+        raise stopped from None
+
+
 def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
     from pyspark.sql import functions as F
 
@@ -76,8 +91,9 @@ def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):
             if stage:
                 df = df.select(((F.col("key") + F.col("count")) % KEYS).alias("key"))
             df = df.groupBy("key").transformWithState(count_processor(), "key long, count long", "Update", "None")
+        quiet_py4j_callback_log()
         query = (
-            df.writeStream.foreachBatch(lambda batch, _: batch.collect())
+            df.writeStream.foreachBatch(_collect)
             .queryName("python-state-floor")
             .option("checkpointLocation", checkpoint)
             .start()
