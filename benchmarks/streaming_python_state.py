@@ -18,7 +18,7 @@ from stats import percentile
 from streaming_config import KEYS, PARTITIONS
 from streaming_native import run_for
 
-from beam_spark_runner.execution.stream_interruption import interrupted, quiet_py4j_callback_log
+from beam_spark_runner.execution.stream_interruption import quiet_py4j_callback_log, stops_reported
 
 QUERY_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -71,13 +71,8 @@ def _collect(batch, batch_id):
     """The query's foreachBatch sink. A batch cut short by the query's stop
     is said in the runner's one-line form (its Java stack overflowed the
     regular expression Spark tells a stop by, printing a StackOverflowError)."""
-    try:
+    with stops_reported(batch_id):
         batch.collect()
-    except Exception as e:
-        stopped = interrupted(batch_id, e)
-        if stopped is None:
-            raise
-        raise stopped from None
 
 
 def python_state_floor(spark, listener, rate, seconds, warmup, stages=1):

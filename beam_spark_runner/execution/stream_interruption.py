@@ -15,11 +15,13 @@ stack (tens of thousands of characters) the stream thread dies of a
 StackOverflowError instead of stopping.
 
 `interruption_of` finds the interruption behind such an error;
-`MicroBatchInterrupted` says it in one short line that ends the traceback,
+`stops_reported` around the callback's work raises `MicroBatchInterrupted`
+instead, which says it in one short line that ends the traceback,
 so the match spans a few dozen characters: Spark sees a stop, the batch is
 not committed and replays when the pipeline runs again.
 """
 
+import contextlib
 import logging
 
 from py4j.protocol import Py4JError, Py4JJavaError
@@ -79,8 +81,22 @@ def interrupted(batch_id: int, error: BaseException):
     name = interruption_of(error)
     if name is None:
         return None
-    call = error.errmsg.strip().rstrip(".") if isinstance(getattr(error, "errmsg", None), str) else "a Spark call"
-    return MicroBatchInterrupted(batch_id, call, name)
+    return MicroBatchInterrupted(batch_id, error.errmsg.strip().rstrip("."), name)
+
+
+@contextlib.contextmanager
+def stops_reported(batch_id: int):
+    """Around a foreachBatch callback's work on micro-batch `batch_id`: an
+    interruption leaves as `MicroBatchInterrupted` (its cause not chained,
+    so the traceback Spark reads ends with the one line); any other error
+    as it is."""
+    try:
+        yield
+    except Exception as e:
+        stopped = interrupted(batch_id, e)
+        if stopped is None:
+            raise
+        raise stopped from None
 
 
 class _DropInterruptions(logging.Filter):

@@ -16,7 +16,7 @@ import uuid
 from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import streaming_commits, ui_metrics
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
-from beam_spark_runner.execution.stream_interruption import interrupted, quiet_py4j_callback_log
+from beam_spark_runner.execution.stream_interruption import quiet_py4j_callback_log, stops_reported
 from beam_spark_runner.execution.streaming_checkpoint import HoldFiles, check_resumable
 from beam_spark_runner.execution.streaming_query import QuerySettings, start_query
 from beam_spark_runner.execution.streaming_spark_io import SparkSinkWrites
@@ -257,10 +257,5 @@ class StreamingExecution:
         A batch cut short by the query's stop is reported to Spark as a
         stop (execution/stream_interruption.py)."""
         self._settings.restore()
-        try:
+        with stops_reported(batch_id):
             self._driver_sink.on_batch(batch_id, self._sink_writes.collect(batch_df, batch_id))
-        except Exception as e:
-            stopped = interrupted(batch_id, e)
-            if stopped is None:
-                raise
-            raise stopped from None

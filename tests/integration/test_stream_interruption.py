@@ -8,7 +8,12 @@ import traceback
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from beam_spark_runner.execution.stream_interruption import MicroBatchInterrupted, interrupted, interruption_of
+from beam_spark_runner.execution.stream_interruption import (
+    MicroBatchInterrupted,
+    interrupted,
+    interruption_of,
+    stops_reported,
+)
 
 
 def _error_of(spark, exception):
@@ -42,9 +47,12 @@ def test_an_interruption_in_the_cause_chain_is_a_stop_said_in_one_line(spark_ses
     stopped = interrupted(7, error)
     assert isinstance(stopped, MicroBatchInterrupted) and stopped.batch_id == 7
     try:
-        raise stopped from None
+        with stops_reported(7):
+            raise error
     except MicroBatchInterrupted:
         text = traceback.format_exc()
+    # The Java stack is not chained into what Spark reads.
+    assert "During handling" not in text and "\tat " not in text, text
     # The traceback Spark receives ends with the one line its stop test
     # spans: the Py4J call that failed, then the interruption's class.
     last = text.rstrip().splitlines()[-1]
