@@ -109,6 +109,40 @@ def _count(table):
     return _execute('SELECT COUNT(*) FROM "%s"' % table)[0][0]
 
 
+class _TableRows:
+    """How many rows a WriteToDatabase sink's table holds, cheap enough to
+    poll every few milliseconds while the pipeline runs: one connection,
+    and the table counted only when a new commit landed (the sink's marker
+    table gained a row; every streaming commit writes one in the
+    transaction that writes its rows). Counting a table of millions of
+    rows every 20 ms kept a core busy scanning it, beside the pipeline
+    being measured."""
+
+    def __init__(self, table):
+        from beam_spark_runner.connectors.database_sink import MARKER_TABLE
+        from beam_spark_runner.connectors.sql_dialects import dialect_of
+
+        self._table, self._markers = table, MARKER_TABLE
+        self._conn = dialect_of(POSTGRESQL).connect()
+        self._conn.autocommit = True
+        self._seen, self._rows = None, 0
+
+    def __call__(self):
+        cursor = self._conn.cursor()
+        cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", ('"%s"' % self._table, self._markers))
+        table, markers = cursor.fetchone()
+        if table is None or markers is None:
+            return 0
+        commits = cursor.execute("SELECT COUNT(*) FROM %s" % self._markers).fetchone()[0]
+        if commits != self._seen:
+            self._rows = cursor.execute('SELECT COUNT(*) FROM "%s"' % self._table).fetchone()[0]
+            self._seen = commits
+        return self._rows
+
+    def close(self):
+        self._conn.close()
+
+
 def _add(client, stream, first, count):
     pipe = client.pipeline(transaction=False)
     for i in range(first, first + count):
@@ -187,9 +221,11 @@ def streaming_write_rate(rows):
     from beam_spark_runner.io import WriteToDatabase
 
     table = "bench_sink_%s" % uuid.uuid4().hex[:8]
+    landed = _TableRows(table)
     try:
-        return _burst_rate(rows, WriteToDatabase(POSTGRESQL, table), lambda: _count(table))
+        return _burst_rate(rows, WriteToDatabase(POSTGRESQL, table), landed)
     finally:
+        landed.close()
         _drop(table)
 
 
