@@ -20,7 +20,7 @@ these records and never imports the planners. This module imports no Beam
 import dataclasses
 import enum
 import functools
-from typing import Dict, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 
 class BufferKind(enum.Enum):
@@ -346,6 +346,9 @@ class StreamingPlan:
     components: bytes
     spark_sources: Tuple[SparkSource, ...] = ()
     spark_sinks: Tuple[SparkSink, ...] = ()
+    # Keyed operators whose output watermark is their input watermark of
+    # the same batch (translation/same_batch_watermarks.py)
+    same_batch_stages: FrozenSet[str] = frozenset()
 
     def for_operators(self) -> "StreamingPlan":
         """What an operator needs of the plan besides itself: the row
@@ -353,7 +356,14 @@ class StreamingPlan:
         (each operator's UDF carries its own copy: a query of 27 operators
         carried 21 MB of plans where 4.7 MB do)."""
         return dataclasses.replace(
-            self, sources=(), operators=(), watermark_graph={}, side_watermarks={}, spark_sources=(), spark_sinks=()
+            self,
+            sources=(),
+            operators=(),
+            watermark_graph={},
+            side_watermarks={},
+            spark_sources=(),
+            spark_sinks=(),
+            same_batch_stages=frozenset(),
         )
 
     def describe(self) -> str:

@@ -60,6 +60,7 @@ def compile_script(plan, key_groups) -> SourceScript:
         },
         rules,
         lanes if lanes.hold_percentiles or lanes.lane_sources else None,
+        plan.same_batch_stages,
     )
 
 

@@ -50,7 +50,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.source_watermarks import DataWatermark, WatermarkRule
@@ -206,6 +206,9 @@ class SourceScript:
     # The operators' percentile lanes (None: all exact). `watermark_graph`
     # is then `lanes.operator_graph`, the authority plans `lanes.graph`.
     lanes: Optional[WatermarkLanes] = None
+    # Operators passing their input watermark on in the same batch
+    # (streaming/watermarks.py).
+    same_batch_stages: FrozenSet[str] = frozenset()
 
     def read_by(self, spark_source: str) -> str:
         """The Spark source whose rows move `spark_source`'s watermark (itself, or a lane source's)."""
@@ -346,7 +349,7 @@ class SourcePlanner:
         if self._report.read:
             return False  # a Spark source is delivering: the next batch may read more
         previous = BatchTimes.from_json(start["times"])
-        if (previous.input_watermarks, previous.output_watermarks) != (times.input_watermarks, times.output_watermarks):
+        if _watermarks_of(previous) != _watermarks_of(times):
             return False
         wake = self._report.wake
         return wake is None or wake > times.processing_time
@@ -423,6 +426,7 @@ class SourcePlanner:
                 lambda: self._batch_pt,
                 hold_percentiles=lanes.hold_percentiles if lanes is not None else None,
                 hold_stage=lanes.hold_stage if lanes is not None else None,
+                same_batch=self.script.same_batch_stages,
             )
             if start["times"]:
                 self._authority.restore(
@@ -486,10 +490,15 @@ class SourcePlanner:
         return out
 
 
+def _watermarks_of(times):
+    return times.input_watermarks, times.output_watermarks, times.held_output_watermarks
+
+
 def _watermark_of(inputs, source_wms, times):
     """min over `inputs`: source watermarks now, upstream output watermarks
-    planned for the batch (+infinity when nothing feeds it)."""
+    planned for the batch while its data is still arriving (+infinity when
+    nothing feeds it)."""
     candidates = [source_wms.get(s, MIN_MICROS) for s in inputs.sources] + [
-        times.output_watermarks[u] for u in inputs.stages
+        times.held_output_watermarks[u] for u in inputs.stages
     ]
     return min(candidates) if candidates else MAX_MICROS

@@ -10,6 +10,17 @@ For every stage, planning batch N:
 A stage processes a batch's elements at its previous input watermark, then
 advances to the new one; so each stateful stage adds at most one batch of
 watermark lag, and nothing an upstream stage emits is late downstream.
+
+A *same-batch* stage (translation/same_batch_watermarks.py: a GroupByKey
+without allowed lateness whose panes are stamped at the window's end) holds
+nothing behind its input watermark once its step of a batch is done, so
+its output watermark after the batch's data is its input watermark of batch
+N, and a stage downstream of it steps to that watermark in the same batch,
+after the batch's rows (the panes it fired among them). Until the batch's
+data is all in, it is held as the others (`BatchTimes.held_output_watermarks`):
+that is what the steps taken at each of a source's events within the batch
+and the side inputs read. Should such a stage ever report a hold behind its
+previous input watermark, it is held as any other stage.
 Both are monotonic: a value never goes back, even if a late report would
 compute a smaller one. A stage read at a watermark percentile P < 1
 (streaming/watermark_lanes.py) is held not at its earliest hold but at the
@@ -25,7 +36,7 @@ Guarantees checked by tests/unit/test_watermarks.py.
 
 import dataclasses
 import json
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from beam_spark_runner.streaming.timestamp_summary import TimestampSummary
 
@@ -51,7 +62,15 @@ class BatchTimes:
     batch_id: int
     processing_time: int
     input_watermarks: Mapping[str, int]
+    # What a stage's readers step to after the batch's data.
     output_watermarks: Mapping[str, int]
+    # A stage's output watermark while the batch's data is still arriving
+    # (behind `output_watermarks` only for same-batch stages); None: the same.
+    held_output_watermarks: Optional[Mapping[str, int]] = None
+
+    def __post_init__(self):
+        if self.held_output_watermarks is None:
+            object.__setattr__(self, "held_output_watermarks", dict(self.output_watermarks))
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -59,8 +78,13 @@ class BatchTimes:
     @classmethod
     def from_json(cls, text: str) -> "BatchTimes":
         data = json.loads(text)
+        held = data.get("held_output_watermarks")  # absent in times journaled before same-batch stages
         return cls(
-            data["batch_id"], data["processing_time"], dict(data["input_watermarks"]), dict(data["output_watermarks"])
+            data["batch_id"],
+            data["processing_time"],
+            dict(data["input_watermarks"]),
+            dict(data["output_watermarks"]),
+            dict(held) if held is not None else None,
         )
 
 
@@ -72,7 +96,8 @@ class WatermarkAuthority:
     processing time in microseconds (injectable: tests control time).
     `hold_percentiles`: stage -> the percentile its holds are read at (1
     when absent: the earliest); `hold_stage`: a lane stage -> the stage
-    whose holds it reads (streaming/watermark_lanes.py).
+    whose holds it reads (streaming/watermark_lanes.py); `same_batch`: the
+    same-batch stages (the module's docstring).
     """
 
     def __init__(
@@ -82,8 +107,10 @@ class WatermarkAuthority:
         journal: Optional[Dict[int, str]] = None,
         hold_percentiles: Optional[Mapping[str, float]] = None,
         hold_stage: Optional[Mapping[str, str]] = None,
+        same_batch: Iterable[str] = (),
     ):
         self._graph = dict(graph)
+        self._same_batch = frozenset(same_batch) & frozenset(graph)
         self._hold_percentiles = dict(hold_percentiles or {})
         self._hold_stage = dict(hold_stage or {})
         self._order = list(graph)
@@ -100,6 +127,7 @@ class WatermarkAuthority:
         self._summaries: Dict[str, Dict[int, TimestampSummary]] = {s: {} for s in self._order}
         self._input = {s: MIN_MICROS for s in self._order}
         self._output = {s: MIN_MICROS for s in self._order}
+        self._held_output = {s: MIN_MICROS for s in self._order}
         self._last_processing_time = MIN_MICROS
         self.journal: Dict[int, str] = dict(journal or {})
 
@@ -162,21 +190,34 @@ class WatermarkAuthority:
             times = BatchTimes.from_json(self.journal[batch_id])
             self._restore(times)
             return times
-        # Output watermarks first, from the inputs of the previous batch and
-        # the holds reported at its end: a stage may emit during this batch
-        # anything buffered then or arriving now, and what arrives now is not
-        # earlier than its previous input watermark. So a downstream stage
-        # sees its upstream's output watermark one batch late, never early.
+        # In plan order, so each stage's upstream outputs are final. A
+        # stage's output watermark comes from its input watermark of the
+        # previous batch and the holds reported at its end: it may emit
+        # during this batch anything buffered then or arriving now, and what
+        # arrives now is not earlier than its previous input watermark. So
+        # a downstream stage sees its upstream's output watermark one batch
+        # late, never early; a same-batch stage's, in the same batch.
         for stage in self._order:
-            hold = self._hold(stage)
-            self._output[stage] = max(self._output[stage], min(self._input[stage], hold))
-        for stage in self._order:
+            previous_input, hold = self._input[stage], self._hold(stage)
+            held = max(self._held_output[stage], min(previous_input, hold))
+            self._held_output[stage] = held
             inputs = self._graph[stage]
             candidates = [self._sources[s] for s in inputs.sources] + [self._output[u] for u in inputs.stages]
             new_input = min(candidates) if candidates else MAX_MICROS
-            self._input[stage] = max(self._input[stage], new_input)
+            self._input[stage] = max(previous_input, new_input)
+            if stage in self._same_batch and hold >= previous_input:
+                # Everything it holds now fires or expires in this batch's
+                # step, or is not behind the new input watermark.
+                held = self._input[stage]
+            self._output[stage] = max(self._output[stage], held)
         self._last_processing_time = max(self._last_processing_time, int(self._clock()))
-        times = BatchTimes(batch_id, self._last_processing_time, dict(self._input), dict(self._output))
+        times = BatchTimes(
+            batch_id,
+            self._last_processing_time,
+            dict(self._input),
+            dict(self._output),
+            dict(self._held_output),
+        )
         self.journal[batch_id] = times.to_json()
         return times
 
@@ -191,6 +232,9 @@ class WatermarkAuthority:
         for stage in self._order:
             self._input[stage] = max(self._input[stage], times.input_watermarks.get(stage, MIN_MICROS))
             self._output[stage] = max(self._output[stage], times.output_watermarks.get(stage, MIN_MICROS))
+            self._held_output[stage] = max(
+                self._held_output[stage], times.held_output_watermarks.get(stage, MIN_MICROS)
+            )
         self._last_processing_time = max(self._last_processing_time, times.processing_time)
 
     def lag_micros(self, stage: str) -> int:

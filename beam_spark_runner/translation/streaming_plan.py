@@ -48,6 +48,7 @@ from beam_spark_runner.streaming.watermark_lanes import plan_lanes
 from beam_spark_runner.streaming.watermarks import StageInputs
 from beam_spark_runner.translation import phases
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
+from beam_spark_runner.translation.same_batch_watermarks import same_batch_stages
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.translation.stage_plans import StagePlanner
 from beam_spark_runner.translation.watermark_percentiles import operator_percentiles
@@ -141,6 +142,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
         components=context.components.SerializeToString(),
         spark_sources=tuple(spark_sources),
         spark_sinks=tuple(spark_sinks),
+        same_batch_stages=same_batch_stages(ordered, context.components),
     )
 
 

@@ -118,3 +118,54 @@ def test_finishes_when_sources_reach_infinity_and_nothing_is_held():
 def test_graph_must_be_topologically_ordered():
     with pytest.raises(ValueError, match="not listed before"):
         WatermarkAuthority({"b": StageInputs(stages=("a",)), "a": StageInputs(sources=("s",))}, FakeClock())
+
+
+def test_a_same_batch_stage_passes_its_new_input_watermark_on_in_the_same_batch():
+    wm = WatermarkAuthority(chain(["gbk1", "gbk2", "stateful"], "src"), FakeClock(), same_batch={"gbk1", "gbk2"})
+    wm.plan(0)
+    wm.report_source("src", 100)
+    wm.report_holds("gbk1", {0: 100})  # a window ending at 100, still open
+    times = wm.plan(1)
+    assert times.input_watermarks == {"gbk1": 100, "gbk2": 100, "stateful": 100}
+    assert times.output_watermarks == {"gbk1": 100, "gbk2": 100, "stateful": MIN_MICROS}
+    # While the batch's data is still arriving they are held as any stage.
+    assert times.held_output_watermarks == {"gbk1": MIN_MICROS, "gbk2": MIN_MICROS, "stateful": MIN_MICROS}
+    # The window ending at 100 fires in batch 2's step, when the watermark passes it.
+    wm.report_source("src", 250)
+    times = wm.plan(2)
+    assert times.input_watermarks == {"gbk1": 250, "gbk2": 250, "stateful": 250}
+    assert times.output_watermarks == {"gbk1": 250, "gbk2": 250, "stateful": 100}
+    assert times.held_output_watermarks == {"gbk1": 100, "gbk2": 100, "stateful": 100}
+
+
+def test_without_same_batch_stages_each_stage_adds_one_batch_of_lag():
+    wm = WatermarkAuthority(chain(["gbk1", "gbk2"], "src"), FakeClock())
+    wm.report_source("src", 100)
+    assert [wm.plan(b).input_watermarks["gbk2"] for b in (0, 1, 2)] == [MIN_MICROS, 100, 100]
+    assert wm.plan(3).held_output_watermarks == wm.plan(3).output_watermarks
+
+
+def test_a_same_batch_stage_holding_something_behind_its_input_watermark_is_held():
+    wm = WatermarkAuthority(chain(["gbk1", "gbk2"], "src"), FakeClock(), same_batch={"gbk1"})
+    wm.report_source("src", 100)
+    wm.plan(0)
+    wm.report_holds("gbk1", {0: 40})  # behind its input watermark 100: not what a same-batch stage does
+    wm.report_source("src", 300)
+    times = wm.plan(1)
+    # Not advanced to 300 (and, as every watermark, never moved back).
+    assert times.output_watermarks["gbk1"] == 100 and times.input_watermarks["gbk2"] == 100
+    wm.report_holds("gbk1", {0: None})
+    assert wm.plan(2).input_watermarks["gbk2"] == 300
+
+
+def test_same_batch_times_survive_the_journal_and_older_entries_read_as_held():
+    wm = WatermarkAuthority(chain(["gbk1", "gbk2"], "src"), FakeClock(), same_batch={"gbk1"})
+    wm.plan(0)
+    wm.report_source("src", 100)
+    first = wm.plan(1)
+    restarted = WatermarkAuthority(chain(["gbk1", "gbk2"], "src"), FakeClock(), journal=dict(wm.journal))
+    assert restarted.plan(1) == first
+    assert restarted.plan(1).held_output_watermarks != first.output_watermarks
+    # Times journaled before held outputs existed: held at their output watermarks.
+    old = '{"batch_id": 3, "input_watermarks": {"a": 5}, "output_watermarks": {"a": 4}, "processing_time": 1}'
+    assert BatchTimes.from_json(old).held_output_watermarks == {"a": 4}
