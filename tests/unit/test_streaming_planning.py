@@ -27,7 +27,7 @@ def test_micros_constants_match_beam():
     assert (MIN_MICROS, MAX_MICROS) == (MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros)
 
 
-def _two_gbk_pipeline():
+def _two_gbk_pipeline(allowed_lateness=0):
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     stream = (
         TestStream()
@@ -39,7 +39,7 @@ def _two_gbk_pipeline():
     (
         p
         | stream
-        | beam.WindowInto(window.FixedWindows(5))
+        | beam.WindowInto(window.FixedWindows(5), allowed_lateness=allowed_lateness)
         | "G1" >> beam.GroupByKey()
         | beam.MapTuple(lambda k, vs: (k, sum(vs)))
         | "G2" >> beam.GroupByKey()
@@ -214,13 +214,14 @@ def test_a_copy_of_its_own_lets_readers_needing_different_placements_run():
     assert plan_streaming_pipeline(pipeline_proto_of(p)).operators
 
 
-def _planner(tmp_path):
-    plan = plan_streaming_pipeline(pipeline_proto_of(_two_gbk_pipeline()))
+def _planner(tmp_path, allowed_lateness=0):
+    plan = plan_streaming_pipeline(pipeline_proto_of(_two_gbk_pipeline(allowed_lateness)))
     return plan, SourcePlanner(compile_script(plan, key_groups=2), str(tmp_path))
 
 
 def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_path):
-    plan, planner = _planner(tmp_path)
+    # With allowed lateness G1 is not a same-batch stage.
+    plan, planner = _planner(tmp_path, allowed_lateness=1)
     g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
     start = planner.initial_offset()
     first = planner.next_offset(start)
@@ -242,6 +243,20 @@ def test_source_planner_steps_follow_the_events_and_lag_one_batch_per_stage(tmp_
     write_holds(str(tmp_path), 2, {})
     third = planner.next_offset(second)
     assert third["done"] and planner.next_offset(third) is third
+
+
+def test_source_planner_steps_after_a_same_batch_stage_take_its_new_watermark(tmp_path):
+    plan, planner = _planner(tmp_path)
+    g1, g2 = [op.name for op in plan.operators if op.kind == OperatorKind.GROUP]
+    assert plan.same_batch_stages == {g1, g2}
+    first = planner.next_offset(planner.initial_offset())
+    assert first["steps"][g1] == [[1, 10_000_000, 0], [3, MAX_MICROS, 0], [AFTER_ALL, MAX_MICROS, 0]]
+    # G2 steps after all of the batch's data, G1's panes among them, to the
+    # watermark G1 reached in this batch.
+    assert first["steps"][g2] == [[AFTER_ALL, MAX_MICROS, 0]]
+    write_holds(str(tmp_path), 1, {g1: {"0": None, "1": None}, g2: {"0": None, "1": None}})
+    second = planner.next_offset(first)
+    assert second["done"]
 
 
 def test_processing_time_holds_stop_counting_once_the_test_stream_is_exhausted(tmp_path):
