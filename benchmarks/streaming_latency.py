@@ -240,6 +240,17 @@ def _fmt(value):
     return "n/a" if value is None else "%.3f" % value
 
 
+def _judge_chain(runs, shape, measure, label):
+    """Prints `<shape>_x3` against `shape` on `measure` (target <= 1.5x)."""
+    one, three = runs.get(shape), runs.get(shape + "_x3")
+    if one and three and one[measure] and three[measure]:
+        chained = three[measure] / one[measure]
+        print(
+            "%s_x3 / %s %s p50: %.2fx (target <= 1.5) %s"
+            % (shape, shape, label, chained, "PASS" if chained <= 1.5 else "MISS")
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds of each run")
@@ -296,20 +307,9 @@ def main(argv=None):
             ),
             flush=True,
         )
-    gbk, x3 = runs.get("gbk"), runs.get("gbk_x3")
-    if gbk and x3 and gbk["e2o_p50_s"] and x3["e2o_p50_s"]:
-        chained = x3["e2o_p50_s"] / gbk["e2o_p50_s"]
-        print(
-            "gbk_x3 / gbk event-to-output p50: %.2fx (target <= 1.5) %s"
-            % (chained, "PASS" if chained <= 1.5 else "MISS")
-        )
-    ontime, ontime_x3 = runs.get("ontime"), runs.get("ontime_x3")
-    if ontime and ontime_x3 and ontime["window_end_p50_s"] and ontime_x3["window_end_p50_s"]:
-        chained = ontime_x3["window_end_p50_s"] / ontime["window_end_p50_s"]
-        print(
-            "ontime_x3 / ontime window end to output p50: %.2fx (target <= 1.5) %s"
-            % (chained, "PASS" if chained <= 1.5 else "MISS")
-        )
+    _judge_chain(runs, "gbk", "e2o_p50_s", "event-to-output")
+    _judge_chain(runs, "ontime", "window_end_p50_s", "window end to output")
+    gbk = runs.get("gbk")
     if gbk and gbk["publish_p50_s"] and gbk["batch_p50_s"]:
         share = gbk["publish_p50_s"] / gbk["batch_p50_s"]
         print("gbk publication p50 / micro-batch p50: %.2f (target < 1) %s" % (share, "PASS" if share < 1 else "MISS"))
