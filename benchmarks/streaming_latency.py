@@ -43,7 +43,11 @@ python_state_floor: the least one Python stateful step costs per
 micro-batch in PySpark (streaming_python_state: Spark's `rate` source, a
 per-key count in a Python `transformWithState` processor, collected by
 `foreachBatch`; no Beam), and the best headline such a step allows: 1.5x
-its micro-batch over the native one.
+its micro-batch over the native one. With (b) and (d) both run, also two
+and four such steps chained (re-keyed between them): (b) holds two
+Python stateful steps (PeriodicImpulse's splittable DoFn and the
+GroupByKey), (d) four, so four steps' micro-batch over two's is the best
+(d) / (b) a runner of Python stateful steps gets.
 
 native: the same count (update output mode, `noop` sink) on Spark's
 `rate` source at the same rate and the default trigger
@@ -288,6 +292,18 @@ def main(argv=None):
             % (1.5 * floor["batch_p50_s"] / native["batch_p50_s"]),
             flush=True,
         )
+    if {"gbk", "gbk_x3"} <= set(args.shapes.split(",")):
+        # (b) runs two Python stateful steps (PeriodicImpulse's splittable
+        # DoFn, the GroupByKey), (d) four: their micro-batches in PySpark
+        # alone, without Beam, bound what (d) / (b) can be.
+        two, four = (python_state_floor(spark, listener, args.rate, args.seconds, args.warmup, n) for n in (2, 4))
+        if two["batch_p50_s"] and four["batch_p50_s"]:
+            print(
+                "python_state_floor, 2 and 4 chained steps: micro-batch p50 %s s and %s s: the best (d) / (b) "
+                "such steps allow: %.2f"
+                % (_fmt(two["batch_p50_s"]), _fmt(four["batch_p50_s"]), four["batch_p50_s"] / two["batch_p50_s"]),
+                flush=True,
+            )
     runs = {}
     for shape in args.shapes.split(","):
         runs[shape] = run_beam_shape(shape, args)
