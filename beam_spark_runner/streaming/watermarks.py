@@ -10,6 +10,15 @@ For every stage, planning batch N:
 A stage processes a batch's elements at its previous input watermark, then
 advances to the new one; so each stateful stage adds at most one batch of
 watermark lag, and nothing an upstream stage emits is late downstream.
+Both are monotonic: a value never goes back, even if a late report would
+compute a smaller one. A stage read at a watermark percentile P < 1
+(streaming/watermark_lanes.py) is held not at its earliest hold but at the
+time a share P of its pending work passed, read from the summaries of its
+key-groups' holds (streaming/timestamp_summary.py). Holds are reported per
+key-group at the end of a batch and apply from the next batch on. The
+times a batch used are kept in a journal (JSON-serializable), so a
+replayed batch sees exactly the same watermarks and processing time and
+produces the same output.
 
 A *same-batch* stage (translation/same_batch_watermarks.py: a GroupByKey
 without allowed lateness whose panes are stamped at the window's end) holds
@@ -21,14 +30,6 @@ data is all in, it is held as the others (`BatchTimes.held_output_watermarks`):
 that is what the steps taken at each of a source's events within the batch
 and the side inputs read. Should such a stage ever report a hold behind its
 previous input watermark, it is held as any other stage.
-Both are monotonic: a value never goes back, even if a late report would
-compute a smaller one. A stage read at a watermark percentile P < 1
-(streaming/watermark_lanes.py) is held not at its earliest hold but at the
-time a share P of its pending work passed, read from the summaries of its
-key-groups' holds (streaming/timestamp_summary.py). Holds are reported per key-group at the end of a
-batch and apply from the next batch on. The times a batch used are kept in
-a journal (JSON-serializable), so a replayed batch sees exactly the same
-watermarks and processing time and produces the same output.
 
 No Spark here: the streaming executor feeds reports in and reads times out.
 Guarantees checked by tests/unit/test_watermarks.py.
