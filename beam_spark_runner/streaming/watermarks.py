@@ -206,11 +206,11 @@ class WatermarkAuthority:
             candidates = [self._sources[s] for s in inputs.sources] + [self._output[u] for u in inputs.stages]
             new_input = min(candidates) if candidates else MAX_MICROS
             self._input[stage] = max(previous_input, new_input)
-            if stage in self._same_batch and hold >= previous_input:
-                # Everything it holds now fires or expires in this batch's
-                # step, or is not behind the new input watermark.
-                held = self._input[stage]
-            self._output[stage] = max(self._output[stage], held)
+            # A same-batch stage: everything it holds now fires or expires
+            # in this batch's step, or is not behind the new input watermark.
+            same_batch = stage in self._same_batch and hold >= previous_input
+            output = self._input[stage] if same_batch else held
+            self._output[stage] = max(self._output[stage], output)
         self._last_processing_time = max(self._last_processing_time, int(self._clock()))
         times = BatchTimes(
             batch_id,
