@@ -40,6 +40,9 @@ _ELEMENT_PARAMS = (
     (core.DoFn.TimestampParam, "timestamp"),
     (core.DoFn.WindowParam, "window"),
     (core.DoFn.PaneInfoParam, "pane"),
+    # The element whole (value, timestamp, all its windows, pane), as
+    # DoFnRunner passes it: once per element, not once per window.
+    (core.DoFn.WindowedValueParam, "windowed_value"),
 )
 
 
@@ -73,8 +76,9 @@ class PlainCallable:
         self.process = process  # returns an iterable of outputs
         self.args = args
         self.kwargs = kwargs
-        self.params = params  # keyword -> 'timestamp' | 'window' | 'pane'
+        self.params = params  # keyword -> 'timestamp' | 'window' | 'pane' | 'windowed_value'
         self.single = None  # returns exactly one output, when known
+        self.whole_positional = False  # see plain_callable
         # A DoFn class instance: the step calls its lifecycle methods.
         self.dofn = dofn
         # The harness rejects a str/bytes/dict *returned* by a DoFn class's
@@ -138,15 +142,22 @@ def plain_callable(transform, loading=False):
     if params and (args or kwargs):
         return None  # the harness interleaves placeholders and extra arguments
     if is_callable:
-        return PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
-    return PlainCallable(
-        dofn.process,
-        tuple(args),
-        dict(kwargs),
-        params,
-        dofn=dofn,
-        check_first_output=not inspect.isgeneratorfunction(method.method_value),
+        plain = PlainCallable(dofn.process, tuple(args), dict(kwargs), params)
+    else:
+        plain = PlainCallable(
+            dofn.process,
+            tuple(args),
+            dict(kwargs),
+            params,
+            dofn=dofn,
+            check_first_output=not inspect.isgeneratorfunction(method.method_value),
+        )
+    # process(element, windowed_value=WindowedValueParam) alone: the step
+    # passes the WindowedValue as the second positional argument.
+    plain.whole_positional = (
+        list(params.values()) == ["windowed_value"] and list(method.args[1:2]) == list(params) and not plain.single
     )
+    return plain
 
 
 def _is_plain_dofn_class(dofn):

@@ -93,6 +93,16 @@ class Step:
         return StepFailed("%s\n[while running %r]" % (traceback.format_exc().rstrip(), self.spec.name))
 
 
+def _check_not_returned_whole(output):
+    """The harness's rule for a DoFn class's process that returns (rather
+    than yields) a str, bytes or dict."""
+    if isinstance(output, (str, bytes, dict)):
+        raise TypeError(
+            "Returning a %s from a ParDo or FlatMap is not allowed. Please use "
+            "list(%r) if you really want this behavior." % (type(output).__name__, output)
+        )
+
+
 class ParDoStep(Step):
     bounded_output = False  # any number of outputs per value
 
@@ -184,6 +194,31 @@ class ParDoStep(Step):
                 raise self._failed() from None
         yield from _pieces(outputs)
 
+    def _results_of_whole_elements(self, template, values, bound, whole):
+        """`_results` for a callable taking a WindowedValueParam: called with
+        each value's own WindowedValue (the template's metadata)."""
+        plain = self._plain
+        call = plain.single or plain.process
+        with_value = template.with_value
+        results = []
+        for v in values:
+            if plain.whole_positional:
+                out = call(v, with_value(v))
+            else:
+                element = with_value(v)
+                out = call(v, **bound, **{name: element for name in whole})
+            if self._check_output:
+                self._check_output = False
+                _check_not_returned_whole(out)
+            if plain.single is not None:
+                results.append(out)
+            elif out is not None:
+                results.extend(out)
+            if len(results) >= OUTPUT_PIECE:
+                yield results
+                results = []
+        yield results
+
     def _results(self, template, values):
         """Yields lists of the outputs of `values` (all with `template`'s
         metadata as input), each list about OUTPUT_PIECE long or shorter."""
@@ -198,7 +233,13 @@ class ParDoStep(Step):
                     else template.pane_info
                 )
                 for name, kind in plain.params.items()
+                if kind != "windowed_value"
             }
+            whole = [name for name, kind in plain.params.items() if kind == "windowed_value"]
+            if whole:
+                # The only parameter that differs from value to value.
+                yield from self._results_of_whole_elements(template, values, bound, whole)
+                return
         else:
             bound = None
         if plain.single is not None:
@@ -218,11 +259,7 @@ class ParDoStep(Step):
         if self._check_output and values:
             self._check_output = False
             first = call(values[0])
-            if isinstance(first, (str, bytes, dict)):
-                raise TypeError(
-                    "Returning a %s from a ParDo or FlatMap is not allowed. Please use "
-                    "list(%r) if you really want this behavior." % (type(first).__name__, first)
-                )
+            _check_not_returned_whole(first)
             checked, values = (first,), values[1:]
         for out in itertools.chain(checked, map(call, values)):
             if out is None:

@@ -6,6 +6,7 @@ against expectations computed here, not against each other only."""
 import collections
 import os
 import traceback
+import typing
 import uuid
 from typing import Iterator
 
@@ -679,3 +680,69 @@ def test_the_precombine_table_evicts_its_oldest_entries_when_full(monkeypatch, c
         expected[(x % 30 // 10 * 10, x % 17)] += 1 if counting else x
     assert totals == expected
     assert len(partials) > len(expected)  # it did evict
+
+
+class _WholeElements(beam.DoFn):
+    """Describes each element from its WindowedValue, and at the end of the
+    bundle emits a count in the last element's windows."""
+
+    def start_bundle(self):
+        self._seen = 0
+        self._last = None
+
+    def process(self, x, element=beam.DoFn.WindowedValueParam):
+        self._seen += 1
+        self._last = element
+        yield x, element.value, float(element.timestamp), sorted(int(w.start) for w in element.windows)
+
+    def finish_bundle(self):
+        if self._last is not None:
+            yield self._last.with_value(("seen", self._seen))
+
+
+@BOTH_WAYS
+def test_a_windowed_value_parameter_gets_the_element_in_all_its_windows_once(harness_only):
+    with _pipeline(harness_only) as p:
+        out = (
+            p
+            | beam.Create([3, 12])
+            | beam.Map(lambda x: window.TimestampedValue(x, x))
+            | beam.WindowInto(window.SlidingWindows(10, 5))
+            | beam.ParDo(_WholeElements()).with_output_types(typing.Any)
+            | "Global" >> beam.WindowInto(window.GlobalWindows())
+        )
+        described = out | beam.Filter(lambda o: o[0] != "seen")
+        seen = out | beam.Filter(lambda o: o[0] == "seen") | beam.Map(lambda o: o[1]) | beam.CombineGlobally(sum)
+        # Unlike a WindowParam, called once per element, with both its
+        # windows; its output is in both windows, so twice in the global one.
+        described_once = [(3, 3, 3.0, [-5, 0]), (12, 12, 12.0, [5, 10])]
+        assert_that(described, equal_to(described_once * 2), label="described")
+        # Each bundle's count, emitted in its last element's two windows: the
+        # elements counted once each, then twice over, however they were bundled.
+        assert_that(seen, equal_to([4]), label="seen")
+
+
+def test_a_dofn_taking_a_windowed_value_is_planned_plain():
+    def build(p):
+        _ = p | beam.Create([1, 2]) | "Whole" >> beam.ParDo(_WholeElements())
+
+    assert _stage_kinds(build)["Whole"]
+
+
+@BOTH_WAYS
+def test_map_and_flatmap_take_a_windowed_value_parameter(harness_only):
+    with _pipeline(harness_only) as p:
+        windowed = (
+            p
+            | beam.Create([3])
+            | beam.Map(lambda x: window.TimestampedValue(x, x))
+            | beam.WindowInto(window.SlidingWindows(10, 5))
+        )
+        mapped = windowed | beam.Map(lambda x, wv=beam.DoFn.WindowedValueParam: (x, len(wv.windows)))
+        flat = windowed | beam.FlatMap(lambda x, wv=beam.DoFn.WindowedValueParam: [(x, float(wv.timestamp))])
+        assert_that(
+            mapped | "GlobalMapped" >> beam.WindowInto(window.GlobalWindows()), equal_to([(3, 2)] * 2), label="map"
+        )
+        assert_that(
+            flat | "GlobalFlat" >> beam.WindowInto(window.GlobalWindows()), equal_to([(3, 3.0)] * 2), label="flat"
+        )
