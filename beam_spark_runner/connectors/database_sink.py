@@ -24,6 +24,12 @@ is in the table exactly once.
   transaction. Each row is written into the database once (with key
   columns, through the staging table inside that transaction).
 
+Rows reach the sink as the rows themselves (`RowEncoding.ROWS`, the
+client writes them) or, into PostgreSQL, as blocks of COPY text lines the
+producing tasks made (`RowEncoding.POSTGRESQL_COPY_TEXT`,
+connectors/postgresql_copy.py), which the commit hands to the server
+unchanged.
+
 Without key columns the rows are appended. With key columns the table
 has a unique key on them; per key the last staged row of the epoch
 decides: an addition is upserted, a retraction (a RETRACTING pane's
@@ -32,6 +38,7 @@ current answer. No Spark here.
 """
 
 import dataclasses
+import enum
 import hashlib
 import itertools
 import logging
@@ -40,6 +47,7 @@ from typing import Optional, Tuple
 
 import triggers
 
+from beam_spark_runner.connectors import postgresql_copy
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, first_line, dialect_of
 
 MARKER_TABLE = "beam_spark_runner_commits"
@@ -59,17 +67,28 @@ EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT = (
 _STAGING_COLUMNS = (EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT)
 
 
+class RowEncoding(enum.Enum):
+    """What the sink's input elements are: ROWS, the rows (or
+    `triggers.Retraction`s of rows); POSTGRESQL_COPY_TEXT, blocks of COPY
+    text lines (connectors/postgresql_copy.py, its format COPY_TEXT_V1)."""
+
+    ROWS = "rows"
+    POSTGRESQL_COPY_TEXT = postgresql_copy.COPY_TEXT_V1
+
+
 @dataclasses.dataclass(frozen=True)
 class DatabaseWriteConfig:
     """What a WriteToDatabase writes: `schema` is the rows' Spark StructType
     (JSON form, worker/spark_rows.py), `key_columns` the table's unique key
-    the rows are upserted on (none: appended)."""
+    the rows are upserted on (none: appended), `row_encoding` what its
+    input elements are."""
 
     url: str
     table: str
     key_columns: Tuple[str, ...]
     schema: dict
     label: str = "WriteToDatabase"
+    row_encoding: RowEncoding = RowEncoding.ROWS
 
     @property
     def columns(self):
@@ -201,16 +220,37 @@ def _staging_insert(cursor, dialect, config, head, rows):
 
 
 def stage_rows(config: DatabaseWriteConfig, sink: str, writer: str, epoch: int, part: int, attempt: int, values):
-    """Stages one task attempt's values (rows, or `triggers.Retraction`s of
-    rows) in one transaction; returns how many. Nothing is staged (the
-    transaction rolls back) if `values` raises."""
+    """Stages one task attempt's values (of `config.row_encoding`) in one
+    transaction; returns how many rows. Nothing is staged (the transaction
+    rolls back) if `values` raises."""
     dialect = dialect_of(config.url)
+    head = (epoch, sink, writer, part, attempt)
     with dialect.connect() as conn:
-        count = _staging_insert(
-            conn.cursor(), dialect, config, (epoch, sink, writer, part, attempt), db_rows(config, values)
-        )
+        cursor = conn.cursor()
+        if config.row_encoding is RowEncoding.POSTGRESQL_COPY_TEXT:
+            count = _stage_copy_blocks(cursor, dialect, config, head, values)
+        else:
+            count = _staging_insert(cursor, dialect, config, head, db_rows(config, values))
         conn.commit()
     return count
+
+
+def _stage_copy_blocks(cursor, dialect, config, head, blocks):
+    """Stages COPY text blocks under `head`: loaded in order into the
+    transaction's temporary table, then moved into the staging table
+    with their numbers."""
+    q = dialect.quote
+    staging = dialect.quote_table(staging_table(config.table))
+    loaded = postgresql_copy.load_epoch_rows(
+        cursor, dialect, staging, config.columns, blocks, keyed=bool(config.key_columns)
+    )
+    columns = ", ".join(map(q, config.columns))
+    cursor.execute(
+        "INSERT INTO %s (%s, %s) SELECT %%s, %%s, %%s, %%s, %%s, _beam_seq, _beam_retract, %s FROM %s"
+        % (staging, ", ".join(map(q, _STAGING_COLUMNS)), columns, columns, loaded),
+        head,
+    )
+    return cursor.rowcount
 
 
 def _committed_with_retries(config: DatabaseWriteConfig, epoch: int, commit_once, sleep):
@@ -368,8 +408,10 @@ class EpochCommit:
     `DatabasePublication`. Idempotent, tried again on a lost connection,
     errors as `DatabasePublication`'s.
 
-    Call with `rows`: a function returning the epoch's (retract, row tuple)
-    pairs (`db_rows`) in order, called once per attempt."""
+    Call with `rows`: a function returning the epoch's staged values in
+    order, called once per attempt: (retract, row tuple) pairs (`db_rows`)
+    for `RowEncoding.ROWS`, COPY text blocks for
+    `RowEncoding.POSTGRESQL_COPY_TEXT`."""
 
     config: DatabaseWriteConfig
     sink: str
@@ -385,7 +427,9 @@ class EpochCommit:
         try:
             cursor = conn.cursor()
             if _claim_epoch(cursor, dialect, config, self.sink, self.epoch):
-                if config.key_columns:
+                if config.row_encoding is RowEncoding.POSTGRESQL_COPY_TEXT:
+                    self._copy(cursor, dialect, rows())
+                elif config.key_columns:
                     writer = "commit"
                     _staging_insert(cursor, dialect, config, (self.epoch, self.sink, writer, 0, 0), rows())
                     staging = dialect.quote_table(staging_table(config.table))
@@ -404,3 +448,12 @@ class EpochCommit:
             conn.commit()
         finally:
             _close(conn)
+
+    def _copy(self, cursor, dialect, blocks):
+        config = self.config
+        if not config.key_columns:
+            postgresql_copy.copy_blocks(cursor, dialect, dialect.quote_table(config.table), config.columns, blocks)
+            return
+        staging = dialect.quote_table(staging_table(config.table))
+        loaded = postgresql_copy.load_epoch_rows(cursor, dialect, staging, config.columns, blocks)
+        _apply_keyed(cursor, dialect, config, "SELECT * FROM %s" % loaded, None)

@@ -7,14 +7,17 @@ protocol): the tasks holding the rows stage them, the driver publishes.
   transaction: a retried or speculative task never writes twice, and a
   failed job leaves the table as it was.
 - Streaming (`MicroBatchStaging`, from the query's foreachBatch sink,
-  execution/streaming_spark_io.py): Spark's Parquet writer stages the
-  sink's query rows of the batch as they are (encoded elements; no
-  Python runs in the job) in a directory under the checkpoint named by
-  the sink and the batch (`staged_epoch_dir`; a replay of the batch
-  overwrites it; Spark's commit protocol keeps one attempt per task). The
+  execution/streaming_spark_io.py): the sink's query rows of the batch
+  are staged as they are (encoded elements, or PostgreSQL COPY blocks) in
+  a directory under the checkpoint named by the sink and the batch
+  (`staged_epoch_dir`; a replay of the batch overwrites it): written by
+  the driver, which collected them with the batch's other rows, when the
+  query's sinks are all database sinks; else by Spark's Parquet writer
+  (no Python runs in that job; Spark's commit protocol keeps one attempt
+  per task). The
   FINALIZE row handed back carries a `StagedEpochPublication`, which the
   checkpoint coordinator runs once the batch is a completed checkpoint (and
-  again after a restart that interrupted it): it decodes the staged rows
+  again after a restart that interrupted it): it reads the staged rows
   (`StagedRows`), one transaction writes the marker row and the rows into
   the table (`EpochCommit`), then the directory is removed. So each row
   is written into the database once, and a row staged for a completed
@@ -31,6 +34,7 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.internal import pickler
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
@@ -40,6 +44,7 @@ from beam_spark_runner.connectors.database_sink import (
     DatabasePublication,
     DatabaseWriteConfig,
     EpochCommit,
+    RowEncoding,
     db_rows,
     prepare_tables,
     stage_rows,
@@ -66,6 +71,9 @@ _BLOCKS_ARROW = pa.schema(
 PICKLED_FORMAT = 1
 RAW_FORMAT = 2
 BLOCK_ROWS = 10_000
+# A staged file the driver wrote: Arrow's IPC file format (Spark's writer
+# writes Parquet files).
+ARROW_SUFFIX = ".arrow"
 STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "database_staging")
 _LOG = logging.getLogger(__name__)
 
@@ -124,7 +132,9 @@ def staged_epoch_dir(sink_id: str, batch_id: int) -> str:
 
 class MicroBatchStaging:
     """A streaming query's database sinks: `prepare()` at the query's start,
-    `stage(frame, sink, batch_id)` per micro-batch with rows. `files`: the
+    then per micro-batch with rows for a sink `stage(frame, sink, batch_id)`
+    (a Spark job writes them) or `stage_collected(rows, sink, batch_id)`
+    (the driver, which collected them, writes them). `files`: the
     checkpoint's files (execution/checkpoint_files.py)."""
 
     def __init__(self, run, components, files):
@@ -141,9 +151,7 @@ class MicroBatchStaging:
         """Stages the sink's rows of the batch (`selected`: its DATA and
         KEYED query rows) under the checkpoint and returns the FINALIZE row
         carrying the publication."""
-        config = decode_payload(sink.payload)
-        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
-        relative = staged_epoch_dir(sink_id, batch_id)
+        sink_id, relative = self._where(sink, batch_id)
         # The query rows as they are, in the task's order: no Python runs in
         # the staging job; the commit decodes them.
         rows = selected.selectExpr("%d AS format" % RAW_FORMAT, "spark_partition_id() AS part", "kind", "payload")
@@ -151,6 +159,41 @@ class MicroBatchStaging:
         # whatever an earlier run of it staged; Spark's commit protocol
         # publishes one attempt of each task.
         rows.write.mode("overwrite").parquet(self._files.uri(relative))
+        return self._finalize(sink, sink_id, batch_id, relative)
+
+    def stage_collected(self, rows, sink, batch_id):
+        """`stage` for the sink's DATA and KEYED query rows of the batch
+        collected on the driver (an Arrow table with `kind`, `payload` and
+        the `part` that made each row, in the order collect() gives them):
+        the driver writes them under the checkpoint as one staged file."""
+        sink_id, relative = self._where(sink, batch_id)
+        table = pa.table(
+            {
+                "format": pa.array([RAW_FORMAT] * rows.num_rows, pa.int32()),
+                "part": rows.column("part").cast(pa.int32()),
+                "kind": rows.column("kind").cast(pa.int32()),
+                "payload": rows.column("payload"),
+            }
+        )
+        out = pa.BufferOutputStream()
+        # Arrow's IPC file: written and read without encoding the payloads
+        # again (they are read once, by the commit, on this same driver).
+        with pa.ipc.new_file(out, table.schema) as writer:
+            writer.write_table(table)
+        # A replay of the batch (after a restart) replaces whatever an
+        # earlier run of it staged.
+        self._files.delete(relative)
+        self._files.write(checkpoint_files.join(relative, "part-00000" + ARROW_SUFFIX), out.getvalue())
+        return self._finalize(sink, sink_id, batch_id, relative)
+
+    def _where(self, sink, batch_id):
+        """(the sink's id in this checkpoint, the batch's staging directory)."""
+        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
+        return sink_id, staged_epoch_dir(sink_id, batch_id)
+
+    def _finalize(self, sink, sink_id, batch_id, relative):
+        """The FINALIZE row carrying the batch's publication."""
+        config = decode_payload(sink.payload)
         coder = context.components_context(self._components).coders[sink.coder_id]
         publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
@@ -224,8 +267,9 @@ def _checkpoint_files(root):
 
 
 class StagedRows:
-    """The rows staged under `relative` as (retract, row tuple) pairs: the
-    staging tasks' files in task (part) order, each file's rows in the
+    """The rows staged under `relative`, as `EpochCommit` takes them for the
+    sink's `row_encoding`: (retract, row tuple) pairs, or COPY text blocks.
+    The staging tasks' files in task (part) order, each file's rows in the
     order its task wrote them, so a key's later rows (a retraction and its
     replacement) come after its earlier ones. Files of PICKLED_FORMAT hold
     blocks of pairs; of RAW_FORMAT, query rows decoded with `coder`."""
@@ -237,9 +281,12 @@ class StagedRows:
         self._coder = coder
 
     def rows(self):
+        copy_text = self._config.row_encoding is RowEncoding.POSTGRESQL_COPY_TEXT
         for _, table in sorted(self._tables(), key=lambda t: t[0]):
             fmt = table.column("format")[0].as_py()
-            if fmt == RAW_FORMAT:
+            if fmt == RAW_FORMAT and copy_text:
+                yield from self._raw_values(table)  # the blocks, handed over as they are
+            elif fmt == RAW_FORMAT:
                 yield from db_rows(self._config, self._raw_values(table))
             else:
                 for _, blob in sorted(zip(table.column("block").to_pylist(), table.column("data").to_pylist())):
@@ -253,8 +300,6 @@ class StagedRows:
     def _tables(self):
         """(first part, Arrow table) of each non-empty staged file, its
         format checked."""
-        import pyarrow.parquet as pq
-
         for name in self._files.list(self._relative):
             if not name.startswith("part-"):
                 continue  # Spark's _SUCCESS marker
@@ -262,7 +307,10 @@ class StagedRows:
             data = self._files.read(path)
             if data is None:
                 raise OSError("%s: staged file %s vanished" % (self._config.label, self._files.uri(path)))
-            table = pq.read_table(pa.BufferReader(data))
+            if name.endswith(ARROW_SUFFIX):
+                table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+            else:
+                table = pq.read_table(pa.BufferReader(data))
             if table.num_rows == 0:
                 continue
             formats = set(table.column("format").to_pylist())

@@ -12,12 +12,14 @@ schema, RETRACTING input without key columns.
 Reshuffle, a DoFn reading one split), so it runs on any runner.
 """
 
+import dataclasses
+
 import apache_beam as beam
 
 import triggers
-from beam_spark_runner.connectors import database_reads
-from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, check_table
-from beam_spark_runner.connectors.sql_dialects import UnmappableColumn, dialect_of
+from beam_spark_runner.connectors import database_reads, postgresql_copy
+from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, RowEncoding, check_table
+from beam_spark_runner.connectors.sql_dialects import PostgreSQL, UnmappableColumn, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.database_io import DatabaseWrite
 from beam_spark_runner.worker import spark_rows
@@ -75,12 +77,52 @@ class WriteToDatabase(beam.PTransform):
             )
         config = DatabaseWriteConfig(self._url, self._table, self._key_columns, schema, label)
         check_table(config)
+        if isinstance(self._dialect, PostgreSQL):
+            # The rows become COPY text in the stage that produces them;
+            # the commit writes those bytes as they are.
+            config = dataclasses.replace(config, row_encoding=RowEncoding.POSTGRESQL_COPY_TEXT)
+            encoder = postgresql_copy.CopyTextEncoder(schema, keyed=bool(self._key_columns))
+            blocks = pcoll | "AsCopyText" >> beam.ParDo(_CopyTextBlocks(encoder)).with_output_types(bytes)
+            return blocks | DatabaseWrite(config)
         row_type = spark_rows.row_type(schema)
         if pcoll.element_type is not row_type:
             # Rows of the schema's own type always have their RowCoder (a
             # NamedTuple never registered with one would be pickled).
             pcoll = pcoll | "AsRows" >> beam.Map(_as_row, row_type, tuple(row_type._fields)).with_output_types(row_type)
         return pcoll | DatabaseWrite(config)
+
+
+class _CopyTextBlocks(beam.DoFn):
+    """The rows as blocks of COPY text lines (connectors/postgresql_copy.py):
+    one block per BLOCK_ROWS rows and one at the end of the bundle. A block
+    takes the windows of the element that completed it (the last one's at
+    the end of the bundle): the sink writes each element once, whatever
+    its windows, as it writes a row."""
+
+    def __init__(self, encoder):
+        self._encoder = encoder
+        self._values = []
+        self._last = None  # the last element held
+
+    def start_bundle(self):
+        self._values = []
+        self._last = None
+
+    def process(self, value, element=beam.DoFn.WindowedValueParam):
+        # WindowedValueParam, not WindowParam: the element whole, in all its
+        # windows at once, so its row is written once.
+        values = self._values
+        values.append(value)
+        if len(values) < postgresql_copy.BLOCK_ROWS:
+            self._last = element
+            return None
+        self._values = []
+        return [self._encoder.block(values)]
+
+    def finish_bundle(self):
+        if self._values:
+            values, self._values = self._values, []
+            yield self._last.with_value(self._encoder.block(values))
 
 
 def _as_row(value, row_type, fields):

@@ -3,14 +3,71 @@ driven step by step against the machine's PostgreSQL and MariaDB, without
 Spark: the cases a pipeline run reaches only by luck (a task attempt that
 committed its staging and was retried anyway, a release run twice, an
 earlier driver's staged rows for a replayed batch, retractions of rows
-published by an earlier micro-batch)."""
+published by an earlier micro-batch). Each case for the rows as they
+are, and for PostgreSQL as the COPY text blocks its sink stages."""
+
+import dataclasses
 
 import pytest
 
 import triggers
-from beam_spark_runner.connectors.database_sink import DatabasePublication, prepare_tables, stage_rows
-from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
+from beam_spark_runner.connectors import database_sink
+from beam_spark_runner.connectors.database_sink import DatabasePublication, RowEncoding, prepare_tables
+from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
+from tests import services
+from tests.integration import database_sink_tables
+from tests.integration.database_sink_tables import Total, staged_count, table_rows
 from tests.services import drop_table
+
+_CASES = [
+    ("postgresql", RowEncoding.ROWS),
+    ("mariadb", RowEncoding.ROWS),
+    ("postgresql", RowEncoding.POSTGRESQL_COPY_TEXT),
+]
+
+
+def pytest_generate_tests(metafunc):
+    if "encoding" in metafunc.fixturenames:
+        metafunc.parametrize(
+            ("database_url", "encoding"),
+            _CASES,
+            indirect=["database_url"],
+            ids=["%s-%s" % (db, encoding.value) for db, encoding in _CASES],
+        )
+
+
+@pytest.fixture
+def database_url(request):
+    """The database of the case (`pytest_generate_tests`)."""
+    return services.require(request, services.POSTGRESQL if request.param == "postgresql" else services.MARIADB)
+
+
+@pytest.fixture
+def sink_config(encoding):
+    def make(url, keys=()):
+        return dataclasses.replace(database_sink_tables.sink_config(url, keys), row_encoding=encoding)
+
+    return make
+
+
+def stage_rows(config, sink, writer, epoch, part, attempt, values):
+    """Stages `values` as a task attempt hands them to the sink: the rows,
+    or COPY text blocks of up to two rows each (a block per row pair, so
+    the rows' order across blocks counts)."""
+    if config.row_encoding is RowEncoding.POSTGRESQL_COPY_TEXT:
+        values = _blocks(CopyTextEncoder(config.schema, keyed=bool(config.key_columns)), values)
+    return database_sink.stage_rows(config, sink, writer, epoch, part, attempt, values)
+
+
+def _blocks(encoder, values, rows=2):
+    held = []
+    for value in values:
+        held.append(value)
+        if len(held) == rows:
+            yield encoder.block(held)
+            held = []
+    if held:
+        yield encoder.block(held)
 
 
 @pytest.fixture
@@ -21,7 +78,9 @@ def drop_after(request):
         drop_table(config.url, config.table)
 
 
-def test_a_partition_staged_by_two_attempts_is_published_once_however_often_released(database_url, drop_after):
+def test_a_partition_staged_by_two_attempts_is_published_once_however_often_released(
+    database_url, sink_config, drop_after
+):
     config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
@@ -35,7 +94,7 @@ def test_a_partition_staged_by_two_attempts_is_published_once_however_often_rele
     assert table_rows(config) == sorted(map(tuple, part0 + [Total("b", 0, 1)]))
 
 
-def test_rows_an_earlier_driver_staged_for_a_replayed_batch_are_not_published(database_url, drop_after):
+def test_rows_an_earlier_driver_staged_for_a_replayed_batch_are_not_published(database_url, sink_config, drop_after):
     config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
@@ -46,7 +105,7 @@ def test_rows_an_earlier_driver_staged_for_a_replayed_batch_are_not_published(da
     assert staged_count(config) == 0
 
 
-def test_an_epoch_committed_after_a_later_one_keeps_its_rows(database_url, drop_after):
+def test_an_epoch_committed_after_a_later_one_keeps_its_rows(database_url, sink_config, drop_after):
     """The runner commits epochs in order, but a commit never removes
     another epoch's staged rows whatever the order."""
     config = sink_config(database_url)
@@ -60,7 +119,7 @@ def test_an_epoch_committed_after_a_later_one_keeps_its_rows(database_url, drop_
     assert staged_count(config) == 0
 
 
-def test_a_failing_input_stages_nothing(database_url, drop_after):
+def test_a_failing_input_stages_nothing(database_url, sink_config, drop_after):
     config = sink_config(database_url)
     drop_after(config)
     prepare_tables(config)
@@ -74,7 +133,7 @@ def test_a_failing_input_stages_nothing(database_url, drop_after):
     assert staged_count(config) == 0
 
 
-def test_retractions_delete_rows_published_by_earlier_micro_batches(database_url, drop_after):
+def test_retractions_delete_rows_published_by_earlier_micro_batches(database_url, sink_config, drop_after):
     config = sink_config(database_url, keys=("user", "start"))
     drop_after(config)
     prepare_tables(config)

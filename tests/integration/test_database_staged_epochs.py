@@ -1,12 +1,15 @@
 """The streaming database sink's publication of a micro-batch staged under
 the checkpoint (execution/database_io.StagedEpochPublication), driven step
 by step against the machine's PostgreSQL and MariaDB with staged files
-written as the staging tasks write them, without Spark, in both staged
-formats (the query rows the runner stages, and the pickled blocks earlier
-versions staged): a release run twice, a commit that landed before the
-driver died (its files still there), retractions of rows published by
-earlier batches, a database that refuses, staged files of another format."""
+written as the runner writes them, without Spark, in each staged form:
+the sink's query rows of encoded rows in Parquet (Spark's writer), the
+pickled blocks earlier versions staged, and for PostgreSQL the query rows
+of COPY text blocks in an Arrow file (the driver's). Each case: a release
+run twice, a commit that landed before the driver died (its files still
+there), retractions of rows published by earlier batches, a database that
+refuses, staged files of another format."""
 
+import dataclasses
 import os
 
 import pyarrow as pa
@@ -17,12 +20,14 @@ from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
 import triggers
-from beam_spark_runner.connectors.database_sink import EpochCommit, prepare_tables
+from beam_spark_runner.connectors.database_sink import EpochCommit, RowEncoding, prepare_tables
+from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
 from beam_spark_runner.execution import database_io
 from beam_spark_runner.execution.database_io import StagedEpochPublication, StagedRows, staged_epoch_dir
 from beam_spark_runner.streaming import rows as query_rows
 from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
+from tests import services
 from tests.services import drop_table, execute
 from triggers.retraction_coder import RetractionAwareCoder
 
@@ -30,9 +35,12 @@ from triggers.retraction_coder import RetractionAwareCoder
 @pytest.fixture
 def config_of(request, tmp_path):
     made = []
+    staged_format = request.getfixturevalue("staged_format")
 
     def make(url, keys=()):
         config = sink_config(url, keys)
+        if staged_format == COPY_BLOCKS:
+            config = dataclasses.replace(config, row_encoding=RowEncoding.POSTGRESQL_COPY_TEXT)
         made.append(config)
         prepare_tables(config)
         return config
@@ -42,26 +50,55 @@ def config_of(request, tmp_path):
         drop_table(config.url, config.table)
 
 
-# The element coder of a sink reading a retracting PCollection of Totals.
+# The element coder of a sink reading a retracting PCollection of Totals,
+# and of one reading the COPY text blocks made of them.
 CODER = coders.WindowedValueCoder(RetractionAwareCoder(coders.RowCoder.from_type_hint(Total, None)))
-FORMATS = [database_io.RAW_FORMAT, database_io.PICKLED_FORMAT]
+BLOCKS_CODER = coders.WindowedValueCoder(coders.BytesCoder())
+QUERY_ROWS, PICKLED_BLOCKS, COPY_BLOCKS = "query-rows", "pickled-blocks", "copy-blocks"
+_FORMATS = {QUERY_ROWS: database_io.RAW_FORMAT, PICKLED_BLOCKS: database_io.PICKLED_FORMAT}
 
 
-@pytest.fixture(params=FORMATS, ids=["query-rows", "pickled-blocks"])
-def staged_format(request):
-    return request.param
+def pytest_generate_tests(metafunc):
+    """Each staged form against each database that takes it: COPY blocks
+    are PostgreSQL's only."""
+    if "staged_format" in metafunc.fixturenames:
+        cases = [
+            (db, staged)
+            for db in ("postgresql", "mariadb")
+            for staged in (QUERY_ROWS, PICKLED_BLOCKS, COPY_BLOCKS)
+            if staged != COPY_BLOCKS or db == "postgresql"
+        ]
+        metafunc.parametrize(
+            ("database_url", "staged_format"), cases, indirect=["database_url"], ids=["-".join(c) for c in cases]
+        )
 
 
-def _raw_batches(values, part, block_rows, fmt):
+@pytest.fixture
+def database_url(request):
+    """The database of the case (`pytest_generate_tests`)."""
+    return services.require(request, services.POSTGRESQL if request.param == "postgresql" else services.MARIADB)
+
+
+def _encoded_elements(config, values, staged_format):
+    """The sink's elements as the stage before it encodes them: the rows,
+    or one block of COPY text lines."""
+    if staged_format == COPY_BLOCKS:
+        block = CopyTextEncoder(config.schema, keyed=bool(config.key_columns)).block(values)
+        return [BLOCKS_CODER.get_impl().encode_nested(WindowedValue(block, 0, (window.GlobalWindow(),)))]
+    impl = CODER.get_impl()
+    return [impl.encode_nested(WindowedValue(v, 0, (window.GlobalWindow(),))) for v in values]
+
+
+_RAW_SCHEMA = pa.schema([("format", pa.int32()), ("part", pa.int32()), ("kind", pa.int32()), ("payload", pa.binary())])
+
+
+def _raw_batches(config, values, part, block_rows, fmt, staged_format):
     """The query rows a task of the batch holds for the sink: DATA rows of
     `block_rows` encoded elements each, every other one a KEYED row (a keyed
     reader beside the sink)."""
-    impl = CODER.get_impl()
     rows = []
     for i in range(0, len(values), block_rows):
-        elements = [
-            impl.encode_nested(WindowedValue(v, 0, (window.GlobalWindow(),))) for v in values[i : i + block_rows]
-        ]
+        elements = _encoded_elements(config, values[i : i + block_rows], staged_format)
         if len(rows) % 2:
             (row,) = query_rows.keyed("d", 0, 0, [part for e in elements for part in (b"k", e)])
             rows.append((row.kind, row.payload))
@@ -69,7 +106,6 @@ def _raw_batches(values, part, block_rows, fmt):
             rows.append((query_rows.DATA, b"".join(elements)))
     if not rows:
         return []
-    schema = pa.schema([("format", pa.int32()), ("part", pa.int32()), ("kind", pa.int32()), ("payload", pa.binary())])
     return [
         pa.RecordBatch.from_pydict(
             {
@@ -78,7 +114,7 @@ def _raw_batches(values, part, block_rows, fmt):
                 "kind": [k for k, _ in rows],
                 "payload": [p for _, p in rows],
             },
-            schema=schema,
+            schema=_RAW_SCHEMA,
         )
     ]
 
@@ -89,19 +125,30 @@ def _pickled_batches(config, values, part, block_rows, fmt):
 
 
 def _stage(root, config, epoch, parts, staged_format, block_rows=2, fmt=None):
-    """Writes what the staging tasks of batch `epoch` write in
-    `staged_format`: per part (a list of values), one Parquet file (its
-    `format` column `fmt`, if given); returns the batch's publication."""
+    """Writes what the runner stages for batch `epoch` in `staged_format`:
+    per part (a list of values), one Parquet file as Spark's writer writes
+    it, or for COPY blocks one Arrow file holding every part as the driver
+    writes it (its `format` column `fmt`, if given); returns the batch's
+    publication."""
     relative = staged_epoch_dir(config.table, epoch)
     directory = os.path.join(root, *relative.split("/"))
     os.makedirs(directory, exist_ok=True)
+    fmt = fmt or _FORMATS.get(staged_format, database_io.RAW_FORMAT)
+    collected = []
     for part, values in enumerate(parts):
-        if staged_format == database_io.RAW_FORMAT:
-            batches = _raw_batches(values, part, block_rows, fmt or staged_format)
+        if staged_format == PICKLED_BLOCKS:
+            batches = _pickled_batches(config, values, part, block_rows, fmt)
         else:
-            batches = _pickled_batches(config, values, part, block_rows, fmt or staged_format)
-        if batches:
+            batches = _raw_batches(config, values, part, block_rows, fmt, staged_format)
+        if staged_format == COPY_BLOCKS:
+            collected.extend(batches)
+        elif batches:
             pq.write_table(pa.Table.from_batches(batches), os.path.join(directory, "part-%05d-x.snappy.parquet" % part))
+    if staged_format == COPY_BLOCKS:
+        with pa.ipc.new_file(os.path.join(directory, "part-00000.arrow"), _RAW_SCHEMA) as writer:
+            for batch in collected:
+                writer.write_batch(batch)
+        return StagedEpochPublication(config, config.table, epoch, root, relative, BLOCKS_CODER), directory
     open(os.path.join(directory, "_SUCCESS"), "w").close()
     return StagedEpochPublication(config, config.table, epoch, root, relative, CODER), directory
 
@@ -123,7 +170,8 @@ def test_a_commit_that_landed_before_its_files_were_removed_is_not_written_again
     config = config_of(database_url)
     publication, directory = _stage(str(tmp_path), config, 3, [[Total("a", 0, 1), Total("b", 0, 2)]], staged_format)
     # The driver committed, then died before removing the batch's files.
-    EpochCommit(config, config.table, 3)(StagedRows(_files(tmp_path), publication.relative, config, CODER).rows)
+    staged = StagedRows(_files(tmp_path), publication.relative, config, publication.coder)
+    EpochCommit(config, config.table, 3)(staged.rows)
     assert os.path.exists(directory)
     publication()
     assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
