@@ -16,12 +16,13 @@ Redis and NATS:
   runs without a database (reported: what is left of the headline's time
   is the sink's).
 - `protocol`: the streaming exactly-once protocol alone, without Spark:
-  the rows staged as one staging task stages them (the sink's encoded
-  query rows in a Parquet file under a checkpoint directory), then
-  committed (`StagedEpochPublication`: the rows decoded, marker row and
-  rows in one transaction, then the files removed); beside it the batch protocol (`stage_rows` by COPY
-  into the staging table, then `DatabasePublication`: marker row, move,
-  delete). Reported: what the database's side costs.
+  the rows made into COPY text blocks and staged as one staging task
+  stages them (the sink's encoded query rows in a Parquet file under a
+  checkpoint directory), then committed (`StagedEpochPublication`: the
+  blocks read, marker row and rows in one transaction, then the files
+  removed); beside it the batch protocol (`stage_rows`: the blocks
+  copied into the staging table, then `DatabasePublication`: marker row,
+  move, delete). Reported: what the database's side costs.
 - `broker_write`: a burst of `--rows` entries into a running streaming
   pipeline ReadFromRedisStreams -> Map -> WriteToDatabase (one stream: one
   reading task), from the first entry added to the last row visible
@@ -260,32 +261,37 @@ def pipeline_ceiling_rate(rows):
         client.delete(key)
 
 
-def _stage_files(config, root, epoch, rows, block=1000):
+def _stage_files(config, root, epoch, rows):
     """Stages `rows` rows for micro-batch `epoch` under the checkpoint
-    `root` as one staging task does (the sink's query rows, `block`
-    encoded elements each, in a Parquet file); returns the batch's
-    publication."""
+    `root` as one staging task does: the rows made into COPY text blocks
+    (as the sink's step in the producing stage makes them), the blocks
+    encoded as the sink's elements, one query row per block, in a Parquet
+    file. Returns the batch's publication."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from apache_beam import coders
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
 
+    from beam_spark_runner.connectors.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
     from beam_spark_runner.execution.database_io import RAW_FORMAT, StagedEpochPublication, staged_epoch_dir
     from beam_spark_runner.streaming import rows as query_rows
-    from beam_spark_runner.worker import spark_rows
 
-    row_type = spark_rows.row_type(config.schema)
-    coder = coders.WindowedValueCoder(coders.RowCoder.from_type_hint(row_type, None))
+    encoder = CopyTextEncoder(config.schema, keyed=bool(config.key_columns))
+    coder = coders.WindowedValueCoder(coders.BytesCoder())
     encode, windows = coder.get_impl().encode_nested, (window.GlobalWindow(),)
     relative = staged_epoch_dir(config.table, epoch)
     directory = os.path.join(root, *relative.split("/"))
     os.makedirs(directory)
     payloads = [
-        b"".join(
-            encode(WindowedValue(row_type(*_event(i)), 0, windows)) for i in range(first, min(rows, first + block))
+        encode(
+            WindowedValue(
+                encoder.block([_event(i) for i in range(first, min(rows, first + BLOCK_ROWS))]),
+                0,
+                windows,
+            )
         )
-        for first in range(0, rows, block)
+        for first in range(0, rows, BLOCK_ROWS)
     ]
     if payloads:
         n = len(payloads)
@@ -302,11 +308,13 @@ def _stage_files(config, root, epoch, rows, block=1000):
 
 
 def _sink_config(prefix):
-    from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, prepare_tables
+    from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, RowEncoding, prepare_tables
     from beam_spark_runner.worker import spark_rows
 
     table = "%s_%s" % (prefix, uuid.uuid4().hex[:8])
-    config = DatabaseWriteConfig(POSTGRESQL, table, (), spark_rows.spark_schema_of(Event), "bench")
+    config = DatabaseWriteConfig(
+        POSTGRESQL, table, (), spark_rows.spark_schema_of(Event), "bench", RowEncoding.POSTGRESQL_COPY_TEXT
+    )
     prepare_tables(config)
     return config
 
@@ -319,10 +327,15 @@ def protocol_rates(rows):
     import tempfile
 
     from beam_spark_runner.connectors.database_sink import DatabasePublication, stage_rows
-    from beam_spark_runner.worker import spark_rows
+    from beam_spark_runner.connectors.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
 
     config = _sink_config("bench_protocol")
-    row_type = spark_rows.row_type(config.schema)
+    encoder = CopyTextEncoder(config.schema, keyed=False)
+
+    def blocks():
+        for first in range(0, rows, BLOCK_ROWS):
+            yield encoder.block([_event(i) for i in range(first, min(rows, first + BLOCK_ROWS))])
+
     try:
         streaming, batch = [], []
         with tempfile.TemporaryDirectory() as root:
@@ -332,7 +345,7 @@ def protocol_rates(rows):
                 streaming.append(rows / (time.perf_counter() - start))
         for epoch in range(3, 6):
             start = time.perf_counter()
-            stage_rows(config, config.table, "w", epoch, 0, 1, (row_type(*_event(i)) for i in range(rows)))
+            stage_rows(config, config.table, "w", epoch, 0, 1, blocks())
             DatabasePublication(config, config.table, epoch, "w")()
             batch.append(rows / (time.perf_counter() - start))
         return statistics.median(streaming), statistics.median(batch)

@@ -13,7 +13,9 @@ Spark's own offsets for the source live in the query's checkpoint, so a
 restarted driver resumes where the last completed batch ended.
 
 A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`).
-A WriteToDatabase's are staged under the checkpoint (execution/database_io.py);
+A WriteToDatabase's are staged under the checkpoint (execution/database_io.py:
+by the driver, which collects them with the batch's other rows, when the
+query's sinks are all database sinks; else by a Spark write job);
 a WriteToSpark's are written with Spark's writer to a staging directory named by the
 sink and the batch (a replay of the batch overwrites its own attempt), and
 hands the driver sink a FINALIZE row with the `Publication` that renames
@@ -183,6 +185,9 @@ class SparkSinkWrites:
         self._databases = MicroBatchStaging(self._run, self._components, files) if database_sinks else None
         if database_sinks:
             MicroBatchStaging.prepare(database_sinks)
+        # Database sinks only: their rows come to the driver with the batch's
+        # other rows, in one Spark job (see `_collect_for_databases`).
+        self._databases_only = bool(database_sinks) and len(database_sinks) == len(self._sinks)
 
     @functools.cached_property
     def _columns(self):
@@ -205,6 +210,8 @@ class SparkSinkWrites:
     def collect(self, batch_df, batch_id):
         if not self._sinks:
             return batch_df.collect()
+        if self._databases_only:
+            return self._collect_for_databases(batch_df, batch_id)
         without_sink_payloads, _ = self._columns
         # Materialized once: the sinks' writes and the collect below read it
         # without running the batch's operators again.
@@ -214,6 +221,31 @@ class SparkSinkWrites:
         rows = [row for row in collected if not (row.kind in R.DATA_KINDS and row.dest in self._dests)]
         for dest in written:
             rows.extend(self._write(frame, sink, batch_id) for sink in self._dests[dest])
+        return rows
+
+    def _collect_for_databases(self, batch_df, batch_id):
+        """The batch in one Spark job: every row comes to the driver as
+        Arrow (the sinks' payloads are not pickled), each with the
+        partition that made it, and the driver stages the database sinks'
+        rows under the checkpoint itself. A database sink's commit reads
+        them on the driver anyway; this spares the batch a materialization
+        and a write job per sink."""
+        import pyarrow.compute as pc
+        from pyspark.sql import Row
+        from pyspark.sql import functions as F
+
+        table = batch_df.select("*", F.spark_partition_id().alias("part")).toArrow()
+        is_data = pc.is_in(table.column("kind"), pa.array(R.DATA_KINDS, pa.int32()))
+        rows = []
+        for dest in sorted(self._dests):
+            # Arrow's filter keeps the rows' order: collect order, the
+            # partitions' and within each its task's.
+            of_sink = table.filter(pc.and_(is_data, pc.equal(table.column("dest"), dest)))
+            if of_sink.num_rows:
+                rows.extend(self._databases.stage_collected(of_sink, sink, batch_id) for sink in self._dests[dest])
+        is_sink = pc.and_(is_data, pc.is_in(table.column("dest"), pa.array(sorted(self._dests), pa.string())))
+        others = table.filter(pc.invert(pc.fill_null(is_sink, False)))
+        rows.extend(Row(**row) for row in others.to_pylist())
         return rows
 
     def _write(self, frame, sink, batch_id):
