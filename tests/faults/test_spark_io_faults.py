@@ -1,7 +1,8 @@
 """One streaming pipeline with three branches, each a source -> windowed
 count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet), NATS
 JetStream -> WriteToDatabase (PostgreSQL), Redis Streams ->
-WriteToDatabase (MariaDB). The driver is SIGKILLed three times at seeded
+WriteToDatabase (MariaDB); and the same without the files branch, a query
+whose sinks are all databases (their rows staged by the driver). The driver is SIGKILLed three times at seeded
 random moments while input keeps arriving, each restart a fresh process in
 another working directory given only the checkpoint URI: what each sink
 published equals the batch answer, no row lost or written twice, and
@@ -160,11 +161,13 @@ def _kill(proc):
     proc.wait()
 
 
-@pytest.fixture
+@pytest.fixture(params=["files-and-databases", "databases-only"])
 def ends(request, tmp_path):
     """[(source, sink)]: a JSON directory read with ReadFromSpark and a
-    Parquet directory; a NATS JetStream stream and a PostgreSQL table; a
-    Redis stream and a MariaDB table (`URL#NAME`), removed afterwards."""
+    Parquet directory (not in a databases-only query, whose database sinks'
+    rows the driver stages itself); a NATS JetStream stream and a
+    PostgreSQL table; a Redis stream and a MariaDB table (`URL#NAME`),
+    removed afterwards."""
     import redis
 
     os.makedirs(tmp_path / "in")
@@ -175,8 +178,8 @@ def ends(request, tmp_path):
     pg_table, maria_table = services.unique_table("faults"), services.unique_table("faults")
     stream = pg_table.upper()
     asyncio.run(_publish(nats_url, stream, [], create=True))
-    yield [
-        (str(tmp_path / "in"), str(tmp_path / "out")),
+    files = [(str(tmp_path / "in"), str(tmp_path / "out"))] if request.param == "files-and-databases" else []
+    yield files + [
         ("%s#%s" % (nats_url, stream), "%s#%s" % (postgresql, pg_table)),
         ("%s#%s" % (redis_url, maria_table), "%s#%s" % (mariadb, maria_table)),
     ]
