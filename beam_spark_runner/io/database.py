@@ -8,7 +8,9 @@ schema, RETRACTING input without key columns.
 
 `WriteToDatabase` expands to the runner's write primitive
 (translation/database_io.py): exactly once in batch and streaming
-(connectors/database_sink.py). `ReadFromDatabase` is plain Beam (Create,
+(connectors/database_sink.py). Into PostgreSQL, a DoFn before it turns
+the rows into COPY text blocks (connectors/postgresql_copy.py) in the
+stage that produces them. `ReadFromDatabase` is plain Beam (Create,
 Reshuffle, a DoFn reading one split), so it runs on any runner.
 """
 
