@@ -200,16 +200,24 @@ class ParDoStep(Step):
         plain = self._plain
         call = plain.single or plain.process
         with_value = template.with_value
+        if plain.whole_positional:
+
+            def call_one(v):
+                return call(v, with_value(v))
+
+        else:
+
+            def call_one(v):
+                return call(v, **bound, **dict.fromkeys(whole, with_value(v)))
+
+        checked = ()
+        if self._check_output and values:
+            self._check_output = False
+            first = call_one(values[0])
+            _check_not_returned_whole(first)
+            checked, values = (first,), values[1:]
         results = []
-        for v in values:
-            if plain.whole_positional:
-                out = call(v, with_value(v))
-            else:
-                element = with_value(v)
-                out = call(v, **bound, **{name: element for name in whole})
-            if self._check_output:
-                self._check_output = False
-                _check_not_returned_whole(out)
+        for out in itertools.chain(checked, map(call_one, values)):
             if plain.single is not None:
                 results.append(out)
             elif out is not None:
@@ -217,7 +225,8 @@ class ParDoStep(Step):
             if len(results) >= OUTPUT_PIECE:
                 yield results
                 results = []
-        yield results
+        if results:
+            yield results
 
     def _results(self, template, values):
         """Yields lists of the outputs of `values` (all with `template`'s
