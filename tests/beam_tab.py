@@ -72,7 +72,7 @@ _CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
 )
-NO_BROWSER = "no headless browser: install the OS package chromium (apt-get install chromium)"
+NO_BROWSER = "no headless browser: install the OS package chromium (tools/services.sh up, or apt-get install chromium)"
 
 
 def browser_dom(url, user_data_dir):

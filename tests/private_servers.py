@@ -40,7 +40,12 @@ def _wait_for_port(port, process_name, log_path, timeout_s=30):
 
 
 def _binary(request, pattern, name):
+    """The newest installed binary matching `pattern` (a glob, or a
+    program name looked up on the PATH first): the Debian packages
+    tools/services.sh installs put them there."""
     found = sorted(glob.glob(pattern))
+    if not found and shutil.which(os.path.basename(pattern)):
+        found = [shutil.which(os.path.basename(pattern))]
     if not found:
         message = "%s is not installed (%s)" % (name, pattern)
         if request.config.getoption("--require-services"):
@@ -53,7 +58,7 @@ class PrivateNats:
     """A nats-server with JetStream whose store survives its restarts."""
 
     def __init__(self, request):
-        self._binary = _binary(request, "/usr/sbin/nats-server", "nats-server")
+        self._binary = _binary(request, "/usr/*bin/nats-server", "nats-server")
         self._directory = tempfile.mkdtemp(prefix="beam-test-nats-")
         self.port = _free_port()
         self.url = "nats://127.0.0.1:%d" % self.port

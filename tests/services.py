@@ -1,7 +1,12 @@
-"""The external services tests run against, over real connections:
-PostgreSQL (127.0.0.1:5432, trust auth, database `test`), MariaDB
-(127.0.0.1:3306, root without a password, database `test`), Redis
-(127.0.0.1:6379) and NATS with JetStream (127.0.0.1:4222).
+"""The external services tests run against, over real connections, at the
+addresses `tools/services.sh up` brings them up on (the README's test
+command runs it first): PostgreSQL (127.0.0.1:5432, trust auth, database
+`test`), MariaDB (127.0.0.1:3306, root without a password, database
+`test`), Redis (127.0.0.1:6379), NATS with JetStream (127.0.0.1:4222) and
+Kafka (127.0.0.1:9092). Servers the user already runs elsewhere are named
+by the same environment variables the script reads (BEAM_SPARK_TEST_POSTGRESQL,
+BEAM_SPARK_TEST_MARIADB, BEAM_SPARK_TEST_REDIS, BEAM_SPARK_TEST_NATS as URLs,
+BEAM_SPARK_TEST_KAFKA as host:port).
 
 A test that needs one asks for its fixture (`postgresql_url`,
 `mariadb_url`, or `database_url`, parametrized over both). When the
@@ -9,22 +14,29 @@ service is unreachable the test skips, naming the service, except under
 `--require-services` (the README's test command, so CI), where it fails.
 """
 
+import os
 import socket
+import urllib.parse
 import uuid
 
 import pytest
 
-POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
-MARIADB = "mysql://root@127.0.0.1:3306/test"
-REDIS = "redis://127.0.0.1:6379/0"
-NATS = "nats://127.0.0.1:4222"
-BY_NAME = {"postgresql": POSTGRESQL, "mariadb": MARIADB, "redis": REDIS, "nats": NATS}
-_ADDRESSES = {
-    POSTGRESQL: ("PostgreSQL", 5432),
-    MARIADB: ("MariaDB", 3306),
-    REDIS: ("Redis", 6379),
-    NATS: ("NATS", 4222),
-}
+POSTGRESQL = os.environ.get("BEAM_SPARK_TEST_POSTGRESQL") or "postgresql://postgres@127.0.0.1:5432/test"
+MARIADB = os.environ.get("BEAM_SPARK_TEST_MARIADB") or "mysql://root@127.0.0.1:3306/test"
+REDIS = os.environ.get("BEAM_SPARK_TEST_REDIS") or "redis://127.0.0.1:6379/0"
+NATS = os.environ.get("BEAM_SPARK_TEST_NATS") or "nats://127.0.0.1:4222"
+KAFKA = os.environ.get("BEAM_SPARK_TEST_KAFKA") or "127.0.0.1:9092"
+BY_NAME = {"postgresql": POSTGRESQL, "mariadb": MARIADB, "redis": REDIS, "nats": NATS, "kafka": KAFKA}
+_NAMES = {POSTGRESQL: "PostgreSQL", MARIADB: "MariaDB", REDIS: "Redis", NATS: "NATS", KAFKA: "Kafka"}
+
+
+def host_port(url):
+    """(host, port) of a service URL (or of Kafka's host:port)."""
+    parsed = urllib.parse.urlsplit(url if "//" in url else "//" + url)
+    return parsed.hostname, parsed.port
+
+
+_ADDRESSES = {url: (name,) + host_port(url) for url, name in _NAMES.items()}
 
 
 def add_options(parser):
@@ -35,9 +47,9 @@ def add_options(parser):
     )
 
 
-def _reachable(port):
+def _reachable(host, port):
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
+        with socket.create_connection((host, port), timeout=2):
             return True
     except OSError:
         return False
@@ -46,9 +58,9 @@ def _reachable(port):
 def require(request, url, addresses=_ADDRESSES):
     """`url` once its service answers; else a skip (or, under
     --require-services, a failure) naming the service."""
-    name, port = addresses[url]
-    if not _reachable(port):
-        message = "%s is not reachable at 127.0.0.1:%d" % (name, port)
+    name, host, port = addresses[url]
+    if not _reachable(host, port):
+        message = "%s is not reachable at %s:%d (tools/services.sh up starts it)" % (name, host, port)
         if request.config.getoption("--require-services"):
             pytest.fail(message + " (--require-services)")
         pytest.skip(message)

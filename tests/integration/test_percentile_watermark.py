@@ -195,9 +195,6 @@ def test_a_batch_run_says_the_annotation_has_no_effect(caplog):
     assert "on Create, Sum has no effect: the pipeline runs in batch" in warning
 
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
 def test_a_laggard_broker_stream_does_not_hold_the_90th_percentile_watermark(tmp_path, spark_session, request):
     """A splittable DoFn source (ReadFromRedisStreams): its restrictions'
     watermarks are the pending work its stage summarizes. Nine streams at
@@ -209,8 +206,8 @@ def test_a_laggard_broker_stream_does_not_hold_the_90th_percentile_watermark(tmp
     from beam_spark_runner.io import ReadFromRedisStreams
     from tests import services
 
-    services.require(request, REDIS_URL)
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    redis_url = services.require(request, services.REDIS)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
     streams = ["beam-test-p90-%02d-%s" % (i, os.urandom(4).hex()) for i in range(10)]
     out = tmp_path / "out"
     try:
@@ -222,7 +219,7 @@ def test_a_laggard_broker_stream_does_not_hold_the_90th_percentile_watermark(tmp
         p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", "--watermark_percentile=0.9"]))
         _ = (
             p
-            | ReadFromRedisStreams(REDIS_URL, streams, timestamp_field="at", poll_interval=0.2)
+            | ReadFromRedisStreams(redis_url, streams, timestamp_field="at", poll_interval=0.2)
             | "Pairs" >> beam.Map(lambda e: (label[e.stream], int(e.fields["n"])))
             | "Window"
             >> beam.WindowInto(

@@ -20,7 +20,7 @@ from beam_spark_runner.connectors.redis_streams import RedisStreamsError
 from beam_spark_runner.io import ReadFromRedisStreams, WriteToDatabase
 from tests import services
 
-URL = "redis://127.0.0.1:6379/0"
+URL = services.REDIS
 
 
 @pytest.fixture

@@ -29,12 +29,12 @@ def _closed_port():
 
 
 def test_an_unreachable_service_skips_naming_it():
-    addresses = {"db://x": ("SomeDB", _closed_port())}
+    addresses = {"db://x": ("SomeDB", "127.0.0.1", _closed_port())}
     with pytest.raises(pytest.skip.Exception, match="SomeDB is not reachable at 127.0.0.1:"):
         services.require(_Request(False), "db://x", addresses)
 
 
 def test_an_unreachable_service_fails_under_require_services():
-    addresses = {"db://x": ("SomeDB", _closed_port())}
+    addresses = {"db://x": ("SomeDB", "127.0.0.1", _closed_port())}
     with pytest.raises(pytest.fail.Exception, match=r"SomeDB is not reachable .*--require-services"):
         services.require(_Request(True), "db://x", addresses)
