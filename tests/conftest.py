@@ -71,6 +71,36 @@ def pytest_addoption(parser):
     services.add_options(parser)
 
 
+# Test files that take a minute or more each (driver kills and restarts,
+# notebooks, runs of many micro-batches, real-time idling, clusters): marked
+# `slow`, so `-m "not slow"` is a fast inner loop; CI runs everything.
+SLOW_FILES = (
+    "tests/faults/",
+    "tests/integration/test_notebooks.py",
+    "tests/integration/test_long_run_bounded.py",
+    "tests/integration/test_streaming_idle.py",
+    "tests/integration/test_standalone_cluster.py",
+    "tests/integration/test_cluster_dependencies.py",
+    "tests/integration/test_console.py",
+    "tests/integration/test_large_groups.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the slow files' tests and moves them first: pytest-xdist hands
+    files out in this order, so the longest start first and the short ones
+    fill in around them, instead of one long file running alone at the end."""
+    root = str(config.rootpath) + os.sep
+    slow = []
+    for item in items:
+        path = str(item.path).replace(root, "", 1)
+        if path.startswith(SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
+            slow.append(item)
+    marked = set(map(id, slow))
+    items[:] = slow + [item for item in items if id(item) not in marked]
+
+
 @pytest.fixture
 def postgresql_url(request):
     from tests import services

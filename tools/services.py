@@ -452,24 +452,40 @@ def _chown_tree(path, user):
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
 
 
-class PostgreSQL(Service):
+class _Database(Service):
+    """A database server the tests log into without a password, as each of
+    `users` (the first also names an external URL's default user), into
+    database `test`."""
+
+    users = ()
+
+    def _parse_external(self, url):
+        parsed = urllib.parse.urlsplit(url)
+        self.users = (parsed.username or self.users[0],)
+        self.database = parsed.path.lstrip("/") or "test"
+        return parsed.hostname or "127.0.0.1", parsed.port or self.port
+
+    def login(self, user, database):
+        raise NotImplementedError
+
+    def probe(self):
+        database = self.database if self.external else "test"
+        for user in self.users:
+            problem = self.login(user, database)
+            if problem:
+                return problem
+        return None
+
+
+class PostgreSQL(_Database):
     name = "postgresql"
     port = 5432
     env_var = "BEAM_SPARK_TEST_POSTGRESQL"
     process_marker = "postgres"
+    users = ("postgres", "root")
 
-    def _parse_external(self, url):
-        parsed = urllib.parse.urlsplit(url)
-        self.user = parsed.username or "postgres"
-        self.database = parsed.path.lstrip("/") or "test"
-        return parsed.hostname or "127.0.0.1", parsed.port or 5432
-
-    def probe(self):
-        if self.external:
-            return probe_postgresql(self.host, self.port, self.user, self.database)
-        return probe_postgresql(self.host, self.port, "postgres", "test") or probe_postgresql(
-            self.host, self.port, "root", "test"
-        )
+    def login(self, user, database):
+        return probe_postgresql(self.host, self.port, user, database)
 
     def bin_dir(self):
         initdb = _find("/usr/lib/postgresql/*/bin/initdb")
@@ -549,22 +565,15 @@ class PostgreSQL(Service):
         )
 
 
-class MariaDB(Service):
+class MariaDB(_Database):
     name = "mariadb"
     port = 3306
     env_var = "BEAM_SPARK_TEST_MARIADB"
     process_marker = "mariadbd"
+    users = ("root",)
 
-    def _parse_external(self, url):
-        parsed = urllib.parse.urlsplit(url)
-        self.user = parsed.username or "root"
-        self.database = parsed.path.lstrip("/") or "test"
-        return parsed.hostname or "127.0.0.1", parsed.port or 3306
-
-    def probe(self):
-        if self.external:
-            return probe_mariadb(self.host, self.port, self.user, self.database)
-        return probe_mariadb(self.host, self.port, "root", "test")
+    def login(self, user, database):
+        return probe_mariadb(self.host, self.port, user, database)
 
     def install(self):
         if not (shutil.which("mariadbd") or os.path.exists("/usr/sbin/mariadbd")):

@@ -68,9 +68,25 @@ def _index_from(start):
     return lambda t: int(t) - start
 
 
-def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=()):
+def tick_file(directory, index):
+    """Makes tick `index` of a pipeline reading `directory` (`tick_dir`)."""
+    path = os.path.join(directory, "tick-%03d" % index)
+    with open(path + ".tmp", "w") as f:
+        f.write(str(index))
+    os.replace(path + ".tmp", path)
+
+
+def _tick_of(metadata):
+    return int(os.path.basename(metadata.path).split("-")[1])
+
+
+def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=(), tick_dir=None):
     """`start`, `ticks`: the first tick's time and how many; `extra_args`:
-    more pipeline options (e.g. --sdk_harness_only)."""
+    more pipeline options (e.g. --sdk_harness_only). With `tick_dir` the
+    ticks are not the wall clock's but files `tick_file` makes there, matched
+    as they appear: a test decides which ticks a run sees, whatever the
+    machine's speed."""
+    from apache_beam.io import fileio
     from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
     from beam_spark_runner import SparkRunner
@@ -81,11 +97,18 @@ def pipeline(checkpoint, out, runner=None, start=START, ticks=TICKS, extra_args=
             ["--streaming", "--checkpoint_dir=%s" % checkpoint, "--parallelism=2"] + list(extra_args)
         ),
     )
-    ticks = (
-        p
-        | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + ticks, fire_interval=1)
-        | "Index" >> beam.Map(_index_from(start))
-    )
+    if tick_dir is None:
+        ticks = (
+            p
+            | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + ticks, fire_interval=1)
+            | "Index" >> beam.Map(_index_from(start))
+        )
+    else:
+        ticks = (
+            p
+            | fileio.MatchContinuously(os.path.join(tick_dir, "tick-*[0-9]"), interval=0.5)
+            | "Index" >> beam.Map(_tick_of)
+        )
     keyed = ticks | "Key" >> beam.Map(lambda i: (i % KEYS, i))
     _ = (
         keyed

@@ -118,24 +118,62 @@ def _assert_resumed(first_out, out, ticks):
         assert sorted(counted.values()) == mine, (key, sorted(first.items()), sorted(second.items()))
 
 
+def _wait_for(condition, what, timeout_s=300):
+    deadline = time.time() + timeout_s
+    while not condition():
+        assert time.time() < deadline, "timed out waiting for %s" % what
+        time.sleep(0.2)
+
+
+def _spark_commits(checkpoint):
+    commits = checkpoint / "spark" / "commits"
+    return len([n for n in os.listdir(commits) if n.isdigit()]) if commits.is_dir() else 0
+
+
 @pytest.mark.parametrize("first_on_harness", [False, True], ids=["runner-then-harness", "harness-then-runner"])
 def test_a_checkpoint_resumes_on_the_other_stateful_path(tmp_path, first_on_harness):
     """Each key's stateful DoFn record is moved between the runner's format
-    (worker/user_state.py) and the SDK harness's as it is read."""
+    (worker/user_state.py) and the SDK harness's as it is read.
+
+    The ticks are files the test makes: the first run sees ticks 0-7 only
+    and is stopped once the batch that counted six of them committed; the
+    second sees the rest. Neither depends on how fast the machine is."""
     ticks = 15
-    start = int(time.time()) + 5  # a tick a second from then: the first run stops part-way
     flags = [["--sdk_harness_only"], []] if first_on_harness else [[], ["--sdk_harness_only"]]
-    checkpoint, first_out, out = tmp_path / "checkpoint", tmp_path / "first", tmp_path / "out"
-    first_out.mkdir()
-    out.mkdir()
-    stopped = job.run_until(
-        job.pipeline(str(checkpoint), str(first_out), start=start, ticks=ticks, extra_args=flags[0]), str(first_out), 6
-    )
-    assert stopped == PipelineState.CANCELLED
+    checkpoint, first_out, out, tick_dir = (tmp_path / n for n in ("checkpoint", "first", "out", "ticks"))
+    for directory in (first_out, out, tick_dir):
+        directory.mkdir()
+
+    def build(directory, extra_args):
+        return job.pipeline(str(checkpoint), str(directory), extra_args=extra_args, tick_dir=str(tick_dir))
+
+    def counted(directory):
+        return [n for n in os.listdir(directory) if n.startswith("count_")]
+
+    for i in range(8):
+        job.tick_file(str(tick_dir), i)
+    result = build(first_out, flags[0]).run()
+    try:
+        _wait_for(lambda: len(counted(first_out)) >= 6, "six counts")
+        # The batches commit in order: one committed after the counts were
+        # seen means the batch that wrote them is durable.
+        seen = _spark_commits(checkpoint)
+        _wait_for(lambda: _spark_commits(checkpoint) > seen, "a micro-batch to commit after the counts")
+    finally:
+        result.cancel()
+    assert result.wait_until_finish() == PipelineState.CANCELLED
     first = set(os.listdir(first_out))
     assert {"count_%d_1" % key for key in range(job.KEYS)} <= first, sorted(first)
     finals = {"count_%d_%d" % (key, len(job.ticks_of(key, ticks))) for key in range(job.KEYS)}
-    assert not finals <= first, "the first run was to stop part-way: %s" % sorted(first)
-    result = job.pipeline(str(checkpoint), str(out), start=start, ticks=ticks, extra_args=flags[1]).run()
-    assert result.wait_until_finish() == PipelineState.DONE
+    assert not finals & first, sorted(first)
+    for i in range(8, ticks):
+        job.tick_file(str(tick_dir), i)
+    result = build(out, flags[1]).run()
+    try:
+        _wait_for(lambda: finals <= set(os.listdir(out)), "the last counts")
+        result.drain()
+        assert result.wait_until_finish() == PipelineState.DRAINED
+    finally:
+        if not PipelineState.is_terminal(result.state):
+            result.cancel()
     _assert_resumed(first_out, out, ticks)
