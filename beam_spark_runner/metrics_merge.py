@@ -8,7 +8,6 @@ combine, latest gauge, set union, bounded-trie combine. No Spark here.
 """
 
 import collections
-import functools
 
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream
@@ -29,7 +28,8 @@ def _gauge_time_ms(payload):
 
 
 def _latest_gauge(a, b):
-    return a if _gauge_time_ms(a) >= _gauge_time_ms(b) else b
+    # `b` arrived later: on a tie it is the newer value.
+    return a if _gauge_time_ms(a) > _gauge_time_ms(b) else b
 
 
 def _combine_tries(a, b):
@@ -47,22 +47,51 @@ PAYLOAD_MERGERS = {
 }
 
 
+class MergedMetrics:
+    """Metrics merged as reports arrive, per label (a stage, or the run):
+    one MonitoringInfo per (URN, labels), mergeable types combined by
+    their rule, others keeping the latest report. What it holds, and the
+    cost of reading it, depend on how many distinct metrics were reported,
+    not on how many reports (micro-batches, bundles) there were. Not
+    thread-safe: the caller serializes `add` and reads."""
+
+    def __init__(self):
+        self._by_label = collections.OrderedDict()  # label -> OrderedDict(key -> MonitoringInfo)
+
+    def add(self, label, infos):
+        """Merges `infos` (MonitoringInfos, or their serialized bytes) into `label`'s."""
+        merged = self._by_label.setdefault(label, collections.OrderedDict())
+        for info in infos:
+            if isinstance(info, bytes):
+                info = metrics_pb2.MonitoringInfo.FromString(info)
+            key = mi.to_key(info)
+            previous = merged.get(key)
+            merger = PAYLOAD_MERGERS.get(info.type)
+            if previous is None or merger is None:
+                merged[key] = info
+            else:
+                merged[key] = metrics_pb2.MonitoringInfo(
+                    urn=info.urn, type=info.type, labels=info.labels, payload=merger(previous.payload, info.payload)
+                )
+
+    def infos(self):
+        """{label: [MonitoringInfo]}, one per distinct metric (copies of the lists)."""
+        return collections.OrderedDict((label, list(m.values())) for label, m in self._by_label.items())
+
+    def serialized(self):
+        """{label: [serialized MonitoringInfo]}, one per distinct metric."""
+        return collections.OrderedDict(
+            (label, [info.SerializeToString() for info in m.values()]) for label, m in self._by_label.items()
+        )
+
+    def size(self):
+        """How many MonitoringInfos are held (over every label)."""
+        return sum(len(m) for m in self._by_label.values())
+
+
 def merge(infos):
     """One MonitoringInfo per (URN, labels); mergeable types are combined,
     others keep the last report."""
-    grouped = collections.OrderedDict()
-    for info in infos:
-        grouped.setdefault(mi.to_key(info), []).append(info)
-    merged = []
-    for reports in grouped.values():
-        merger = PAYLOAD_MERGERS.get(reports[0].type)
-        if merger is None or len(reports) == 1:
-            merged.append(reports[-1])
-            continue
-        payload = functools.reduce(merger, (r.payload for r in reports))
-        merged.append(
-            metrics_pb2.MonitoringInfo(
-                urn=reports[0].urn, type=reports[0].type, labels=reports[0].labels, payload=payload
-            )
-        )
-    return merged
+    metrics = MergedMetrics()
+    metrics.add(None, infos)
+    return metrics.infos().get(None, [])

@@ -44,6 +44,17 @@ _QUERY_CONF = {
     # warns twice at its start when the session has it on.
     "spark.sql.adaptive.enabled": "false",
 }
+# Retention of Spark's checkpoint files, unless the session sets its own: a
+# run that goes on for weeks keeps a bounded number of offset, commit and
+# state store files. Spark keeps the files of the last `minBatchesToRetain`
+# batches (its default, 100, is for rolling a query back by hand; the runner
+# replays at most the last uncommitted batch) and deletes older state store
+# files in a maintenance task every `maintenanceInterval` (default 60 s, in
+# which a fast query writes hundreds of batches' changelog files).
+_RETENTION_DEFAULTS = {
+    "spark.sql.streaming.minBatchesToRetain": "20",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "10s",
+}
 # Checkpoint files in a local directory: Spark's default file manager goes
 # through Hadoop's FileContext, which cost ~70 ms per state store commit per
 # partition and ~30 ms per offset/commit log write here (measured:
@@ -75,6 +86,9 @@ class QuerySettings:
         conf = dict(_QUERY_CONF)
         if _is_local_path(run_dir):
             conf.update(_LOCAL_CHECKPOINT_CONF)
+        for key, value in _RETENTION_DEFAULTS.items():
+            if self._spark.conf.get(key, None) is None:
+                conf[key] = value
         self._saved = {key: self._spark.conf.get(key, None) for key in conf}
         for key, value in conf.items():
             self._spark.conf.set(key, value if value is not None else str(key_groups))

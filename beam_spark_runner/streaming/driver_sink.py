@@ -32,8 +32,10 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
+from apache_beam.metrics.monitoring_infos import PTRANSFORM_LABEL
 from apache_beam.portability.api import metrics_pb2
 
+from beam_spark_runner.metrics_merge import MergedMetrics
 from beam_spark_runner.streaming import progress
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.checkpoint_records import SideEffects
@@ -150,7 +152,8 @@ class DriverSink:
         self._on_progress = on_progress
         self._batches = 0
         self._lock = threading.Lock()
-        self._metrics = {}  # label -> [serialized MonitoringInfo]
+        # Merged as batches arrive: a run's length does not grow it.
+        self._metrics = MergedMetrics()
         self._progress = progress.ProgressLog()
         self._last_batch_end = None
         self.last_status: Optional[BatchStatus] = None
@@ -167,7 +170,7 @@ class DriverSink:
             _LOG.warning("Data for %s reached the end of the streaming query; nothing reads it", dest)
         with self._lock:
             for label, infos in batch.metrics.items():
-                self._metrics.setdefault(label, []).extend(infos)
+                self._metrics.add(label, self._named(infos))
         status = batch.status
         if status is None:
             return None
@@ -203,7 +206,7 @@ class DriverSink:
             for label, own in progress.batch_metrics(
                 times, duration_ms, self._clock.wall(), self._display_names
             ).items():
-                self._metrics.setdefault(label, []).extend(i.SerializeToString() for i in own)
+                self._metrics.add(label, self._named(own))
         record = progress.batch_progress(times, duration_ms, self._display_names, progress.operator_counters(infos))
         self._progress.record(record)
         if self._on_progress is not None:
@@ -212,10 +215,30 @@ class DriverSink:
         every = self._batches == 1 or self._batches % self._log_every == 0 or status.done
         _LOG.log(logging.INFO if every else logging.DEBUG, "Streaming %s", progress.describe(record))
 
+    def _named(self, infos):
+        """`infos` (MonitoringInfos or their bytes) with each keyed
+        operator's own label replaced by the step name the user gave it (its
+        display name), as streaming_progress() and the Spark UI call it:
+        `MetricsFilter().with_step(name)` then finds the step's counters."""
+        named = []
+        for info in infos:
+            if isinstance(info, bytes):
+                info = metrics_pb2.MonitoringInfo.FromString(info)
+            step = info.labels.get(PTRANSFORM_LABEL)
+            name = self._display_names.get(step)
+            if name is not None and name != step:
+                renamed = metrics_pb2.MonitoringInfo()
+                renamed.CopyFrom(info)
+                renamed.labels[PTRANSFORM_LABEL] = name
+                info = renamed
+            named.append(info)
+        return named
+
     def metric_infos(self) -> Dict[str, List[bytes]]:
-        """{label: serialized MonitoringInfos} reported so far (a copy)."""
+        """{label: serialized MonitoringInfos} reported so far, merged: one
+        per distinct metric, however many batches reported it (a copy)."""
         with self._lock:
-            return {label: list(infos) for label, infos in self._metrics.items()}
+            return dict(self._metrics.serialized())
 
     def progress(self):
         """The completed batches' progress records, oldest first."""

@@ -170,3 +170,50 @@ def test_each_completed_batch_s_progress_is_handed_on():
     )
     sink.on_batch(12, [R.metrics("gbk", pickle.dumps([]))])  # no STATUS row: not a completed batch
     assert [record.batch for record in seen] == [3] and [s.name for s in seen[0].stages] == ["gbk"]
+
+
+def test_metrics_are_merged_as_batches_arrive_with_the_totals_of_merging_everything_at_the_end():
+    """The driver keeps one MonitoringInfo per metric, not one per batch:
+    after a thousand batches it holds what it held after ten, and reads the
+    same totals as merging every batch's reports at the end would."""
+    from apache_beam.portability.api import metrics_pb2
+    from apache_beam.runners.portability.portable_metrics import from_monitoring_infos
+
+    from beam_spark_runner.metrics_merge import merge
+
+    sink, _, _, _, clock = _sink(planned=False)
+    sizes = {}
+    for batch in range(1, 1001):
+        clock.monotonic_s += 0.25
+        rows = [_counter("gbk", "rows_in", batch), _counter("gbk", "late_records", batch % 3)]
+        rows += [R.report("gbk", kg, batch, None, None) for kg in KG] + [_status(batch)]
+        sink.on_batch(batch, rows)
+        if batch in (10, 1000):
+            sizes[batch] = sum(len(infos) for infos in sink.metric_infos().values())
+    assert sizes[10] == sizes[1000]
+    merged = {
+        label: [metrics_pb2.MonitoringInfo.FromString(b) for b in blobs] for label, blobs in sink.metric_infos().items()
+    }
+    counters, distributions, _, _, _ = from_monitoring_infos(merge(merged["gbk"]), user_metrics_only=True)
+    by_name = {key.metric.name: value for key, value in counters.items()}
+    assert by_name["rows_in"] == sum(range(1, 1001))
+    assert by_name["late_records"] == sum(b % 3 for b in range(1, 1001))
+    run_counters, run_distributions, _, _, _ = from_monitoring_infos(merged[progress.RUN], user_metrics_only=True)
+    assert {k.metric.name: v for k, v in run_counters.items()}["batches"] == 1000
+    (duration,) = run_distributions.values()
+    assert (duration.count, duration.sum, duration.min, duration.max) == (1000, 250_000, 250, 250)
+
+
+def test_a_keyed_operators_metrics_carry_the_step_name_the_user_gave_it():
+    """The operator reports under its transform id ("gbk"); metrics(),
+    streaming_progress() and the UI all call it by its display name."""
+    from apache_beam.portability.api import metrics_pb2
+
+    sink, _, _, _, _ = _sink(planned=False)
+    rows = [_counter("gbk", "late_records", 3)]
+    rows += [R.report("gbk", kg, 1, None, None) for kg in KG] + [_status(1)]
+    sink.on_batch(1, rows)
+    steps = {metrics_pb2.MonitoringInfo.FromString(b).labels["PTRANSFORM"] for b in sink.metric_infos()["gbk"]}
+    assert steps == {"GroupByKey"}
+    (stage,) = sink.progress()[0].stages
+    assert stage.display_name == "GroupByKey"

@@ -1,7 +1,7 @@
 """Metrics reported by several partitions merge by each type's rule."""
 
 from apache_beam.metrics import monitoring_infos as mi
-from apache_beam.metrics.cells import BoundedTrieData, GaugeData
+from apache_beam.metrics.cells import BoundedTrieData, DistributionData, GaugeData
 from apache_beam.runners.portability.portable_metrics import from_monitoring_infos
 
 from beam_spark_runner.metrics_merge import merge
@@ -36,3 +36,21 @@ def test_bounded_tries_combine():
     b = mi.user_bounded_trie("ns", "t", t2, ptransform="step")
     (trie,) = _values([a, b])[4]
     assert trie.contains(("a",)) and trie.contains(("z", "z")) and trie.size() == 2
+
+
+def test_merging_as_reports_arrive_equals_merging_them_all_at_once_and_holds_one_per_metric():
+    from beam_spark_runner.metrics_merge import MergedMetrics
+
+    reports = []
+    for i in range(200):
+        reports += [
+            mi.int64_user_counter("ns", "c", i, ptransform="step"),
+            mi.int64_user_distribution("ns", "d", DistributionData(i, 1, i, i), ptransform="step"),
+            mi.int64_user_gauge("ns", "g", GaugeData(i, timestamp=1000 + i), ptransform="step"),
+            mi.user_set_string("ns", "s", {"v%d" % (i % 7)}, ptransform="step"),
+        ]
+    incremental = MergedMetrics()
+    for report in reports:
+        incremental.add("stage", [report.SerializeToString()])
+        assert incremental.size() <= 4
+    assert _values(incremental.infos()["stage"]) == _values(reports)
