@@ -42,6 +42,9 @@ TEST_REQUIRES = [
     # wait on real time (streaming batches, fault recovery), so two fit the
     # 30-minute budget on 2 cores where one did not.
     "pytest-xdist",
+    # A Kafka client of its own to produce and check the messages of the
+    # cross-language Kafka tests (tests/integration/test_cross_language_kafka.py).
+    "confluent-kafka==2.16.1",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
     "ruff==0.17.6",
 ]

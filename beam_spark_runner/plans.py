@@ -52,6 +52,36 @@ class DataPort:
     coder_id: str
 
 
+class EnvironmentKind(enum.Enum):
+    """Which SDK harness runs a stage's transforms."""
+
+    PYTHON = "python"  # this Beam's Python SDK, in Spark's Python workers
+    JAVA = "java"  # Beam's Java SDK harness, a JVM beside each Python worker
+
+
+@dataclasses.dataclass(frozen=True)
+class StageEnvironment:
+    """The environment a stage runs in: its kind, the SDK it declares
+    (`apache/beam_java17_sdk:2.71.0`) and, for Java, the jars of the
+    harness's classpath (local paths, in the environment's order)."""
+
+    kind: EnvironmentKind
+    sdk: str = ""
+    classpath: Tuple[str, ...] = ()
+
+    @property
+    def is_java(self) -> bool:
+        return self.kind is EnvironmentKind.JAVA
+
+    def describe(self) -> str:
+        if self.kind is EnvironmentKind.PYTHON:
+            return "python"
+        return "%s (%s, %d jars)" % (self.kind.value, self.sdk, len(self.classpath))
+
+
+PYTHON_ENVIRONMENT = StageEnvironment(EnvironmentKind.PYTHON)
+
+
 @dataclasses.dataclass(frozen=True)
 class SideInputPlan:
     transform_id: str  # the consuming ParDo
@@ -92,6 +122,9 @@ class StagePlan:
     # callbacks after the Spark job that ran the bundle succeeded, and feeds
     # SDF residuals back in later jobs (execution/batch_finalization.py).
     finalizes: bool = False
+    # The SDK harness the stage's transforms run in (never mixed: fusion
+    # stops at an environment's edge).
+    environment: StageEnvironment = PYTHON_ENVIRONMENT
 
     @property
     def display_name(self):
@@ -141,6 +174,8 @@ class ExecutionPlan:
                     "  [plain Python]" if stage.plain_spec else "  [run by Spark]" if stage.native else "",
                 )
             )
+            if stage.environment.kind is not EnvironmentKind.PYTHON:
+                lines.append("    environment %s" % stage.environment.describe())
             for port in stage.inputs:
                 src = port.buffer
                 if src.kind == BufferKind.GROUP:

@@ -21,10 +21,14 @@ from beam_spark_runner.options import (
 )
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
 from beam_spark_runner import plans
+from beam_spark_runner.cross_language.artifacts import keep_java_artifacts
+from beam_spark_runner.cross_language.expansion_services import use_runner_expansion_service
+from beam_spark_runner.cross_language.java_sdk import with_java_harness
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
 from beam_spark_runner.translation.native_io_protos import native_io_in_proto
+from beam_spark_runner.translation.sdk_environments import resolve_anyof_environments
 from beam_spark_runner.translation.file_sink_overrides import transactional_write_for
 from beam_spark_runner.translation.planner import (
     is_streaming,
@@ -69,10 +73,13 @@ class SparkRunner(beam_runner.PipelineRunner):
     def apply(self, transform, input, options):
         """Beam calls this as each transform is applied: file writes on
         unbounded input get the runner's exactly-once expansion
-        (translation/file_sink_overrides.py)."""
+        (translation/file_sink_overrides.py); a cross-language transform at
+        Beam's default expansion service expands in the runner's
+        (cross_language/expansion_services.py)."""
         replacement = transactional_write_for(transform, input, options)
         if replacement is not None:
             return replacement.expand(input)
+        use_runner_expansion_service(transform)
         return super().apply(transform, input, options)
 
     def run_pipeline(self, pipeline, options):
@@ -93,7 +100,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         return self.run_portable_pipeline(pipeline_proto_of(pipeline), options)
 
     def run_portable_pipeline(self, pipeline_proto, options):
-        pipeline_proto = merge_common_environments(pipeline_proto)
+        pipeline_proto = keep_java_artifacts(resolve_anyof_environments(merge_common_environments(pipeline_proto)))
         spark_options = options.view_as(SparkRunnerOptions)
         streaming = is_streaming(pipeline_proto, options)
         if not (streaming or spark_options.beam_io_only):
@@ -120,6 +127,7 @@ class SparkRunner(beam_runner.PipelineRunner):
             )
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
+            execution_plan = with_java_harness(execution_plan)
             annotated = annotated_percentiles(pipeline_proto.components)
             if annotated:
                 _LOG.warning(

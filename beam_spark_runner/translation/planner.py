@@ -2,6 +2,7 @@
 
     beam.Pipeline --phases.apply_pipeline_overrides--> (native reads/writes)
       --pipeline_proto_of--> runner-API proto
+      --sdk_environments.resolve_anyof_environments--> (one way to run each SDK)
       --requirements.check_pipeline--> (refused with every problem named)
       --phases.PROTO_REWRITES--> (retractions, unliftable combines)
       --Beam's phases + ours (phases.BATCH_PHASES / streaming)--> stages
@@ -17,6 +18,7 @@ from apache_beam.runners.pipeline_utils import merge_common_environments, valida
 from apache_beam.transforms import environments
 
 from beam_spark_runner.translation import batch_plan as plan_lib, phases, requirements, streaming_plan
+from beam_spark_runner.translation.sdk_environments import resolve_anyof_environments
 
 
 def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
@@ -26,6 +28,7 @@ def plan_pipeline(pipeline_proto, drain=False, plain_python=True):
     `plain_python=False` keeps every stage on the SDK harness.
     """
     validate_pipeline_graph(pipeline_proto)
+    pipeline_proto = resolve_anyof_environments(pipeline_proto)
     requirements.check_pipeline(pipeline_proto)
     pipeline_proto = _rewrite(pipeline_proto)
     context, stages = phases.create_stages(pipeline_proto, drain=drain)
@@ -37,6 +40,7 @@ def plan_streaming_pipeline(pipeline_proto, drain=False, plain_python=True, wate
     `plain_python=False` keeps every stateless stage on the SDK harness;
     `watermark_percentile`: the pipeline's (--watermark_percentile)."""
     validate_pipeline_graph(pipeline_proto)
+    pipeline_proto = resolve_anyof_environments(pipeline_proto)
     requirements.check_pipeline(pipeline_proto, streaming=True)
     return streaming_plan.plan_streaming(
         _rewrite(pipeline_proto), drain=drain, plain_python=plain_python, watermark_percentile=watermark_percentile

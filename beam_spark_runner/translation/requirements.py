@@ -10,8 +10,9 @@ from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.plans import EnvironmentKind
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
-from beam_spark_runner.translation import database_io, spark_io
+from beam_spark_runner.translation import database_io, sdk_environments, spark_io
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
 from triggers.driver import RETRACTING as RETRACTING_MODE
@@ -58,14 +59,6 @@ SUPPORTED_REQUIREMENTS = frozenset(
         common_urns.requirements.REQUIRES_STATEFUL_PROCESSING.urn,
         common_urns.requirements.REQUIRES_SPLITTABLE_DOFN.urn,
         common_urns.requirements.REQUIRES_BUNDLE_FINALIZATION.urn,
-    ]
-)
-
-# Environments whose code runs in the executor's own Python process.
-IN_PROCESS_ENVIRONMENTS = frozenset(
-    [
-        python_urns.EMBEDDED_PYTHON,
-        python_urns.EMBEDDED_PYTHON_GRPC,
     ]
 )
 
@@ -189,17 +182,28 @@ def check_requirements(pipeline):
     ]
 
 
-def check_environments(pipeline):
+def check_environments(pipeline, streaming=False):
+    """Every environment a leaf transform uses must be one the runner runs
+    (translation/sdk_environments.py): the embedded Python SDK, or Beam's
+    Java SDK with its jars on this machine, in batch."""
     errors = []
-    used = {t.environment_id for _, t in _leaf_transforms(pipeline) if t.environment_id}
-    for env_id in sorted(used):
+    by_env = {}
+    for _, t in _leaf_transforms(pipeline):
+        if t.environment_id:
+            by_env.setdefault(t.environment_id, []).append(t.unique_name)
+    for env_id, names in sorted(by_env.items()):
         env = pipeline.components.environments[env_id]
-        if env.urn not in IN_PROCESS_ENVIRONMENTS:
-            names = sorted(t.unique_name for _, t in _leaf_transforms(pipeline) if t.environment_id == env_id)
-            errors.append(
-                "environment %s (%s) used by %s cannot run in-process; only Python SDK "
-                "transforms are supported by SparkRunner today" % (env_id, env.urn, ", ".join(names[:3]))
-            )
+        kind = sdk_environments.kind_of(env)
+        if env.urn in sdk_environments.EMBEDDED_PYTHON_URNS:
+            continue
+        if kind is EnvironmentKind.JAVA:
+            errors.extend(sdk_environments.java_environment_problems(env, env_id, names, streaming))
+            continue
+        errors.append(
+            "environment %s (%s, SDK %s) used by %s cannot run here: this runner runs Beam's Python SDK "
+            "embedded in Spark's Python workers and Beam's Java SDK harness"
+            % (env_id, env.urn, sdk_environments.sdk_of(env) or "undeclared", ", ".join(sorted(names)[:3]))
+        )
     return errors
 
 
@@ -207,7 +211,7 @@ def check_pipeline(pipeline, streaming=False):
     """Raises UnsupportedPipelineError listing every problem found."""
     errors = (
         check_requirements(pipeline)
-        + check_environments(pipeline)
+        + check_environments(pipeline, streaming)
         + check_transforms(pipeline, streaming)
         + check_windowing(pipeline)
     )

@@ -1,5 +1,16 @@
-"""Which SDK environments of a submitted pipeline the runner can run, and
-their rewrite to the embedded Python SDK.
+"""Which SDK environments of a pipeline the runner can run, each stage's
+`plans.StageEnvironment`, and the rewrite of submitted Python environments
+to the embedded Python SDK.
+
+Two kinds run (a registry by the SDK each environment declares in its
+`beam:version:sdk_base:` capability, `SDK_KINDS`): Beam's Python SDK of
+the version installed here, embedded in Spark's Python workers, and Beam's
+Java SDK (`apache/beam_java<N>_sdk:<version>`: a cross-language
+transform's expansion), run by Beam's Java SDK harness in a JVM beside
+each Python worker (worker/java_harness.py) with the environment's jar
+artifacts as its classpath. A Java environment's artifacts must be files
+this machine can read (as the expansion of a cross-language transform in
+this process leaves them); a Java stage in a streaming pipeline is refused.
 
 A pipeline that reaches the job service names how its SDK harness should be
 started: LOOPBACK (a worker pool in the client, sent as EXTERNAL), EXTERNAL,
@@ -17,11 +28,24 @@ it named with its URN.
 Pure planning: no Spark, no gRPC.
 """
 
-from apache_beam.portability import python_urns
+import os
+
+from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.transforms import environments
 
+from beam_spark_runner.plans import PYTHON_ENVIRONMENT, EnvironmentKind, StageEnvironment
+
 _SDK_BASE_PREFIX = environments.SDK_VERSION_CAPABILITY_PREFIX
+# Environments whose code runs in the executor's own Python process.
+EMBEDDED_PYTHON_URNS = frozenset([python_urns.EMBEDDED_PYTHON, python_urns.EMBEDDED_PYTHON_GRPC])
+# The SDK an environment declares (the image name of its sdk_base
+# capability, up to the version) -> the kind of harness that runs it.
+SDK_KINDS = (
+    ("apache/beam_python", EnvironmentKind.PYTHON),
+    ("apache/beam_java", EnvironmentKind.JAVA),
+)
+_FILE_ARTIFACT = common_urns.artifact_types.FILE.urn
 
 
 def this_sdk():
@@ -35,6 +59,83 @@ def sdk_of(environment):
         if capability.startswith(_SDK_BASE_PREFIX):
             return capability[len(_SDK_BASE_PREFIX) :]
     return None
+
+
+def resolve_anyof_environments(pipeline):
+    """`pipeline` with each AnyOf environment (a choice of ways to run the
+    same SDK, as Beam's Java expansion service offers) replaced by its
+    first alternative this runner can run; the pipeline itself if it has
+    none."""
+    anyof = common_urns.environments.ANYOF.urn
+    if not any(e.urn == anyof for e in pipeline.components.environments.values()):
+        return pipeline
+    resolved = beam_runner_api_pb2.Pipeline()
+    resolved.CopyFrom(pipeline)
+    for environment in resolved.components.environments.values():
+        if environment.urn != anyof:
+            continue
+        payload = beam_runner_api_pb2.AnyOfEnvironmentPayload.FromString(environment.payload)
+        for alternative in payload.environments:
+            if kind_of(alternative) is not None:
+                environment.CopyFrom(alternative)
+                break
+    return resolved
+
+
+def kind_of(environment):
+    """The EnvironmentKind that runs `environment`, or None."""
+    if environment.urn in EMBEDDED_PYTHON_URNS:
+        return EnvironmentKind.PYTHON
+    sdk = sdk_of(environment)
+    for prefix, kind in SDK_KINDS:
+        if sdk is not None and sdk.startswith(prefix):
+            return kind
+    return None
+
+
+def java_classpath(environment):
+    """The local paths of a Java environment's jar artifacts, in order."""
+    paths = []
+    for dependency in environment.dependencies:
+        if dependency.type_urn != _FILE_ARTIFACT:
+            raise ValueError("artifact of type %s (only local files are read)" % dependency.type_urn)
+        paths.append(beam_runner_api_pb2.ArtifactFilePayload.FromString(dependency.type_payload).path)
+    return tuple(paths)
+
+
+def stage_environment(components, environment_id) -> StageEnvironment:
+    """The StageEnvironment of the stage running in `environment_id` (the
+    Python SDK for a stage of runner primitives only: no environment)."""
+    environment = components.environments.get(environment_id) if environment_id else None
+    if environment is None or kind_of(environment) is not EnvironmentKind.JAVA:
+        return PYTHON_ENVIRONMENT
+    return StageEnvironment(EnvironmentKind.JAVA, sdk_of(environment) or "", java_classpath(environment))
+
+
+def java_environment_problems(environment, env_id, names, streaming):
+    """Why a Java environment cannot run here (empty when it can)."""
+    listed = ", ".join(sorted(names))
+    if streaming:
+        return [
+            "environment %s (%s): Java stages (%s) run in batch only on this runner; this pipeline is "
+            "streaming" % (env_id, sdk_of(environment), listed)
+        ]
+    try:
+        classpath = java_classpath(environment)
+    except ValueError as e:
+        return ["environment %s (%s) used by %s: %s" % (env_id, sdk_of(environment), listed, e)]
+    missing = [path for path in classpath if not os.path.isfile(path)]
+    if not classpath or missing:
+        return [
+            "environment %s (%s) used by %s: its jars must be files on this machine; %s"
+            % (
+                env_id,
+                sdk_of(environment),
+                listed,
+                "it names none" if not classpath else "missing: %s" % ", ".join(missing[:3]),
+            )
+        ]
+    return []
 
 
 def _transforms_by_environment(pipeline):

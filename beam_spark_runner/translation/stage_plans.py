@@ -27,14 +27,20 @@ from beam_spark_runner.plans import (
     GroupPlan,
     LiftedCombine,
     NativeTransform,
+    PYTHON_ENVIRONMENT,
     SideInputPlan,
     StagePlan,
 )
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.translation.plain_stages import plan_plain_stage
+from beam_spark_runner.translation.sdk_environments import stage_environment
 from beam_spark_runner.translation.database_io import DATABASE_IO_URNS
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
-from beam_spark_runner.worker.beam_internals import fake_timer_endpoint
+from beam_spark_runner.worker.beam_internals import (
+    GENERIC_NON_MERGING_WINDOW_FN_URN,
+    PYTHON_WINDOW_FN_URNS,
+    fake_timer_endpoint,
+)
 
 _SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
 
@@ -126,6 +132,7 @@ class StagePlanner:
             environments=dict(components.environments.items()),
             timer_api_service_descriptor=fake_timer_endpoint(),
         )
+        environment = stage_environment(components, stage.environment)
         return StagePlan(
             name=stage.name,
             descriptor=descriptor.SerializeToString(),
@@ -138,11 +145,12 @@ class StagePlanner:
             sdk_transforms=tuple(names),
             plain_spec=(
                 plan_plain_stage(descriptor, [p.transform_id for p in inputs], [p.transform_id for p in outputs])
-                if self._plain_python and not side_inputs and native is None
+                if self._plain_python and not side_inputs and native is None and environment == PYTHON_ENVIRONMENT
                 else None
             ),
             native=native,
             finalizes=finalizes,
+            environment=environment,
         )
 
 
@@ -198,9 +206,31 @@ def group_plan(context, gbk_id, combine=None) -> GroupPlan:
         display_name=gbk.unique_name or gbk_id,
         input_coder_id=runner_side_coder(components, data_coders[in_pcoll], safe[data_coders[in_pcoll]]),
         output_coder_id=runner_side_coder(components, data_coders[out_pcoll], safe[data_coders[out_pcoll]]),
-        windowing_strategy_id=components.pcollections[in_pcoll].windowing_strategy_id,
+        windowing_strategy_id=runner_side_windowing(
+            components, components.pcollections[in_pcoll].windowing_strategy_id
+        ),
         combine=combine,
     )
+
+
+def runner_side_windowing(components, strategy_id) -> str:
+    """The windowing strategy the runner groups with: `strategy_id`, or,
+    when its WindowFn is another SDK's (a Java expansion's), a copy added to
+    `components` whose WindowFn is Beam's generic non-merging one (its
+    windows decoded with the strategy's window coder; never assigned by the
+    runner, which only groups already-windowed elements). The stages keep
+    the original, which their own SDK reads. A merging WindowFn of another
+    SDK is refused at submission (requirements.check_windowing)."""
+    strategy = components.windowing_strategies[strategy_id]
+    if strategy.window_fn.urn in PYTHON_WINDOW_FN_URNS:
+        return strategy_id
+    safe_id = strategy_id + "_runner_side"
+    if safe_id not in components.windowing_strategies:
+        safe = components.windowing_strategies[safe_id]
+        safe.CopyFrom(strategy)
+        safe.window_fn.urn = GENERIC_NON_MERGING_WINDOW_FN_URN
+        safe.window_fn.payload = strategy.window_coder_id.encode("utf-8")
+    return safe_id
 
 
 _OPAQUE_WINDOW_URN = python_urns.TIMESTAMP_PREFIXED_OPAQUE_WINDOW_CODER

@@ -25,6 +25,8 @@ from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
     SingletonStateHandlerFactory,
     StateServicer,
 )
+from apache_beam.portability import python_urns
+from apache_beam.runners.portability.fn_api_runner import execution as _fn_api_execution
 from apache_beam.runners.worker import data_plane, sdk_worker, statecache
 from apache_beam.runners.worker.statecache import StateCache
 from apache_beam.transforms import core
@@ -104,6 +106,39 @@ class _StateServicer(StateServicer):
                 data, more = pages.page(int(continuation_token or 0))
                 return data, (b"%d" % (int(continuation_token or 0) + 1) if more else None)
         return super().get_raw(state_key, continuation_token)
+
+
+def expansion_service_of(transform):
+    """The expansion service an ExternalTransform will expand in (Beam keeps
+    it in `_expansion_service`; no public accessor)."""
+    return getattr(transform, "_expansion_service", None)
+
+
+def replace_expansion_service(transform, service):
+    """Makes the ExternalTransform `transform` expand in `service`."""
+    transform._expansion_service = service
+
+
+def new_state_servicer():
+    """An empty state servicer of the kind the in-process harness uses (a
+    Java stage's state lives in one too: worker/java_harness.py)."""
+    return _StateServicer()
+
+
+# A WindowFn of another SDK (a Java expansion's) is opaque to Python; the
+# runner only groups elements already in their windows, which needs no more
+# than the window coder: Beam's FnApiRunner groups with this stand-in, whose
+# URN registers with Python's WindowFns when its module is imported.
+GENERIC_NON_MERGING_WINDOW_FN_URN = _fn_api_execution.GenericNonMergingWindowFn.URN
+# WindowFns Python can decode (its own, less the pickled one's unknown code).
+PYTHON_WINDOW_FN_URNS = frozenset(_fn_api_execution.SAFE_WINDOW_FNS) | {python_urns.PICKLED_WINDOWFN}
+
+
+# The runner's end of a remote SDK harness's data stream: Beam's servicer
+# keeps one data channel per connected worker id, with the same interface
+# as the in-process channel (output_stream, output_timer_stream,
+# input_elements). worker/java_harness.py serves it to Java's FnHarness.
+BeamFnDataServicer = data_plane.BeamFnDataServicer
 
 
 class InProcessSdkHarness:
@@ -490,6 +525,30 @@ def _timestamps_made_as_beam_makes_them():
 # tests/unit/test_private_apis.py, which fails naming each one that moved.
 PRIVATE_APIS = (
     (
+        "ExternalTransform._expansion_service",
+        "cross_language.expansion_services: the runner's expansion services for Beam's defaults",
+        lambda: _external_transform_keeps_service(),
+    ),
+    (
+        "fn_api_runner.execution.GenericNonMergingWindowFn.URN and SAFE_WINDOW_FNS",
+        "stage_plans.runner_side_windowing: grouping under another SDK's WindowFn",
+        lambda: isinstance(GENERIC_NON_MERGING_WINDOW_FN_URN, str) and len(PYTHON_WINDOW_FN_URNS) > 3,
+    ),
+    (
+        "data_plane.BeamFnDataServicer.get_conn_by_worker_id, and its channel's output_stream, "
+        "output_timer_stream and input_elements",
+        "java_harness: the data plane served to Beam's Java SDK harness",
+        lambda: all(
+            hasattr(cls, name)
+            for cls, name in (
+                (BeamFnDataServicer, "get_conn_by_worker_id"),
+                (data_plane._GrpcDataChannel, "output_stream"),
+                (data_plane._GrpcDataChannel, "output_timer_stream"),
+                (data_plane._GrpcDataChannel, "input_elements"),
+            )
+        ),
+    ),
+    (
         "fileio.WriteToFiles._temp_directory",
         "file_sink_overrides: a stable temporary directory",
         lambda: hasattr(_write_to_files(), "_temp_directory"),
@@ -545,6 +604,12 @@ PRIVATE_APIS = (
         lambda: _interval_window_has_micros(),
     ),
 )
+
+
+def _external_transform_keeps_service():
+    from apache_beam.transforms.external import ExternalTransform
+
+    return expansion_service_of(ExternalTransform("beam:test:urn", None, "localhost:1")) == "localhost:1"
 
 
 def _interval_window_has_micros():

@@ -53,6 +53,16 @@ class StageFailed(RuntimeError):
     """A bundle of a stage failed; the message carries the user's traceback."""
 
 
+def _new_harness(stage, descriptor):
+    """The SDK harness of the stage's environment (plans.StageEnvironment)."""
+    if stage.environment.is_java:
+        from beam_spark_runner.worker.java_harness import JavaSdkHarness
+
+        expected = [p.transform_id for p in stage.outputs] + list(stage.timers)
+        return JavaSdkHarness(descriptor, stage.environment.classpath, expected)
+    return InProcessSdkHarness(descriptor)
+
+
 class HarnessStageRunner:
     """Executes a StagePlan's bundles with an in-process SDK harness."""
 
@@ -63,7 +73,7 @@ class HarnessStageRunner:
         if descriptor is None:
             descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
         self._descriptor = descriptor
-        self._harness = InProcessSdkHarness(descriptor)
+        self._harness = _new_harness(stage, descriptor)
         for state_key, data in side_input_entries:
             self._harness.state.append_raw(beam_fn_api_pb2.StateKey.FromString(state_key), data)
         self._input_ids = [p.transform_id for p in stage.inputs]

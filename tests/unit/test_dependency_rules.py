@@ -30,6 +30,7 @@ LAYERS = [
             "beam_spark_runner.result",
             "beam_spark_runner.batch_progress",
             "beam_spark_runner.progress_bar",
+            "beam_spark_runner.maven_jars",
         ],
     ),
     ("worker", ["beam_spark_runner.worker"]),
@@ -39,6 +40,8 @@ LAYERS = [
     ("streaming semantics", ["beam_spark_runner.streaming"]),
     ("planning", ["beam_spark_runner.translation"]),
     ("options", ["beam_spark_runner.options"]),
+    # Beam's Java jars and expansion services for cross-language transforms.
+    ("cross-language", ["beam_spark_runner.cross_language"]),
     ("spark glue", ["beam_spark_runner.session", "beam_spark_runner.execution"]),
     # The user's I/O transforms: they check their arguments with the session.
     ("io", ["beam_spark_runner.io"]),
@@ -56,6 +59,7 @@ FORBIDDEN = {
     "streaming semantics": {"pyspark", "py4j"},
     "planning": {"pyspark", "py4j"},
     "options": {"pyspark", "py4j"},
+    "cross-language": {"pyspark", "py4j"},
     "io": {"pyspark", "py4j"},
 }
 # Loaded by Spark in helper processes: no Beam there (and no Spark API but

@@ -1,0 +1,138 @@
+"""The Java expansion services the runner starts for Beam's cross-language
+transforms.
+
+Beam's Python transforms that expand in Java (`ReadFromKafka`,
+`WriteToKafka`, ...) default to `BeamJarExpansionService(<gradle target>)`,
+which downloads Beam's shaded expansion-service jar of the Python SDK's own
+release. Under SparkRunner a transform left at that default expands
+instead in the runner's expansion service for the same target
+(`SERVICES`, a registry by gradle target): Beam's Java expansion service
+of `java_sdk.BEAM_JAVA_VERSION` with the target's I/O modules, resolved
+from Maven Central into the jar cache (maven_jars.py), started and stopped
+by Beam itself (a `JavaJarExpansionService` over a launcher jar whose
+manifest names the cached jars). A user's own `expansion_service=`, or a
+`--beam_services` entry for the target, is honoured as it is.
+"""
+
+import dataclasses
+import os
+import tempfile
+import zipfile
+from typing import Dict, Tuple
+from urllib.request import pathname2url
+
+from apache_beam.transforms.external import BeamJarExpansionService, ExternalTransform, JavaJarExpansionService
+
+from beam_spark_runner.cross_language.java_sdk import BEAM_JAVA_VERSION
+from beam_spark_runner.maven_jars import JarSet, MavenArtifact, cache_root, resolve
+from beam_spark_runner.worker.beam_internals import expansion_service_of, replace_expansion_service
+
+EXPANSION_SERVICE_MAIN = "org.apache.beam.sdk.expansion.service.ExpansionService"
+_BEAM = "org.apache.beam"
+_LAUNCHER = "expansion-service-launcher.jar"
+
+
+def _beam(artifact, exclusions=()):
+    return MavenArtifact(_BEAM, artifact, BEAM_JAVA_VERSION, exclusions)
+
+
+@dataclasses.dataclass(frozen=True)
+class JavaExpansionService:
+    """What the runner expands a gradle target's transforms with."""
+
+    gradle_target: str
+    jars: JarSet
+    transforms: str  # what it expands, for messages and docs
+
+    def launcher_jar(self) -> str:
+        """A jar whose manifest starts Beam's expansion service with this
+        service's cached jars as its classpath (resolved, and the launcher
+        written, on first use)."""
+        jars = resolve(self.jars)
+        directory = os.path.join(cache_root(), self.jars.name)
+        launcher = os.path.join(directory, _LAUNCHER)
+        if not os.path.isfile(launcher):
+            _write_launcher(launcher, jars)
+        return launcher
+
+
+def _manifest_line(text):
+    """A manifest header line wrapped at 72 bytes (the JAR format's limit),
+    continuation lines starting with a space."""
+    data = text.encode("utf-8")
+    lines = [data[:72]]
+    data = data[72:]
+    while data:
+        lines.append(b" " + data[:71])
+        data = data[71:]
+    return b"\r\n".join(lines) + b"\r\n"
+
+
+def _write_launcher(path, jars):
+    class_path = " ".join("file:" + pathname2url(os.path.abspath(j)) for j in jars)
+    manifest = (
+        _manifest_line("Manifest-Version: 1.0")
+        + _manifest_line("Main-Class: " + EXPANSION_SERVICE_MAIN)
+        + _manifest_line("Class-Path: " + class_path)
+        + b"\r\n"
+    )
+    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".launcher-")
+    os.close(fd)
+    with zipfile.ZipFile(temporary, "w") as jar:
+        info = zipfile.ZipInfo("META-INF/MANIFEST.MF", date_time=(2026, 1, 1, 0, 0, 0))
+        jar.writestr(info, manifest)
+    os.replace(temporary, path)
+
+
+_KAFKA_CLIENTS = MavenArtifact("org.apache.kafka", "kafka-clients", "3.9.1")
+
+SERVICES: Dict[str, JavaExpansionService] = {
+    service.gradle_target: service
+    for service in (
+        JavaExpansionService(
+            "sdks:java:io:expansion-service:shadowJar",
+            JarSet(
+                "beam-java-io-expansion-%s" % BEAM_JAVA_VERSION,
+                (
+                    _beam("beam-sdks-java-expansion-service"),
+                    # Confluent's schema-registry serializers are optional
+                    # and not on Maven Central.
+                    _beam("beam-sdks-java-io-kafka", (("io.confluent", "*"),)),
+                    _KAFKA_CLIENTS,
+                ),
+            ),
+            "Kafka (apache_beam.io.kafka)",
+        ),
+    )
+}
+
+
+def runner_expansion_service(transform):
+    """The JavaJarExpansionService to expand `transform` with, when it is a
+    cross-language transform left at Beam's default expansion service for a
+    target in `SERVICES`; None otherwise (nothing to replace)."""
+    if not isinstance(transform, ExternalTransform):
+        return None
+    service = expansion_service_of(transform)
+    if not isinstance(service, BeamJarExpansionService):
+        return None
+    ours = SERVICES.get(service.gradle_target.lstrip(":"))
+    if ours is None or service.is_existing_service() or service.path_to_jar.endswith(_LAUNCHER):
+        return None
+    if not (service.path_to_jar.startswith("http://") or service.path_to_jar.startswith("https://")):
+        return None  # a jar the user chose (--beam_services) or built
+    return JavaJarExpansionService(ours.launcher_jar())
+
+
+def use_runner_expansion_service(transform):
+    """Points `transform` at the runner's expansion service when
+    `runner_expansion_service` gives one; returns whether it did."""
+    replacement = runner_expansion_service(transform)
+    if replacement is None:
+        return False
+    replace_expansion_service(transform, replacement)
+    return True
+
+
+def known_targets() -> Tuple[str, ...]:
+    return tuple(sorted(SERVICES))

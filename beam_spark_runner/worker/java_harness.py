@@ -1,0 +1,410 @@
+"""Beam's Java SDK harness, as the worker of a stage in a Java environment.
+
+A stage whose transforms live in a Java environment (a cross-language
+transform's expansion) runs in Beam's Java SDK harness
+(`org.apache.beam.fn.harness.FnHarness`), started the way Beam's process
+environment starts it: a JVM given the Fn API endpoints in its environment
+(`CONTROL_API_SERVICE_DESCRIPTOR`, `LOGGING_API_SERVICE_DESCRIPTOR`,
+`HARNESS_ID`, `PIPELINE_OPTIONS`). This process, a Spark Python worker,
+serves those endpoints on loopback: control (register, process bundle,
+finalize), data, state and logging, all on one gRPC port.
+
+One JVM per classpath per Python worker, started by the first task that
+needs it and reused by every later task and stage of that worker (Spark
+reuses its Python workers), so its start cost is paid once per executor
+process. Each stage gets its own `JavaSdkHarness`: its descriptor
+registered under an id of its own, its state (side inputs, user state)
+behind the state endpoint, routed by instruction id.
+
+Guarantees: `process` returns only after the bundle finished and every
+data output it wrote was received; a JVM that dies or never connects
+fails the bundle with `JavaHarnessError` naming the classpath's first jar
+and the end of the JVM's stderr (Spark then retries the task in a new
+worker's JVM). Bundle finalization runs in the JVM when the bundle ended
+(its callbacks cannot leave the JVM).
+"""
+
+import atexit
+import concurrent.futures
+import itertools
+import json
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import grpc
+
+from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
+from apache_beam.runners.worker import bundle_processor
+
+from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, new_state_servicer
+
+_LOG = logging.getLogger(__name__)
+
+FN_HARNESS_MAIN = "org.apache.beam.fn.harness.FnHarness"
+# How long a new JVM may take to open its control stream.
+CONNECT_TIMEOUT_SECONDS = 120.0
+_GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+_LOG_LEVELS = {
+    beam_fn_api_pb2.LogEntry.Severity.TRACE: logging.DEBUG,
+    beam_fn_api_pb2.LogEntry.Severity.DEBUG: logging.DEBUG,
+    beam_fn_api_pb2.LogEntry.Severity.INFO: logging.INFO,
+    beam_fn_api_pb2.LogEntry.Severity.NOTICE: logging.INFO,
+    beam_fn_api_pb2.LogEntry.Severity.WARN: logging.WARNING,
+    beam_fn_api_pb2.LogEntry.Severity.ERROR: logging.ERROR,
+    beam_fn_api_pb2.LogEntry.Severity.CRITICAL: logging.CRITICAL,
+}
+
+
+class JavaHarnessError(RuntimeError):
+    """The Java SDK harness could not be started or died."""
+
+
+def java_command():
+    """The `java` launcher: $JAVA_HOME/bin/java, else `java` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if found is None:
+        raise JavaHarnessError(
+            "A stage runs in Beam's Java SDK harness, but no Java was found on this worker: "
+            "set JAVA_HOME or put `java` (17 or newer) on the PATH of Spark's executors"
+        )
+    return found
+
+
+class _ControlService(beam_fn_api_pb2_grpc.BeamFnControlServicer):
+    """The runner's end of the control stream of one JVM."""
+
+    def __init__(self, descriptors, harness_died):
+        self._descriptors = descriptors
+        self._harness_died = harness_died
+        self._requests = queue.Queue()
+        self._pending = {}
+        self._lock = threading.Lock()
+        self.connected = threading.Event()
+        self._closed = False
+
+    def Control(self, responses, context):
+        self.connected.set()
+        threading.Thread(target=self._read, args=(responses,), daemon=True, name="java-harness-control").start()
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            yield request
+
+    def _read(self, responses):
+        try:
+            for response in responses:
+                with self._lock:
+                    future = self._pending.pop(response.instruction_id, None)
+                if future is not None:
+                    future.set_result(response)
+        except Exception:  # noqa: BLE001 -- the stream broke: the JVM is gone
+            pass
+        self._fail_pending()
+
+    def _fail_pending(self):
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self._closed = True
+        for future in pending.values():
+            future.set_exception(self._harness_died())
+
+    def GetProcessBundleDescriptor(self, request, context):
+        return self._descriptors[request.process_bundle_descriptor_id]
+
+    def push(self, request) -> concurrent.futures.Future:
+        future = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                future.set_exception(self._harness_died())
+                return future
+            self._pending[request.instruction_id] = future
+        self._requests.put(request)
+        return future
+
+    def close(self):
+        self._requests.put(None)
+        self._fail_pending()
+
+
+class _StateService(beam_fn_api_pb2_grpc.BeamFnStateServicer):
+    """State requests of every stage run by one JVM, each answered by the
+    state servicer of the stage whose bundle (instruction) asked."""
+
+    def __init__(self):
+        self._by_instruction = {}
+
+    def route(self, instruction_id, state):
+        self._by_instruction[instruction_id] = state
+
+    def unroute(self, instruction_id):
+        self._by_instruction.pop(instruction_id, None)
+
+    def State(self, request_stream, context):
+        for request in request_stream:
+            state = self._by_instruction.get(request.instruction_id)
+            try:
+                if state is None:
+                    raise KeyError("no running bundle %r" % request.instruction_id)
+                kind = request.WhichOneof("request")
+                if kind == "get":
+                    data, token = state.get_raw(request.state_key, request.get.continuation_token)
+                    yield beam_fn_api_pb2.StateResponse(
+                        id=request.id, get=beam_fn_api_pb2.StateGetResponse(data=data, continuation_token=token)
+                    )
+                elif kind == "append":
+                    state.append_raw(request.state_key, request.append.data)
+                    yield beam_fn_api_pb2.StateResponse(id=request.id, append=beam_fn_api_pb2.StateAppendResponse())
+                elif kind == "clear":
+                    state.clear(request.state_key)
+                    yield beam_fn_api_pb2.StateResponse(id=request.id, clear=beam_fn_api_pb2.StateClearResponse())
+                else:
+                    raise ValueError("unknown state request %r" % kind)
+            except Exception as e:  # noqa: BLE001 -- reported to the harness, which fails the bundle
+                yield beam_fn_api_pb2.StateResponse(id=request.id, error="%s: %s" % (type(e).__name__, e))
+
+
+class _LoggingService(beam_fn_api_pb2_grpc.BeamFnLoggingServicer):
+    """The JVM's log entries, re-issued through Python's logging under the
+    Java logger's name (so they reach the driver as a Python stage's do)."""
+
+    def Logging(self, log_bundles, context):
+        for bundle in log_bundles:
+            for entry in bundle.log_entries:
+                logger = logging.getLogger(entry.log_location or "java_harness")
+                level = _LOG_LEVELS.get(entry.severity, logging.INFO)
+                if logger.isEnabledFor(level):
+                    text = entry.message + ("\n" + entry.trace if entry.trace else "")
+                    logger.log(level, "%s", text, extra={"beam_instruction": entry.instruction_id})
+        return iter(())
+
+
+class JavaWorker:
+    """One FnHarness JVM and the gRPC server it talks to."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, classpath):
+        self.classpath = tuple(classpath)
+        self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
+        self.descriptors = {}
+        self.control = _ControlService(self.descriptors, self._died)
+        self.state = _StateService()
+        self._data_service = BeamFnDataServicer()
+        self._server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16), options=_GRPC_OPTIONS)
+        beam_fn_api_pb2_grpc.add_BeamFnControlServicer_to_server(self.control, self._server)
+        beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
+        beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
+        beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(_LoggingService(), self._server)
+        port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+        self.url = "127.0.0.1:%d" % port
+        self._log_dir = tempfile.mkdtemp(prefix="beam-spark-java-harness-")
+        self._stderr_path = os.path.join(self._log_dir, "stderr.log")
+        endpoint = 'url: "%s"' % self.url
+        env = dict(
+            os.environ,
+            HARNESS_ID=self.worker_id,
+            CONTROL_API_SERVICE_DESCRIPTOR=endpoint,
+            LOGGING_API_SERVICE_DESCRIPTOR=endpoint,
+            PIPELINE_OPTIONS=json.dumps({"options": {}}),
+            RUNNER_CAPABILITIES="",
+        )
+        with open(self._stderr_path, "wb") as stderr:
+            self._process = subprocess.Popen(
+                [java_command(), "-cp", os.pathsep.join(self.classpath), FN_HARNESS_MAIN],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                cwd=self._log_dir,
+            )
+        self._wait_connected()
+        self.data = self._data_service.get_conn_by_worker_id(self.worker_id)
+
+    def _wait_connected(self):
+        deadline = time.monotonic() + CONNECT_TIMEOUT_SECONDS
+        while not self.control.connected.wait(0.2):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise self._died("never opened its control stream")
+
+    def alive(self):
+        return self._process.poll() is None
+
+    def stderr_tail(self, lines=30):
+        try:
+            with open(self._stderr_path, "rb") as f:
+                return b"".join(f.readlines()[-lines:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _died(self, what="died"):
+        code = self._process.poll() if hasattr(self, "_process") else None
+        first = self.classpath[0] if self.classpath else "(empty classpath)"
+        return JavaHarnessError(
+            "Beam's Java SDK harness (%s, classpath of %d jars starting with %s) %s%s. "
+            "The end of its output:\n%s"
+            % (
+                FN_HARNESS_MAIN,
+                len(self.classpath),
+                first,
+                what,
+                "" if code is None else " (exit code %s)" % code,
+                self.stderr_tail(),
+            )
+        )
+
+    def register(self, descriptor):
+        self.descriptors[descriptor.id] = descriptor
+
+    def unregister(self, descriptor_id):
+        self.descriptors.pop(descriptor_id, None)
+
+    def close(self):
+        self.control.close()
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+        self._server.stop(1)
+
+
+_workers = {}
+_workers_lock = threading.Lock()
+
+
+def java_worker(classpath) -> JavaWorker:
+    """This process's JVM for `classpath`, started if none is alive."""
+    key = tuple(classpath)
+    with _workers_lock:
+        worker = _workers.get(key)
+        if worker is not None and not worker.alive():
+            worker.close()
+            worker = None
+        if worker is None:
+            worker = _workers[key] = JavaWorker(key)
+        return worker
+
+
+@atexit.register
+def _stop_workers():
+    for worker in list(_workers.values()):
+        worker.close()
+    _workers.clear()
+
+
+def _with_endpoints(descriptor, descriptor_id, url):
+    """A copy of `descriptor` under `descriptor_id` whose data ports, state
+    and timer endpoints name this worker's server."""
+    copy = beam_fn_api_pb2.ProcessBundleDescriptor()
+    copy.CopyFrom(descriptor)
+    copy.id = descriptor_id
+    for transform in copy.transforms.values():
+        if transform.spec.urn in (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN):
+            port = beam_fn_api_pb2.RemoteGrpcPort.FromString(transform.spec.payload)
+            port.api_service_descriptor.url = url
+            transform.spec.payload = port.SerializeToString()
+    copy.state_api_service_descriptor.url = url
+    copy.timer_api_service_descriptor.url = url
+    return copy
+
+
+class JavaSdkHarness:
+    """Runs one stage's bundles in this worker's JVM for its classpath;
+    the interface of beam_internals.InProcessSdkHarness that a batch
+    stage uses."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, descriptor, classpath, expected_outputs):
+        self._worker = java_worker(classpath)
+        self.state = new_state_servicer()
+        self._prefix = "%s-%d" % (descriptor.id, next(self._ids))
+        self.descriptor = _with_endpoints(descriptor, self._prefix, self._worker.url)
+        self._worker.register(self.descriptor)
+        self._expected = list(expected_outputs)
+        self._outputs = {}
+        self._next_id = 0
+
+    def new_instruction_id(self) -> str:
+        self._next_id += 1
+        return "%s-bundle-%d" % (self._prefix, self._next_id)
+
+    def write_input(self, instruction_id, transform_id, blocks):
+        out = self._worker.data.output_stream(instruction_id, transform_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def write_timers(self, instruction_id, transform_id, timer_family_id, blocks):
+        out = self._worker.data.output_timer_stream(instruction_id, transform_id, timer_family_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def process(self, instruction_id):
+        """Runs the bundle whose inputs were written: collects its outputs
+        as they arrive (the data plane's queues are bounded), then returns
+        the harness's response."""
+        worker = self._worker
+        worker.state.route(instruction_id, self.state)
+        try:
+            future = worker.control.push(
+                beam_fn_api_pb2.InstructionRequest(
+                    instruction_id=instruction_id,
+                    process_bundle=beam_fn_api_pb2.ProcessBundleRequest(
+                        process_bundle_descriptor_id=self.descriptor.id
+                    ),
+                )
+            )
+
+            def failed():
+                if not future.done():
+                    return not worker.alive()
+                return future.exception() is not None or bool(future.result().error)
+
+            self._outputs[instruction_id] = list(
+                worker.data.input_elements(instruction_id, self._expected, abort_callback=failed)
+            )
+            return future.result()
+        finally:
+            worker.state.unroute(instruction_id)
+
+    def read_outputs(self, instruction_id, expected):
+        return self._outputs.pop(instruction_id, [])
+
+    def finalize(self, instruction_id):
+        return self._worker.control.push(
+            beam_fn_api_pb2.InstructionRequest(
+                instruction_id=instruction_id + "-finalize",
+                finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(instruction_id=instruction_id),
+            )
+        ).result()
+
+    def take_finalization_callbacks(self, instruction_id):
+        """Java's callbacks live in the JVM: the bundle is finalized now
+        (nothing is left for the driver to call)."""
+        response = self.finalize(instruction_id)
+        if response.error:
+            raise JavaHarnessError("Finalizing Java bundle %s failed:\n%s" % (instruction_id, response.error))
+        return []
+
+    def close(self):
+        self._worker.unregister(self.descriptor.id)

@@ -1,0 +1,110 @@
+"""Beam's cross-language Kafka transforms (apache_beam.io.kafka), with their
+API unchanged, on SparkRunner: expanded by the runner's Java expansion
+service, their Java stages run by Beam's Java SDK harness beside Spark's
+Python workers, against the real broker the services script starts."""
+
+import collections
+import uuid
+
+import apache_beam as beam
+import pytest
+from apache_beam.io.kafka import ReadFromKafka, WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_spark_runner import SparkRunner, describe_plan
+from tests import services
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _options():
+    return PipelineOptions(["--spark_master=local[2,4]"])
+
+
+def _consume_all(topic, expected):
+    """Every message of `topic` (key, value), read with a Kafka client of
+    our own, committed transactions only."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": services.KAFKA,
+            "group.id": "check-" + uuid.uuid4().hex,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
+        consumer.assign(partitions)
+        messages = []
+        idle = 0
+        while idle < 5:
+            message = consumer.poll(1.0)
+            if message is None:
+                idle = idle + 1 if len(messages) >= expected else 0
+                continue
+            assert message.error() is None, message.error()
+            messages.append((message.key(), message.value()))
+        return messages
+    finally:
+        consumer.close()
+
+
+def _produce(topic, records):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": services.KAFKA})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(30) == 0
+
+
+def test_write_to_kafka_publishes_every_record_once():
+    topic = "xlang-write-" + uuid.uuid4().hex[:8]
+    records = [(b"user-%d" % (i % 7), b"event-%d" % i) for i in range(500)]
+    with beam.Pipeline(runner=SparkRunner(), options=_options()) as p:
+        (
+            p
+            | beam.Create(records).with_output_types(tuple[bytes, bytes])
+            | WriteToKafka(producer_config={"bootstrap.servers": services.KAFKA}, topic=topic)
+        )
+    assert sorted(_consume_all(topic, len(records))) == sorted(records)
+
+
+def test_read_from_kafka_counts_every_message_once_in_python():
+    topic = "xlang-read-" + uuid.uuid4().hex[:8]
+    records = [(b"k%d" % (i % 5), b"%d" % i) for i in range(300)]
+    _produce(topic, records)
+    expected = collections.Counter(k.decode() for k, _ in records)
+    with beam.Pipeline(runner=SparkRunner(), options=_options()) as p:
+        counts = (
+            p
+            | ReadFromKafka(
+                consumer_config={"bootstrap.servers": services.KAFKA, "auto.offset.reset": "earliest"},
+                topics=[topic],
+                max_num_records=len(records),
+            )
+            | beam.Map(lambda kv: (kv[0].decode(), 1))
+            | beam.CombinePerKey(sum)
+        )
+        assert_that(counts, equal_to(sorted(expected.items())))
+
+
+def test_the_plan_names_each_stages_environment():
+    p = beam.Pipeline(runner=SparkRunner(), options=_options())
+    (
+        p
+        | ReadFromKafka(consumer_config={"bootstrap.servers": services.KAFKA}, topics=["never-read"], max_num_records=1)
+        | "Decode" >> beam.Map(lambda kv: kv[1].decode())
+    )
+    plan = describe_plan(p)
+    java_lines = [line for line in plan.splitlines() if line.strip().startswith("environment java")]
+    assert java_lines, plan
+    assert "apache/beam_java" in java_lines[0]
+    # The Python step is a stage of its own, in the Python SDK.
+    decode_stage = [block for block in plan.split("Stage ") if "runs   Decode" in block]
+    assert decode_stage and "environment java" not in decode_stage[0], plan
