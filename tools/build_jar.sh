@@ -13,7 +13,7 @@ OUT=${OUT:-beam_spark_runner/jars/beam-spark-runner.jar}
 SPARK_JARS=$("$PYTHON" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
-javac --release 17 -Xlint:all,-path -Werror -cp "$SPARK_JARS/*" -d "$BUILD" $(find java -name '*.java' | sort)
+javac --release 17 -Xlint:all,-path -Werror -cp "$SPARK_JARS/*" -d "$BUILD" $(find java/beamsparkrunner -name '*.java' | sort)
 # Fixed timestamps: the same sources give the same jar bytes.
 find "$BUILD" -exec touch -d 2026-01-01T00:00:00Z {} +
 (cd "$BUILD" && rm -f runner.jar && find beamsparkrunner -name '*.class' | sort | \

@@ -25,7 +25,11 @@ from apache_beam.transforms.external import BeamJarExpansionService, ExternalTra
 
 from beam_spark_runner.cross_language.java_sdk import BEAM_JAVA_VERSION
 from beam_spark_runner.maven_jars import JarSet, MavenArtifact, cache_root, resolve
-from beam_spark_runner.worker.beam_internals import expansion_service_of, replace_expansion_service
+from beam_spark_runner.worker.beam_internals import (
+    expansion_classpath_of,
+    expansion_service_of,
+    replace_expansion_service,
+)
 
 EXPANSION_SERVICE_MAIN = "org.apache.beam.sdk.expansion.service.ExpansionService"
 _BEAM = "org.apache.beam"
@@ -36,6 +40,10 @@ def _beam(artifact, exclusions=()):
     return MavenArtifact(_BEAM, artifact, BEAM_JAVA_VERSION, exclusions)
 
 
+# The runner's own expansions (java/xlang, built by tools/build_xlang_jar.sh).
+RUNNER_XLANG_JAR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "jars", "beam-spark-runner-xlang.jar")
+
+
 @dataclasses.dataclass(frozen=True)
 class JavaExpansionService:
     """What the runner expands a gradle target's transforms with."""
@@ -43,16 +51,22 @@ class JavaExpansionService:
     gradle_target: str
     jars: JarSet
     transforms: str  # what it expands, for messages and docs
+    # The runner's own expansions are on its classpath (RUNNER_XLANG_JAR).
+    runner_expansions: bool = False
+
+    def classpath(self) -> Tuple[str, ...]:
+        jars = resolve(self.jars)
+        return jars + ((RUNNER_XLANG_JAR,) if self.runner_expansions else ())
 
     def launcher_jar(self) -> str:
         """A jar whose manifest starts Beam's expansion service with this
         service's cached jars as its classpath (resolved, and the launcher
-        written, on first use)."""
-        jars = resolve(self.jars)
+        written, on first use; rewritten when the runner's own jar changes)."""
+        classpath = self.classpath()
         directory = os.path.join(cache_root(), self.jars.name)
         launcher = os.path.join(directory, _LAUNCHER)
-        if not os.path.isfile(launcher):
-            _write_launcher(launcher, jars)
+        if not os.path.isfile(launcher) or os.path.getmtime(launcher) < max(os.path.getmtime(p) for p in classpath):
+            _write_launcher(launcher, classpath)
         return launcher
 
 
@@ -103,8 +117,35 @@ SERVICES: Dict[str, JavaExpansionService] = {
             ),
             "Kafka (apache_beam.io.kafka)",
         ),
+        JavaExpansionService(
+            "sdks:java:extensions:sql:expansion-service:shadowJar",
+            JarSet(
+                "beam-java-sql-expansion-%s" % BEAM_JAVA_VERSION,
+                (_beam("beam-sdks-java-expansion-service"), _beam("beam-sdks-java-extensions-sql")),
+            ),
+            "Beam SQL (apache_beam.transforms.sql.SqlTransform)",
+            runner_expansions=True,
+        ),
+        JavaExpansionService(
+            "sdks:java:extensions:schemaio-expansion-service:shadowJar",
+            JarSet(
+                "beam-java-schemaio-expansion-%s" % BEAM_JAVA_VERSION,
+                (_beam("beam-sdks-java-expansion-service"), _beam("beam-sdks-java-io-jdbc")),
+            ),
+            "JDBC (apache_beam.io.jdbc; the JDBC driver from the transform's classpath=)",
+            runner_expansions=True,
+        ),
     )
 }
+
+
+def compile_classpath():
+    """The jars java/xlang compiles against (tools/build_xlang_jar.sh)."""
+    jars = []
+    for service in SERVICES.values():
+        if service.runner_expansions:
+            jars.extend(j for j in resolve(service.jars) if j not in jars)
+    return tuple(jars)
 
 
 def runner_expansion_service(transform):
@@ -121,7 +162,8 @@ def runner_expansion_service(transform):
         return None
     if not (service.path_to_jar.startswith("http://") or service.path_to_jar.startswith("https://")):
         return None  # a jar the user chose (--beam_services) or built
-    return JavaJarExpansionService(ours.launcher_jar())
+    # The transform's own extra jars (JDBC's driver) are Beam's to fetch.
+    return JavaJarExpansionService(ours.launcher_jar(), classpath=expansion_classpath_of(service))
 
 
 def use_runner_expansion_service(transform):

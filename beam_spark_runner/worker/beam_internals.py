@@ -114,6 +114,12 @@ def expansion_service_of(transform):
     return getattr(transform, "_expansion_service", None)
 
 
+def expansion_classpath_of(service):
+    """The extra jars (paths, URLs or Maven coordinates) a
+    JavaJarExpansionService starts with (`_classpath`; no accessor)."""
+    return list(getattr(service, "_classpath", None) or [])
+
+
 def replace_expansion_service(transform, service):
     """Makes the ExternalTransform `transform` expand in `service`."""
     transform._expansion_service = service
@@ -525,7 +531,7 @@ def _timestamps_made_as_beam_makes_them():
 # tests/unit/test_private_apis.py, which fails naming each one that moved.
 PRIVATE_APIS = (
     (
-        "ExternalTransform._expansion_service",
+        "ExternalTransform._expansion_service, JavaJarExpansionService._classpath",
         "cross_language.expansion_services: the runner's expansion services for Beam's defaults",
         lambda: _external_transform_keeps_service(),
     ),
@@ -609,7 +615,11 @@ PRIVATE_APIS = (
 def _external_transform_keeps_service():
     from apache_beam.transforms.external import ExternalTransform
 
-    return expansion_service_of(ExternalTransform("beam:test:urn", None, "localhost:1")) == "localhost:1"
+    from apache_beam.transforms.external import JavaJarExpansionService
+
+    return expansion_service_of(ExternalTransform("beam:test:urn", None, "localhost:1")) == "localhost:1" and (
+        expansion_classpath_of(JavaJarExpansionService("x.jar", classpath=["a:b:1"])) == ["a:b:1"]
+    )
 
 
 def _interval_window_has_micros():
