@@ -50,6 +50,13 @@ class SparkRunnerOptions(PipelineOptions):
             help="Batch: input bytes per Beam bundle within a Spark partition (default 32 MiB).",
         )
         parser.add_argument(
+            "--java_harness_jvm_options",
+            default="",
+            help="Options of the JVM that runs Beam's Java SDK harness for Java stages (cross-language "
+            "transforms), split as a shell would, e.g. '-Xmx2g -XX:+UseG1GC' (default: none, the "
+            "JVM's own defaults).",
+        )
+        parser.add_argument(
             "--grouped_values_in_memory_bytes",
             type=int,
             default=8 << 20,
@@ -360,6 +367,11 @@ def mode_problems(options, streaming):
                     "--%s=%s has no effect: the pipeline runs in streaming, where bundles are "
                     "micro-batches and a GroupByKey keeps its values in Spark's state store" % (name, given[name])
                 )
+    if streaming and given.get("java_harness_jvm_options"):
+        warnings.append(
+            "--java_harness_jvm_options=%s has no effect: the pipeline runs in streaming, where this "
+            "runner runs no Java stage" % given["java_harness_jvm_options"]
+        )
     if streaming and given.get("progress_bar") == "on":
         warnings.append(
             "--progress_bar=on has no effect: the pipeline runs in streaming, where each micro-batch "

@@ -68,6 +68,7 @@ class StageEnvironment:
     kind: EnvironmentKind
     sdk: str = ""
     classpath: Tuple[str, ...] = ()
+    jvm_options: Tuple[str, ...] = ()  # Java: the harness JVM's options
 
     @property
     def is_java(self) -> bool:

@@ -3,6 +3,7 @@
 import functools
 import logging
 import os
+import shlex
 import re
 import sys
 
@@ -23,7 +24,7 @@ from beam_spark_runner.result import PipelineExecutionError, RunCancelled, Spark
 from beam_spark_runner import plans
 from beam_spark_runner.cross_language.artifacts import keep_java_artifacts
 from beam_spark_runner.cross_language.expansion_services import use_runner_expansion_service
-from beam_spark_runner.cross_language.java_sdk import with_java_harness
+from beam_spark_runner.cross_language.java_sdk import has_java_stages, with_java_harness
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
@@ -127,7 +128,13 @@ class SparkRunner(beam_runner.PipelineRunner):
             )
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
-            execution_plan = with_java_harness(execution_plan)
+            jvm_options = shlex.split(spark_options.java_harness_jvm_options or "")
+            if jvm_options and not has_java_stages(execution_plan):
+                _LOG.warning(
+                    "--java_harness_jvm_options=%s has no effect: no stage of this pipeline runs in Java",
+                    spark_options.java_harness_jvm_options,
+                )
+            execution_plan = with_java_harness(execution_plan, jvm_options)
             annotated = annotated_percentiles(pipeline_proto.components)
             if annotated:
                 _LOG.warning(

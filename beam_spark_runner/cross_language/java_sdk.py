@@ -56,10 +56,15 @@ def harness_jars(version) -> JarSet:
     )
 
 
-def with_java_harness(plan):
+def has_java_stages(plan):
+    return isinstance(plan, plans.ExecutionPlan) and any(stage.environment.is_java for stage in plan.stages)
+
+
+def with_java_harness(plan, jvm_options=()):
     """`plan` with each Java stage's classpath completed by Beam's Java SDK
     harness of its release (resolved through the jar cache: may download
-    once; raises maven_jars.MissingJars naming what is missing)."""
+    once; raises maven_jars.MissingJars naming what is missing), and its
+    harness JVM given `jvm_options`."""
     if not isinstance(plan, plans.ExecutionPlan):
         return plan
     stages = []
@@ -69,7 +74,10 @@ def with_java_harness(plan):
             harness = resolve(harness_jars(java_version_of(environment.sdk)))
             extra = tuple(p for p in harness if p not in environment.classpath)
             stage = dataclasses.replace(
-                stage, environment=dataclasses.replace(environment, classpath=environment.classpath + extra)
+                stage,
+                environment=dataclasses.replace(
+                    environment, classpath=environment.classpath + extra, jvm_options=tuple(jvm_options)
+                ),
             )
         stages.append(stage)
     return dataclasses.replace(plan, stages=tuple(stages))

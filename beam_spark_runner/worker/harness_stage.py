@@ -59,7 +59,7 @@ def _new_harness(stage, descriptor):
         from beam_spark_runner.worker.java_harness import JavaSdkHarness
 
         expected = [p.transform_id for p in stage.outputs] + list(stage.timers)
-        return JavaSdkHarness(descriptor, stage.environment.classpath, expected)
+        return JavaSdkHarness(descriptor, stage.environment.classpath, expected, stage.environment.jvm_options)
     return InProcessSdkHarness(descriptor)
 
 

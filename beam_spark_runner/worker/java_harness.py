@@ -41,6 +41,7 @@ import grpc
 
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.runners.worker import bundle_processor
+from apache_beam.utils import thread_pool_executor
 
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, new_state_servicer
 
@@ -198,14 +199,17 @@ class JavaWorker:
 
     _ids = itertools.count(1)
 
-    def __init__(self, classpath):
+    def __init__(self, classpath, jvm_options=()):
         self.classpath = tuple(classpath)
+        self.jvm_options = tuple(jvm_options)
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
         self.control = _ControlService(self.descriptors, self._died)
         self.state = _StateService()
         self._data_service = BeamFnDataServicer()
-        self._server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16), options=_GRPC_OPTIONS)
+        # Beam's executor: daemon threads, so a stream still open when the
+        # process exits (the JVM's control stream) does not hold it up.
+        self._server = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=_GRPC_OPTIONS)
         beam_fn_api_pb2_grpc.add_BeamFnControlServicer_to_server(self.control, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
@@ -226,7 +230,7 @@ class JavaWorker:
         )
         with open(self._stderr_path, "wb") as stderr:
             self._process = subprocess.Popen(
-                [java_command(), "-cp", os.pathsep.join(self.classpath), FN_HARNESS_MAIN],
+                [java_command(), *self.jvm_options, "-cp", os.pathsep.join(self.classpath), FN_HARNESS_MAIN],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
@@ -290,16 +294,17 @@ _workers = {}
 _workers_lock = threading.Lock()
 
 
-def java_worker(classpath) -> JavaWorker:
-    """This process's JVM for `classpath`, started if none is alive."""
-    key = tuple(classpath)
+def java_worker(classpath, jvm_options=()) -> JavaWorker:
+    """This process's JVM for `classpath` and `jvm_options`, started if
+    none is alive."""
+    key = (tuple(classpath), tuple(jvm_options))
     with _workers_lock:
         worker = _workers.get(key)
         if worker is not None and not worker.alive():
             worker.close()
             worker = None
         if worker is None:
-            worker = _workers[key] = JavaWorker(key)
+            worker = _workers[key] = JavaWorker(*key)
         return worker
 
 
@@ -333,8 +338,8 @@ class JavaSdkHarness:
 
     _ids = itertools.count(1)
 
-    def __init__(self, descriptor, classpath, expected_outputs):
-        self._worker = java_worker(classpath)
+    def __init__(self, descriptor, classpath, expected_outputs, jvm_options=()):
+        self._worker = java_worker(classpath, jvm_options)
         self.state = new_state_servicer()
         self._prefix = "%s-%d" % (descriptor.id, next(self._ids))
         self.descriptor = _with_endpoints(descriptor, self._prefix, self._worker.url)

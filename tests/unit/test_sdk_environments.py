@@ -74,3 +74,99 @@ def test_embedding_keeps_dependencies_and_leaves_the_submitted_proto_alone():
     assert not embedded.components.environments[env_id].payload
     assert list(embedded.components.environments[env_id].dependencies)[-1] == artifact
     assert proto.components.environments[env_id].urn == "beam:env:external:v1"
+
+
+def _java_environment(jar_paths, urn="beam:env:docker:v1"):
+    from apache_beam.portability import common_urns
+
+    env = beam_runner_api_pb2.Environment(urn=urn, capabilities=[JAVA_SDK])
+    for path in jar_paths:
+        env.dependencies.add(
+            type_urn=common_urns.artifact_types.FILE.urn,
+            type_payload=beam_runner_api_pb2.ArtifactFilePayload(path=path).SerializeToString(),
+        )
+    return env
+
+
+def _with_java_stage(env):
+    proto = _pipeline(environments.EmbeddedPythonEnvironment.default())
+    proto.components.environments["java"].CopyFrom(env)
+    double = [
+        t for t in proto.components.transforms.values() if t.unique_name.startswith("Double") and not t.subtransforms
+    ][0]
+    double.environment_id = "java"
+    return proto, double
+
+
+def test_environments_are_classified_by_the_sdk_they_declare():
+    from beam_spark_runner.plans import EnvironmentKind
+
+    assert sdk_environments.kind_of(_java_environment([])) is EnvironmentKind.JAVA
+    python = environments.ProcessEnvironment("run.sh", capabilities=environments.python_sdk_capabilities())
+    assert sdk_environments.kind_of(python.to_runner_api(None)) is EnvironmentKind.PYTHON
+    go = beam_runner_api_pb2.Environment(
+        urn="beam:env:docker:v1",
+        capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_go_sdk:2.77.0"],
+    )
+    assert sdk_environments.kind_of(go) is None
+
+
+def test_a_java_stage_gets_its_jars_as_classpath(tmp_path):
+    from beam_spark_runner.plans import EnvironmentKind
+
+    jars = [str(tmp_path / "a.jar"), str(tmp_path / "b.jar")]
+    proto, _ = _with_java_stage(_java_environment(jars))
+    environment = sdk_environments.stage_environment(proto.components, "java")
+    assert environment.kind is EnvironmentKind.JAVA
+    assert environment.classpath == tuple(jars)
+    assert environment.sdk == "apache/beam_java17_sdk:2.77.0"
+    assert sdk_environments.stage_environment(proto.components, "") == sdk_environments.PYTHON_ENVIRONMENT
+
+
+def test_an_anyof_environment_resolves_to_the_first_alternative_the_runner_runs():
+    from apache_beam.portability import common_urns
+
+    go = beam_runner_api_pb2.Environment(
+        urn="beam:env:docker:v1", capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_go_sdk:1"]
+    )
+    java = _java_environment(["/x.jar"], urn="beam:env:process:v1")
+    anyof = beam_runner_api_pb2.Environment(
+        urn=common_urns.environments.ANYOF.urn,
+        payload=beam_runner_api_pb2.AnyOfEnvironmentPayload(environments=[go, java]).SerializeToString(),
+    )
+    proto, _ = _with_java_stage(anyof)
+    resolved = sdk_environments.resolve_anyof_environments(proto)
+    assert resolved.components.environments["java"] == java
+    assert proto.components.environments["java"].urn == common_urns.environments.ANYOF.urn  # not mutated
+
+
+def test_java_stages_are_refused_in_streaming_and_without_their_jars(tmp_path):
+    import pytest
+
+    from beam_spark_runner.errors import UnsupportedPipelineError
+    from beam_spark_runner.translation import requirements
+
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"")
+    proto, double = _with_java_stage(_java_environment([str(jar)]))
+    requirements.check_environments(proto)  # batch, jars present: accepted
+    assert requirements.check_environments(proto) == []
+    (problem,) = requirements.check_environments(proto, streaming=True)
+    assert "batch only" in problem and double.unique_name in problem
+    missing, double = _with_java_stage(_java_environment([str(tmp_path / "gone.jar")]))
+    (problem,) = requirements.check_environments(missing)
+    assert "gone.jar" in problem and double.unique_name in problem
+    with pytest.raises(UnsupportedPipelineError, match="batch only"):
+        requirements.check_pipeline(proto, streaming=True)
+
+
+def test_a_go_stage_is_refused_naming_the_environment_and_its_transforms():
+    from beam_spark_runner.translation import requirements
+
+    go = beam_runner_api_pb2.Environment(
+        urn="beam:env:docker:v1",
+        capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_go_sdk:2.77.0"],
+    )
+    proto, double = _with_java_stage(go)
+    (problem,) = requirements.check_environments(proto)
+    assert "java" in problem and "apache/beam_go_sdk:2.77.0" in problem and double.unique_name in problem

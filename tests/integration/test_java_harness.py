@@ -1,0 +1,73 @@
+"""Beam's Java SDK harness as the runner starts it (worker/java_harness.py):
+a JVM that cannot start, or that dies, gives a clear error naming the
+harness and what the JVM printed, never a hang; a healthy one is reused."""
+
+import uuid
+
+import apache_beam as beam
+import pytest
+from apache_beam.io.kafka import WriteToKafka
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_spark_runner import SparkRunner
+from beam_spark_runner.cross_language.java_sdk import BEAM_JAVA_VERSION, harness_jars
+from beam_spark_runner.maven_jars import resolve
+from beam_spark_runner.result import PipelineExecutionError
+from beam_spark_runner.worker import java_harness
+from apache_beam.portability.api import beam_fn_api_pb2
+from tests import services
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_a_jvm_that_cannot_start_names_its_exit_code_and_output(tmp_path, monkeypatch):
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text("#!/bin/sh\necho 'Error: broken JVM for the test' >&2\nexit 3\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    with pytest.raises(java_harness.JavaHarnessError) as e:
+        java_harness.JavaWorker(["/nowhere/harness.jar"])
+    message = str(e.value)
+    assert "never opened its control stream" in message and "exit code 3" in message
+    assert "broken JVM for the test" in message and java_harness.FN_HARNESS_MAIN in message
+
+
+def test_a_harness_that_dies_fails_what_waits_on_it():
+    classpath = resolve(harness_jars(BEAM_JAVA_VERSION))
+    worker = java_harness.JavaWorker(classpath)
+    try:
+        assert worker.alive()
+        worker._process.kill()
+        worker._process.wait(30)
+        future = worker.control.push(
+            beam_fn_api_pb2.InstructionRequest(
+                instruction_id="after-death",
+                process_bundle=beam_fn_api_pb2.ProcessBundleRequest(process_bundle_descriptor_id="none"),
+            )
+        )
+        with pytest.raises(java_harness.JavaHarnessError, match="died"):
+            future.result(timeout=60)
+    finally:
+        worker.close()
+    # The next stage of this process starts a new JVM.
+    again = java_harness.java_worker(classpath)
+    assert again is not worker and again.alive()
+
+
+def test_a_java_stage_whose_harness_fails_on_every_attempt_fails_the_run_naming_it():
+    topic = "xlang-crash-" + uuid.uuid4().hex[:8]
+    options = PipelineOptions(["--spark_master=local[2,4]", "--java_harness_jvm_options=-Xmx1k"])
+    p = beam.Pipeline(runner=SparkRunner(), options=options)
+    (
+        p
+        | beam.Create([(b"k", b"v")]).with_output_types(tuple[bytes, bytes])
+        | WriteToKafka(producer_config={"bootstrap.servers": services.KAFKA}, topic=topic)
+    )
+    result = p.run()
+    with pytest.raises(PipelineExecutionError) as e:
+        result.wait_until_finish()
+    message = str(e.value)
+    assert "Java SDK harness" in message and "heap" in message.lower(), message[-3000:]
+    assert result.state == "FAILED"
