@@ -52,9 +52,9 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--java_harness_jvm_options",
             default="",
-            help="Options of the JVM that runs Beam's Java SDK harness for Java stages (cross-language "
-            "transforms), split as a shell would, e.g. '-Xmx2g -XX:+UseG1GC' (default: none, the "
-            "JVM's own defaults).",
+            help="Batch: options of the JVM that runs Beam's Java SDK harness for Java stages "
+            "(cross-language transforms), split as a shell would, e.g. '-Xmx2g -XX:+UseG1GC' "
+            "(default: none, the JVM's own defaults); a warning says when no stage runs in Java.",
         )
         parser.add_argument(
             "--grouped_values_in_memory_bytes",
