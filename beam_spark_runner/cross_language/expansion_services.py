@@ -31,9 +31,12 @@ from beam_spark_runner.worker.beam_internals import (
     replace_expansion_service,
 )
 
-EXPANSION_SERVICE_MAIN = "org.apache.beam.sdk.expansion.service.ExpansionService"
+# Beam's ExpansionService, started so that its environments are plain
+# PROCESS ones (java/xlang/beamsparkrunner/xlang/ExpansionServiceMain.java).
+EXPANSION_SERVICE_MAIN = "beamsparkrunner.xlang.ExpansionServiceMain"
 _BEAM = "org.apache.beam"
 _LAUNCHER = "expansion-service-launcher.jar"
+_MANIFEST = "META-INF/MANIFEST.MF"
 
 
 def _beam(artifact, exclusions=()):
@@ -51,22 +54,24 @@ class JavaExpansionService:
     gradle_target: str
     jars: JarSet
     transforms: str  # what it expands, for messages and docs
-    # The runner's own expansions are on its classpath (RUNNER_XLANG_JAR).
-    runner_expansions: bool = False
 
     def classpath(self) -> Tuple[str, ...]:
-        jars = resolve(self.jars)
-        return jars + ((RUNNER_XLANG_JAR,) if self.runner_expansions else ())
+        """Its jars, then the runner's own (main class and expansions)."""
+        return resolve(self.jars) + (RUNNER_XLANG_JAR,)
 
     def launcher_jar(self) -> str:
         """A jar whose manifest starts Beam's expansion service with this
         service's cached jars as its classpath (resolved, and the launcher
-        written, on first use; rewritten when the runner's own jar changes)."""
-        classpath = self.classpath()
-        directory = os.path.join(cache_root(), self.jars.name)
-        launcher = os.path.join(directory, _LAUNCHER)
-        if not os.path.isfile(launcher) or os.path.getmtime(launcher) < max(os.path.getmtime(p) for p in classpath):
-            _write_launcher(launcher, classpath)
+        written, on first use; rewritten when its manifest would differ)."""
+        manifest = _manifest(self.classpath())
+        launcher = os.path.join(cache_root(), self.jars.name, _LAUNCHER)
+        try:
+            with zipfile.ZipFile(launcher) as jar:
+                current = jar.read(_MANIFEST)
+        except (OSError, KeyError, zipfile.BadZipFile):
+            current = None
+        if current != manifest:
+            _write_launcher(launcher, manifest)
         return launcher
 
 
@@ -82,26 +87,34 @@ def _manifest_line(text):
     return b"\r\n".join(lines) + b"\r\n"
 
 
-def _write_launcher(path, jars):
+def _manifest(jars):
     class_path = " ".join("file:" + pathname2url(os.path.abspath(j)) for j in jars)
-    manifest = (
+    return (
         _manifest_line("Manifest-Version: 1.0")
         + _manifest_line("Main-Class: " + EXPANSION_SERVICE_MAIN)
         + _manifest_line("Class-Path: " + class_path)
         + b"\r\n"
     )
+
+
+def _write_launcher(path, manifest):
     fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".launcher-")
     os.close(fd)
     with zipfile.ZipFile(temporary, "w") as jar:
-        info = zipfile.ZipInfo("META-INF/MANIFEST.MF", date_time=(2026, 1, 1, 0, 0, 0))
-        jar.writestr(info, manifest)
+        jar.writestr(zipfile.ZipInfo(_MANIFEST, date_time=(2026, 1, 1, 0, 0, 0)), manifest)
     os.replace(temporary, path)
 
 
 _KAFKA_CLIENTS = MavenArtifact("org.apache.kafka", "kafka-clients", "3.9.1")
 
+
+def _target(gradle_target):
+    return gradle_target.lstrip(":")
+
+
+# By gradle target, without Beam's optional leading colon.
 SERVICES: Dict[str, JavaExpansionService] = {
-    service.gradle_target: service
+    _target(service.gradle_target): service
     for service in (
         JavaExpansionService(
             "sdks:java:io:expansion-service:shadowJar",
@@ -118,22 +131,20 @@ SERVICES: Dict[str, JavaExpansionService] = {
             "Kafka (apache_beam.io.kafka)",
         ),
         JavaExpansionService(
-            "sdks:java:extensions:sql:expansion-service:shadowJar",
+            ":sdks:java:extensions:sql:expansion-service:shadowJar",
             JarSet(
                 "beam-java-sql-expansion-%s" % BEAM_JAVA_VERSION,
                 (_beam("beam-sdks-java-expansion-service"), _beam("beam-sdks-java-extensions-sql")),
             ),
             "Beam SQL (apache_beam.transforms.sql.SqlTransform)",
-            runner_expansions=True,
         ),
         JavaExpansionService(
-            "sdks:java:extensions:schemaio-expansion-service:shadowJar",
+            ":sdks:java:extensions:schemaio-expansion-service:shadowJar",
             JarSet(
                 "beam-java-schemaio-expansion-%s" % BEAM_JAVA_VERSION,
                 (_beam("beam-sdks-java-expansion-service"), _beam("beam-sdks-java-io-jdbc")),
             ),
             "JDBC (apache_beam.io.jdbc; the JDBC driver from the transform's classpath=)",
-            runner_expansions=True,
         ),
     )
 }
@@ -143,8 +154,7 @@ def compile_classpath():
     """The jars java/xlang compiles against (tools/build_xlang_jar.sh)."""
     jars = []
     for service in SERVICES.values():
-        if service.runner_expansions:
-            jars.extend(j for j in resolve(service.jars) if j not in jars)
+        jars.extend(j for j in resolve(service.jars) if j not in jars)
     return tuple(jars)
 
 
@@ -157,7 +167,7 @@ def runner_expansion_service(transform):
     service = expansion_service_of(transform)
     if not isinstance(service, BeamJarExpansionService):
         return None
-    ours = SERVICES.get(service.gradle_target.lstrip(":"))
+    ours = SERVICES.get(_target(service.gradle_target))
     if ours is None or service.is_existing_service() or service.path_to_jar.endswith(_LAUNCHER):
         return None
     if not (service.path_to_jar.startswith("http://") or service.path_to_jar.startswith("https://")):
@@ -178,3 +188,12 @@ def use_runner_expansion_service(transform):
 
 def known_targets() -> Tuple[str, ...]:
     return tuple(sorted(SERVICES))
+
+
+def beam_services() -> Dict[str, str]:
+    """Beam's `--beam_services` for a client that builds its pipeline for
+    the job service (`--runner=PortableRunner`): each target the runner
+    serves, as Beam spells it, -> the runner's launcher jar for it
+    (resolving the jars on first use). Beam then starts the runner's
+    expansion services where it would download its own."""
+    return {service.gradle_target: service.launcher_jar() for service in SERVICES.values()}

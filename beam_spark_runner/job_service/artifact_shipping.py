@@ -6,7 +6,8 @@ the packages of `--requirements_cache`), `--extra_packages` (the files and
 of the client's environment. The packages are installed and shipped to the
 executors (execution/executor_packages.py) as SparkRunner does for the same
 options; an artifact the runner cannot use (an SDK build, a jar, an
-unknown file) refuses the job, naming it."""
+unknown file) refuses the job, naming it. The jars of a Java environment
+(a cross-language transform's) are its harness's classpath instead."""
 
 import logging
 import os
@@ -14,6 +15,8 @@ import os
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.execution.executor_packages import PythonDependencies, ship_dependencies
 from beam_spark_runner.job_service import staging
+from beam_spark_runner.plans import EnvironmentKind
+from beam_spark_runner.translation.sdk_environments import kind_of
 
 _LOG = logging.getLogger(__name__)
 
@@ -32,6 +35,8 @@ def dependencies_of_artifacts(pipeline, work_dir):
     (pip reads versions from file names; staged files carry a hash)."""
     files, refused = {}, []
     for env in pipeline.components.environments.values():
+        if kind_of(env) is EnvironmentKind.JAVA:
+            continue  # jars of a Java stage's harness (cross_language/artifacts.py)
         for artifact in env.dependencies:
             name, path = staging.staged_name(artifact), staging.staged_path(artifact)
             if name in (CLIENT_ENVIRONMENT,):

@@ -221,7 +221,7 @@ def submission_problems(pipeline, options_struct):
     streaming = is_streaming(pipeline, options)
     problems += JobServiceRunner().option_checks(options, streaming)[0]
     try:
-        requirements.check_pipeline(sdk_environments.embed_python_environments(pipeline), streaming)
+        requirements.check_pipeline(sdk_environments.embed_python_environments(pipeline), streaming, staged_later=True)
     except UnsupportedPipelineError as e:
         problems += [line.strip()[2:] for line in str(e).splitlines()[1:] if line.strip().startswith("- ")]
     except Exception as e:  # noqa: BLE001 -- a proto our checks cannot read is the client's error

@@ -182,7 +182,7 @@ def check_requirements(pipeline):
     ]
 
 
-def check_environments(pipeline, streaming=False):
+def check_environments(pipeline, streaming=False, staged_later=False):
     """Every environment a leaf transform uses must be one the runner runs
     (translation/sdk_environments.py): the embedded Python SDK, or Beam's
     Java SDK with its jars on this machine, in batch."""
@@ -197,7 +197,7 @@ def check_environments(pipeline, streaming=False):
         if env.urn in sdk_environments.EMBEDDED_PYTHON_URNS:
             continue
         if kind is EnvironmentKind.JAVA:
-            errors.extend(sdk_environments.java_environment_problems(env, env_id, names, streaming))
+            errors.extend(sdk_environments.java_environment_problems(env, env_id, names, streaming, staged_later))
             continue
         errors.append(
             "environment %s (%s, SDK %s) used by %s cannot run here: this runner runs Beam's Python SDK "
@@ -207,11 +207,13 @@ def check_environments(pipeline, streaming=False):
     return errors
 
 
-def check_pipeline(pipeline, streaming=False):
-    """Raises UnsupportedPipelineError listing every problem found."""
+def check_pipeline(pipeline, streaming=False, staged_later=False):
+    """Raises UnsupportedPipelineError listing every problem found.
+    `staged_later`: the job service's check at Prepare, before the client
+    staged the artifacts."""
     errors = (
         check_requirements(pipeline)
-        + check_environments(pipeline, streaming)
+        + check_environments(pipeline, streaming, staged_later)
         + check_transforms(pipeline, streaming)
         + check_windowing(pipeline)
     )

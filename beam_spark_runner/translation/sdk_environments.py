@@ -77,7 +77,13 @@ def resolve_anyof_environments(pipeline):
         payload = beam_runner_api_pb2.AnyOfEnvironmentPayload.FromString(environment.payload)
         for alternative in payload.environments:
             if kind_of(alternative) is not None:
+                # The AnyOf's own dependencies, where it has them, are what
+                # a client staged (the job service resolved those).
+                staged = list(environment.dependencies)
                 environment.CopyFrom(alternative)
+                if staged:
+                    del environment.dependencies[:]
+                    environment.dependencies.extend(staged)
                 break
     return resolved
 
@@ -112,14 +118,18 @@ def stage_environment(components, environment_id) -> StageEnvironment:
     return StageEnvironment(EnvironmentKind.JAVA, sdk_of(environment) or "", java_classpath(environment))
 
 
-def java_environment_problems(environment, env_id, names, streaming):
-    """Why a Java environment cannot run here (empty when it can)."""
+def java_environment_problems(environment, env_id, names, streaming, staged_later=False):
+    """Why a Java environment cannot run here (empty when it can).
+    `staged_later`: its jars reach the job service after this check (they
+    are checked when the job runs)."""
     listed = ", ".join(sorted(names))
     if streaming:
         return [
             "environment %s (%s): Java stages (%s) run in batch only on this runner; this pipeline is "
             "streaming" % (env_id, sdk_of(environment), listed)
         ]
+    if staged_later:
+        return []
     try:
         classpath = java_classpath(environment)
     except ValueError as e:
@@ -150,6 +160,7 @@ def environment_problems(pipeline):
     """Messages naming each environment the runner cannot run and every
     transform (name and URN) that uses it; empty when all can run."""
     problems = []
+    pipeline = resolve_anyof_environments(pipeline)
     components = pipeline.components
     expected = this_sdk()
     for env_id, names in sorted(_transforms_by_environment(pipeline).items()):
@@ -163,6 +174,8 @@ def environment_problems(pipeline):
         sdk = sdk_of(environment)
         if sdk is not None and _SDK_BASE_PREFIX + sdk == expected:
             continue
+        if kind_of(environment) is EnvironmentKind.JAVA:
+            continue  # Beam's Java SDK harness runs it (requirements.check_environments)
         if sdk is None:
             why = "it declares no Beam SDK version (no %s capability)" % _SDK_BASE_PREFIX
         else:
@@ -170,8 +183,8 @@ def environment_problems(pipeline):
         listed = ", ".join("%s (%s)" % (name, _urn_of(components, name)) for name in sorted(names))
         problems.append(
             "environment %s (%s): %s; this runner runs Beam's Python SDK %s embedded in Spark's "
-            "Python workers and nothing else (no other SDK, no cross-language transform, no other "
-            "Beam or Python version). Transforms in it: %s"
+            "Python workers and Beam's Java SDK in its Java harness, nothing else (no other SDK, no "
+            "other Beam or Python version of the Python SDK). Transforms in it: %s"
             % (env_id, environment.urn, why, expected[len(_SDK_BASE_PREFIX) :], listed)
         )
     return problems
@@ -185,13 +198,16 @@ def _urn_of(components, unique_name):
 
 
 def embed_python_environments(pipeline):
-    """A copy of `pipeline` whose environments (all of this SDK: check with
-    `environment_problems` first) run embedded in Spark's Python workers.
-    Their dependencies (the artifacts the client staged) and capabilities
-    are kept."""
+    """A copy of `pipeline` whose Python environments (of this SDK: check
+    with `environment_problems` first) run embedded in Spark's Python
+    workers; AnyOf environments resolved, Java ones kept. Their
+    dependencies (the artifacts the client staged) and capabilities are
+    kept."""
     rewritten = beam_runner_api_pb2.Pipeline()
-    rewritten.CopyFrom(pipeline)
+    rewritten.CopyFrom(resolve_anyof_environments(pipeline))
     for environment in rewritten.components.environments.values():
+        if kind_of(environment) is EnvironmentKind.JAVA:
+            continue
         if environment.urn != python_urns.EMBEDDED_PYTHON:
             environment.urn = python_urns.EMBEDDED_PYTHON
             environment.ClearField("payload")

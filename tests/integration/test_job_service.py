@@ -2,9 +2,11 @@
 input: Beam's PortableRunner as the client, or raw Job API calls where a
 client would never send what is tested."""
 
+import json
 import os
 import threading
 import time
+import typing
 
 import apache_beam as beam
 import grpc
@@ -135,11 +137,11 @@ def test_unknown_urns_and_other_sdks_are_refused_in_one_message(service):
         if t.unique_name.startswith("Double") and t.spec.urn == common_urns.primitives.PAR_DO.urn
     )
     double.spec.urn = "beam:transform:acme:frobnicate:v1"
-    java = beam_runner_api_pb2.Environment(
+    go = beam_runner_api_pb2.Environment(
         urn="beam:env:docker:v1",
-        capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_java17_sdk:2.77.0"],
+        capabilities=[environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_go_sdk:2.77.0"],
     )
-    pipeline.components.environments["java"].CopyFrom(java)
+    pipeline.components.environments["go"].CopyFrom(go)
     numbers = next(t for t in pipeline.components.transforms.values() if t.unique_name == "Numbers/Impulse")
     reshuffle = sorted(
         (
@@ -149,13 +151,13 @@ def test_unknown_urns_and_other_sdks_are_refused_in_one_message(service):
         ),
         key=lambda t: t.unique_name,
     )[0]
-    reshuffle.environment_id = "java"
+    reshuffle.environment_id = "go"
     with pytest.raises(grpc.RpcError) as error:
         _prepare(stub, pipeline, "xlang")
     details = error.value.details()
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "beam:transform:acme:frobnicate:v1" in details and double.unique_name in details
-    assert "apache/beam_java17_sdk:2.77.0" in details and reshuffle.unique_name in details
+    assert "apache/beam_go_sdk:2.77.0" in details and reshuffle.unique_name in details
     assert numbers.unique_name  # the Impulse has no environment and is not blamed
     assert numbers.unique_name + " (" not in details
 
@@ -404,3 +406,36 @@ def test_a_portable_client_reads_and_writes_database_tables(service, postgresql_
     finally:
         drop_table(postgresql_url, source)
         drop_table(postgresql_url, copy)
+
+
+class _Sale(typing.NamedTuple):
+    shop: str
+    amount: int
+
+
+beam.coders.registry.register_coder(_Sale, beam.coders.RowCoder)
+
+
+def test_a_portable_client_runs_a_cross_language_sql_transform(service):
+    """The client expands SqlTransform in the runner's expansion service
+    (--beam_services from `python -m beam_spark_runner.cross_language`),
+    stages the Java environment's jars, and the job runs the Java stage in
+    Beam's Java SDK harness."""
+    from apache_beam.transforms.sql import SqlTransform
+
+    from beam_spark_runner.cross_language.expansion_services import beam_services
+
+    _, endpoint, _, _ = service
+    sales = [_Sale("s%d" % (i % 3), i) for i in range(30)]
+    expected = {}
+    for sale in sales:
+        expected[sale.shop] = expected.get(sale.shop, 0) + sale.amount
+    options = _options(endpoint, "--beam_services=" + json.dumps(beam_services()))
+    with beam.Pipeline(runner=PortableRunner(), options=options) as p:
+        totals = (
+            p
+            | beam.Create(sales).with_output_types(_Sale)
+            | SqlTransform("SELECT shop, SUM(amount) AS total FROM PCOLLECTION GROUP BY shop")
+            | beam.Map(lambda row: (row.shop, row.total))
+        )
+        assert_that(totals, equal_to(sorted(expected.items())))

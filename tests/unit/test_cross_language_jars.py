@@ -75,7 +75,7 @@ def test_the_harness_set_is_the_environments_release():
 def test_the_launcher_manifest_names_every_jar_in_lines_of_at_most_72_bytes(tmp_path):
     jars = [str(tmp_path / ("a-very-long-directory-name-%02d" % i) / "some-artifact-1.2.3.jar") for i in range(30)]
     launcher = tmp_path / "launcher.jar"
-    expansion_services._write_launcher(str(launcher), jars)
+    expansion_services._write_launcher(str(launcher), expansion_services._manifest(jars))
     with zipfile.ZipFile(launcher) as jar:
         manifest = jar.read("META-INF/MANIFEST.MF")
     lines = manifest.split(b"\r\n")

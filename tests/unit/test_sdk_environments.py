@@ -8,6 +8,7 @@ from apache_beam.transforms import environments
 from beam_spark_runner.translation import sdk_environments
 
 JAVA_SDK = environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_java17_sdk:2.77.0"
+GO_SDK = environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_go_sdk:2.77.0"
 OLD_PYTHON_SDK = environments.SDK_VERSION_CAPABILITY_PREFIX + "apache/beam_python3.11_sdk:2.60.0"
 
 
@@ -44,11 +45,11 @@ def test_this_python_sdk_is_accepted_in_every_environment_kind():
 
 
 def test_another_sdk_is_refused_naming_every_transform_and_urn():
-    proto = _pipeline(environments.DockerEnvironment("apache/beam_java17_sdk:2.77.0"))
+    proto = _pipeline(environments.DockerEnvironment("apache/beam_go_sdk:2.77.0"))
     (env_id,) = _env_ids(proto)
-    _set_sdk(proto, env_id, JAVA_SDK)
+    _set_sdk(proto, env_id, GO_SDK)
     (problem,) = sdk_environments.environment_problems(proto)
-    assert "apache/beam_java17_sdk:2.77.0" in problem and env_id in problem
+    assert "apache/beam_go_sdk:2.77.0" in problem and env_id in problem
     leaves = [t for t in proto.components.transforms.values() if t.environment_id == env_id and not t.subtransforms]
     assert leaves
     for transform in leaves:
@@ -170,3 +171,12 @@ def test_a_go_stage_is_refused_naming_the_environment_and_its_transforms():
     proto, double = _with_java_stage(go)
     (problem,) = requirements.check_environments(proto)
     assert "java" in problem and "apache/beam_go_sdk:2.77.0" in problem and double.unique_name in problem
+
+
+def test_a_java_environment_passes_the_job_services_environment_check():
+    proto = _pipeline(environments.DockerEnvironment("apache/beam_java17_sdk:2.77.0"))
+    (env_id,) = _env_ids(proto)
+    _set_sdk(proto, env_id, JAVA_SDK)
+    assert sdk_environments.environment_problems(proto) == []
+    embedded = sdk_environments.embed_python_environments(proto)
+    assert embedded.components.environments[env_id] == proto.components.environments[env_id]
