@@ -77,7 +77,8 @@ class StageEnvironment:
     def describe(self) -> str:
         if self.kind is EnvironmentKind.PYTHON:
             return "python"
-        return "%s (%s, %d jars)" % (self.kind.value, self.sdk, len(self.classpath))
+        count = len(self.classpath)
+        return "%s (%s, %d jar%s)" % (self.kind.value, self.sdk, count, "" if count == 1 else "s")
 
 
 PYTHON_ENVIRONMENT = StageEnvironment(EnvironmentKind.PYTHON)
