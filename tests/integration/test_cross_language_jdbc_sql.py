@@ -55,7 +55,7 @@ def _options():
 
 
 @pytest.fixture
-def table():
+def table(postgresql_url):
     import psycopg
 
     name = "xlang_%s" % uuid.uuid4().hex[:8]

@@ -18,6 +18,11 @@ from tests import services
 pytestmark = pytest.mark.timeout(600)
 
 
+@pytest.fixture(autouse=True)
+def kafka(request):
+    return services.require(request, services.KAFKA)
+
+
 def _options():
     return PipelineOptions(["--spark_master=local[2,4]"])
 

@@ -56,7 +56,8 @@ def test_a_harness_that_dies_fails_what_waits_on_it():
     assert again is not worker and again.alive()
 
 
-def test_a_java_stage_whose_harness_fails_on_every_attempt_fails_the_run_naming_it():
+def test_a_java_stage_whose_harness_fails_on_every_attempt_fails_the_run_naming_it(request):
+    services.require(request, services.KAFKA)
     topic = "xlang-crash-" + uuid.uuid4().hex[:8]
     options = PipelineOptions(["--spark_master=local[2,4]", "--java_harness_jvm_options=-Xmx1k"])
     p = beam.Pipeline(runner=SparkRunner(), options=options)
