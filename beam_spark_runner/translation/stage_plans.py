@@ -12,6 +12,7 @@ translation/streaming_plan.py makes them the operators of a streaming query.
 Pure planning: no Spark.
 """
 
+import dataclasses
 from typing import Dict
 
 from apache_beam.portability import common_urns, python_urns
@@ -83,11 +84,20 @@ class StagePlanner:
         transforms = {}
         native = None
         finalizes = False
+        environment = stage_environment(components, stage.environment)
         for t in stage.transforms:
             t = _copy(t)
             if t.spec.urn == bundle_processor.DATA_INPUT_URN:
                 coder_id = data_coders[translations.only_element(t.outputs.values())]
                 port = _port(t, coder_id)
+                if environment.is_java:
+                    # The runner reads what a Java stage reads (its keys,
+                    # its sized restrictions) with the safe coder: another
+                    # SDK's coders as length-prefixed bytes, the same wire
+                    # bytes as the data channel's length-prefixed coder.
+                    port = dataclasses.replace(
+                        port, coder_id=runner_side_coder(components, coder_id, safe.get(coder_id, coder_id))
+                    )
                 inputs.append(port)
                 if self._streamed_groups and port.buffer.kind == BufferKind.GROUP:
                     # The runner's side keeps reading `coder_id`.
@@ -132,7 +142,6 @@ class StagePlanner:
             environments=dict(components.environments.items()),
             timer_api_service_descriptor=fake_timer_endpoint(),
         )
-        environment = stage_environment(components, stage.environment)
         return StagePlan(
             name=stage.name,
             descriptor=descriptor.SerializeToString(),

@@ -1,0 +1,87 @@
+"""A Beam Java pipeline (examples/java/wordcount) built with Maven and
+submitted to the job service by Beam Java's own PortableRunner: every
+stage runs in Beam's Java SDK harness on this runner."""
+
+import collections
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from beam_spark_runner.job_service.servicer import SparkJobServicer
+
+pytestmark = pytest.mark.timeout(900)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "examples", "java", "wordcount")
+TEXT = """The quick brown fox jumps over the lazy dog.
+The dog sleeps; the fox runs!
+It's a dog's life, isn't it?
+"""
+
+
+@pytest.fixture(scope="module")
+def built_example(tmp_path_factory):
+    """The example compiled, with its dependencies, in a copy of its
+    directory (Maven fetches Beam Java's jars once into ~/.m2)."""
+    work = tmp_path_factory.mktemp("java-wordcount")
+    shutil.copytree(EXAMPLE, work / "wordcount", ignore=shutil.ignore_patterns("target"))
+    project = work / "wordcount"
+    done = subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "compile",
+            "dependency:copy-dependencies",
+            "-DoutputDirectory=target/libs",
+            "-DincludeScope=runtime",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return project
+
+
+@pytest.fixture(scope="module")
+def job_endpoint(spark_session, tmp_path_factory):
+    servicer = SparkJobServicer(staging_dir=str(tmp_path_factory.mktemp("java-staging")), spark_session=spark_session)
+    port = servicer.start_grpc_server(0)
+    yield "localhost:%d" % port
+    servicer.stop()
+
+
+def test_a_java_word_count_through_beams_java_portable_runner(built_example, job_endpoint, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text(TEXT)
+    output = tmp_path / "out" / "counts"
+    done = subprocess.run(
+        [
+            "java",
+            "-cp",
+            "target/classes" + os.pathsep + os.path.join("target", "libs", "*"),
+            "org.example.WordCount",
+            "--runner=PortableRunner",
+            "--jobEndpoint=" + job_endpoint,
+            "--input=" + str(text),
+            "--output=" + str(output),
+        ],
+        cwd=built_example,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    expected = collections.Counter(w for w in re.split(r"[^a-z']+", TEXT.lower()) if w)
+    counted = collections.Counter()
+    for path in glob.glob(str(output) + "*"):
+        with open(path) as f:
+            for line in f:
+                word, n = line.rstrip("\n").split("\t")
+                counted[word] += int(n)
+    assert counted == expected
