@@ -113,3 +113,23 @@ def test_the_plan_names_each_stages_environment():
     # The Python step is a stage of its own, in the Python SDK.
     decode_stage = [block for block in plan.split("Stage ") if "runs   Decode" in block]
     assert decode_stage and "environment java" not in decode_stage[0], plan
+
+
+def test_a_broker_that_is_down_fails_the_run_with_kafkas_error():
+    from beam_spark_runner.result import PipelineExecutionError
+
+    p = beam.Pipeline(runner=SparkRunner(), options=_options())
+    (
+        p
+        | ReadFromKafka(
+            # Nothing listens on port 1; Kafka's client gives up after 2 s.
+            consumer_config={"bootstrap.servers": "127.0.0.1:1", "default.api.timeout.ms": "2000"},
+            topics=["unreachable"],
+            max_num_records=10,
+        )
+        | beam.Map(lambda kv: kv)
+    )
+    result = p.run()
+    with pytest.raises(PipelineExecutionError, match="Timeout expired while fetching topic metadata"):
+        result.wait_until_finish()
+    assert result.state == "FAILED"
