@@ -56,7 +56,16 @@ def job_endpoint(spark_session, tmp_path_factory):
     servicer.stop()
 
 
-def test_a_java_word_count_through_beams_java_portable_runner(built_example, job_endpoint, tmp_path):
+@pytest.mark.parametrize(
+    "main_class",
+    [
+        "org.example.WordCount",
+        # A stateful DoFn: a ValueState per word and an event-time timer,
+        # served by the runner's state API and timer streams.
+        "org.example.StatefulWordCount",
+    ],
+)
+def test_a_java_word_count_through_beams_java_portable_runner(built_example, job_endpoint, tmp_path, main_class):
     text = tmp_path / "text.txt"
     text.write_text(TEXT)
     output = tmp_path / "out" / "counts"
@@ -65,7 +74,7 @@ def test_a_java_word_count_through_beams_java_portable_runner(built_example, job
             "java",
             "-cp",
             "target/classes" + os.pathsep + os.path.join("target", "libs", "*"),
-            "org.example.WordCount",
+            main_class,
             "--runner=PortableRunner",
             "--jobEndpoint=" + job_endpoint,
             "--input=" + str(text),
