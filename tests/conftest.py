@@ -83,6 +83,9 @@ SLOW_FILES = (
     "tests/integration/test_cluster_dependencies.py",
     "tests/integration/test_console.py",
     "tests/integration/test_large_groups.py",
+    # Maven builds the Java example and fetches Beam Java's jars, once.
+    "tests/integration/test_java_pipelines.py",
+    "tests/integration/test_cross_language_kafka.py",
 )
 
 

@@ -122,8 +122,8 @@ def test_a_broker_that_is_down_fails_the_run_with_kafkas_error():
     (
         p
         | ReadFromKafka(
-            # Nothing listens on port 1; Kafka's client gives up after 2 s.
-            consumer_config={"bootstrap.servers": "127.0.0.1:1", "default.api.timeout.ms": "2000"},
+            # Nothing listens on port 1; Kafka's client gives up after 1 s.
+            consumer_config={"bootstrap.servers": "127.0.0.1:1", "default.api.timeout.ms": "1000"},
             topics=["unreachable"],
             max_num_records=10,
         )
