@@ -58,9 +58,14 @@ class JarSet:
         return ", ".join(str(a) for a in self.artifacts)
 
 
+def cache_base():
+    """The runner's cache directory ($BEAM_SPARK_CACHE_DIR, else
+    ~/.cache/beam-spark-runner)."""
+    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beam-spark-runner")
+
+
 def cache_root():
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beam-spark-runner")
-    return os.path.join(base, "maven")
+    return os.path.join(cache_base(), "maven")
 
 
 def cached_jars(jar_set):

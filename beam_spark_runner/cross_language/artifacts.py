@@ -18,7 +18,7 @@ import tempfile
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from beam_spark_runner.maven_jars import CACHE_ENV
+from beam_spark_runner.maven_jars import cache_base
 from beam_spark_runner.plans import EnvironmentKind
 from beam_spark_runner.translation.sdk_environments import kind_of
 
@@ -27,8 +27,7 @@ _STAGING_TO = common_urns.artifact_roles.STAGING_TO.urn
 
 
 def artifact_root():
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beam-spark-runner")
-    return os.path.join(base, "artifacts")
+    return os.path.join(cache_base(), "artifacts")
 
 
 def _sha256(path):
@@ -64,14 +63,15 @@ def keep_java_artifacts(pipeline):
         return pipeline
     kept = beam_runner_api_pb2.Pipeline()
     kept.CopyFrom(pipeline)
+    root = artifact_root() + os.sep
     for environment in kept.components.environments.values():
         if kind_of(environment) is not EnvironmentKind.JAVA:
             continue
-        for index, dependency in enumerate(environment.dependencies):
+        for dependency in environment.dependencies:
             if dependency.type_urn != _FILE:
                 continue
             payload = beam_runner_api_pb2.ArtifactFilePayload.FromString(dependency.type_payload)
-            if not os.path.isfile(payload.path) or payload.path.startswith(artifact_root() + os.sep):
+            if not os.path.isfile(payload.path) or payload.path.startswith(root):
                 continue  # requirements name a missing file; a cached one stays
             name = os.path.basename(payload.path)
             if dependency.role_urn == _STAGING_TO:

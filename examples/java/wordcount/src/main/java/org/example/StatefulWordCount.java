@@ -1,6 +1,5 @@
 package org.example;
 
-import java.util.Arrays;
 import org.apache.beam.sdk.Pipeline;
 import org.apache.beam.sdk.coders.VarLongCoder;
 import org.apache.beam.sdk.io.TextIO;
@@ -13,8 +12,6 @@ import org.apache.beam.sdk.state.TimerSpec;
 import org.apache.beam.sdk.state.TimerSpecs;
 import org.apache.beam.sdk.state.ValueState;
 import org.apache.beam.sdk.transforms.DoFn;
-import org.apache.beam.sdk.transforms.Filter;
-import org.apache.beam.sdk.transforms.FlatMapElements;
 import org.apache.beam.sdk.transforms.MapElements;
 import org.apache.beam.sdk.transforms.ParDo;
 import org.apache.beam.sdk.transforms.windowing.BoundedWindow;
@@ -59,12 +56,7 @@ public final class StatefulWordCount {
   public static void main(String[] args) {
     WordCount.Options options = PipelineOptionsFactory.fromArgs(args).withValidation().as(WordCount.Options.class);
     Pipeline p = Pipeline.create(options);
-    p.apply("Read", TextIO.read().from(options.getInput()))
-        .apply(
-            "Words",
-            FlatMapElements.into(TypeDescriptors.strings())
-                .via((String line) -> Arrays.asList(line.toLowerCase().split("[^a-z']+"))))
-        .apply("NonEmpty", Filter.by((String word) -> !word.isEmpty()))
+    WordCount.words(p, options.getInput())
         .apply(
             "Ones",
             MapElements.into(TypeDescriptors.kvs(TypeDescriptors.strings(), TypeDescriptors.longs()))

@@ -12,6 +12,7 @@ import org.apache.beam.sdk.transforms.Filter;
 import org.apache.beam.sdk.transforms.FlatMapElements;
 import org.apache.beam.sdk.transforms.MapElements;
 import org.apache.beam.sdk.values.KV;
+import org.apache.beam.sdk.values.PCollection;
 import org.apache.beam.sdk.values.TypeDescriptors;
 
 /** Counts the words of --input into --output (one file: word<TAB>count per line). */
@@ -33,15 +34,20 @@ public final class WordCount {
 
   private WordCount() {}
 
-  public static void main(String[] args) {
-    Options options = PipelineOptionsFactory.fromArgs(args).withValidation().as(Options.class);
-    Pipeline p = Pipeline.create(options);
-    p.apply("Read", TextIO.read().from(options.getInput()))
+  /** The lower-cased words of the text files `input`, one element each. */
+  static PCollection<String> words(Pipeline p, String input) {
+    return p.apply("Read", TextIO.read().from(input))
         .apply(
             "Words",
             FlatMapElements.into(TypeDescriptors.strings())
                 .via((String line) -> Arrays.asList(line.toLowerCase().split("[^a-z']+"))))
-        .apply("NonEmpty", Filter.by((String word) -> !word.isEmpty()))
+        .apply("NonEmpty", Filter.by((String word) -> !word.isEmpty()));
+  }
+
+  public static void main(String[] args) {
+    Options options = PipelineOptionsFactory.fromArgs(args).withValidation().as(Options.class);
+    Pipeline p = Pipeline.create(options);
+    words(p, options.getInput())
         .apply("Count", Count.perElement())
         .apply(
             "Format",
