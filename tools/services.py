@@ -144,10 +144,16 @@ def apt_install(service, packages):
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True
+    # A server that has exited but whose parent (a process that started it,
+    # such as a test) has not reaped it yet is a zombie: not alive.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return True
 
 
@@ -480,6 +486,8 @@ class MariaDB(_Database):
                 + (["--user=" + user] if user else []),
             )
         _chown_tree(self.dir, user)
+        if os.path.exists(socket_path):  # left by a server that was killed
+            os.unlink(socket_path)
         self._spawn(
             [
                 shutil.which("mariadbd") or "/usr/sbin/mariadbd",
@@ -495,14 +503,23 @@ class MariaDB(_Database):
             ]
             + (["--user=" + user] if user else [])
         )
+        client = [shutil.which("mariadb") or "mariadb", "--no-defaults", "--socket=" + socket_path, "-uroot", "-e"]
+        # The socket file appears when mariadbd binds it, which can be before it
+        # accepts connections (and a file left by a killed server accepts none):
+        # wait until the server answers on it.
         deadline = time.time() + 60
-        while not os.path.exists(socket_path) and time.time() < deadline:
+        while True:
             if self.recorded_pid() is None:
                 raise ServiceError(
                     "mariadb exited while starting; its log %s ends:\n%s" % (self.log, _tail(_read(self.log)))
                 )
+            try:
+                _run(self.name, client + ["SELECT 1"], timeout=30)
+                break
+            except ServiceError:
+                if time.time() >= deadline:
+                    raise
             time.sleep(0.2)
-        client = [shutil.which("mariadb") or "mariadb", "--no-defaults", "--socket=" + socket_path, "-uroot", "-e"]
         # The tests connect over TCP from 127.0.0.1 as root without a password.
         _run(
             self.name,

@@ -6,8 +6,11 @@ user runs elsewhere is reused."""
 
 import importlib.util
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -137,3 +140,34 @@ def test_a_postgresql_the_user_runs_elsewhere_is_reused_not_started(request):
         assert "no_such_database" in wrong, wrong
     finally:
         server.close()
+
+
+def test_mariadb_starts_over_the_socket_file_a_killed_server_left(request, monkeypatch):
+    """A server killed with SIGKILL leaves its socket file behind; the next
+    `up` starts a new server that answers, and `down` stops it."""
+    services.require(request, services.MARIADB)  # the machine has MariaDB installed
+    # The server may run as the mysql user: its directory must be reachable
+    # by it (pytest's own temporary directories are not).
+    directory = tempfile.mkdtemp(prefix="beam-test-services-", dir="/var/tmp")
+    os.chmod(directory, 0o755)
+    monkeypatch.setenv("BEAM_SPARK_SERVICES_DIR", directory)
+    server = script.MariaDB()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        server.port = s.getsockname()[1]
+    try:
+        assert server.up() == "started"
+        os.kill(server.recorded_pid(), signal.SIGKILL)  # leaves its socket file behind
+        deadline = time.time() + 30
+        # A process's command line goes before its sockets close: wait for both.
+        while (server.recorded_pid() is not None or script._listening("127.0.0.1", server.port)) and (
+            time.time() < deadline
+        ):
+            time.sleep(0.1)
+        assert os.path.exists(os.path.join(server.dir, "mysqld.sock"))
+        assert server.up() == "started"
+        assert script.probe_mariadb("127.0.0.1", server.port, "root", "test") is None
+        assert server.down() == "stopped"
+    finally:
+        server.down()
+        shutil.rmtree(directory, ignore_errors=True)
