@@ -1,39 +1,52 @@
 """beam-spark-runner: run Apache Beam pipelines on Apache Spark through PySpark."""
 
+import os
+import runpy
+
 from setuptools import find_packages, setup
 
+# The supported PySpark and Beam releases are written once, in
+# beam_spark_runner/versions.py (standard library only, so it runs here
+# before anything is installed); importing the package checks them too.
+_VERSIONS = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam_spark_runner", "versions.py"))
+PYSPARK = _VERSIONS["PYSPARK"].requirement()
+BEAM = _VERSIONS["BEAM"].requirement()
+
+# Ranges, so that the runner installs beside the PySpark of the user's
+# cluster and the Beam the user's pipelines are written against; the test
+# environment's exact versions are in tools/test-constraints.txt.
 INSTALL_REQUIRES = [
-    "apache-beam==2.77.0",
-    "pyspark==4.3.0",
+    BEAM,
+    PYSPARK,
     "pandas<3",
     "pyarrow",
     "grpcio",
     # The batch progress bar (beam_spark_runner/progress_bar.py).
     "tqdm>=4.60,<5",
-    "pytest",
     # WriteToDatabase / ReadFromDatabase (beam_spark_runner/connectors/):
     # PostgreSQL through psycopg 3 (its binary build carries libpq),
     # MariaDB and MySQL through PyMySQL.
-    "psycopg[binary]==3.3.9",
-    "pymysql==1.2.4",
+    "psycopg[binary]>=3.2,<4",
+    "pymysql>=1.1,<2",
     # ReadFromRedisStreams and ReadFromNats (beam_spark_runner/connectors/).
-    "redis==8.1.0",
+    "redis>=5,<9",
     # redis-py's C reply parser: XRANGE pages parse about 1.5x faster.
-    "hiredis==3.5.0",
-    "nats-py==2.16.0",
+    "hiredis>=3,<4",
+    "nats-py>=2.9,<3",
 ]
 
 TEST_REQUIRES = [
+    "pytest",
     # Beam's own test modules (our conformance suite) import pyhamcrest,
     # parameterized, mock, ... through this extra.
-    "apache-beam[test]==2.77.0",
+    BEAM.replace("apache-beam", "apache-beam[test]", 1),
     # Beam YAML (apache_beam.yaml.main), run through the job service in
     # tests/integration/test_job_server_cli.py.
-    "apache-beam[yaml]==2.77.0",
+    BEAM.replace("apache-beam", "apache-beam[yaml]", 1),
     # Interactive Beam (ib.collect, ib.show), the kernel that runs the
     # example notebooks (tests/integration/test_notebooks.py, nbclient) and
     # their plots.
-    "apache-beam[interactive]==2.77.0",
+    BEAM.replace("apache-beam", "apache-beam[interactive]", 1),
     "nbclient",
     "matplotlib",
     "hypothesis",
@@ -44,9 +57,9 @@ TEST_REQUIRES = [
     "pytest-xdist",
     # A Kafka client of its own to produce and check the messages of the
     # cross-language Kafka tests (tests/integration/test_cross_language_kafka.py).
-    "confluent-kafka==2.16.1",
+    "confluent-kafka>=2.6,<3",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
-    "ruff==0.17.6",
+    "ruff",
 ]
 
 setup(

@@ -7,6 +7,12 @@ set-up) and must not pay for importing Beam when they do not need it.
 
 import importlib
 
+from beam_spark_runner import versions as _versions
+
+# A PySpark or Beam outside the supported ranges fails here, naming the
+# installed release and the range (beam_spark_runner/versions.py).
+_versions.check_installed()
+
 _EXPORTS = {
     "SparkRunner": "beam_spark_runner.runner",
     "plan_pipeline": "beam_spark_runner.translation.planner",

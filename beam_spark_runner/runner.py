@@ -21,7 +21,7 @@ from beam_spark_runner.options import (
     worker_log_settings,
 )
 from beam_spark_runner.result import PipelineExecutionError, RunCancelled, SparkPipelineResult
-from beam_spark_runner import plans
+from beam_spark_runner import plans, versions
 from beam_spark_runner.cross_language.artifacts import keep_java_artifacts
 from beam_spark_runner.cross_language.expansion_services import use_runner_expansion_service
 from beam_spark_runner.cross_language.java_sdk import has_java_stages, with_java_harness
@@ -40,6 +40,23 @@ from beam_spark_runner.translation.planner import (
 from beam_spark_runner.translation.watermark_percentiles import annotated_percentiles, outermost
 
 _LOG = logging.getLogger(__name__)
+
+
+def engine_problems(streaming):
+    """What the installed PySpark cannot run of this pipeline: a streaming
+    pipeline's keyed stages run in `transformWithState`, which PySpark 4.0
+    does not have (there the runner runs batch pipelines only)."""
+    if not streaming:
+        return []
+    from beam_spark_runner.execution import spark_internals
+
+    if spark_internals.has_transform_with_state():
+        return []
+    return [
+        "a streaming pipeline needs PySpark 4.1 or later (its keyed stages run in Spark's "
+        "transformWithState); PySpark %s is installed, where this runner runs batch pipelines only"
+        % versions.installed_version(versions.PYSPARK)
+    ]
 
 
 class SparkRunner(beam_runner.PipelineRunner):
@@ -167,7 +184,7 @@ class SparkRunner(beam_runner.PipelineRunner):
         """(errors, warnings) about the options, each naming the option."""
         errors, warnings = option_problems(options, client_staged=self.client_staged)
         mode_errors, mode_warnings = mode_problems(options, streaming)
-        return errors + mode_errors, warnings + mode_warnings
+        return errors + mode_errors + engine_problems(streaming), warnings + mode_warnings
 
     def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=(), dependencies=None):
         from beam_spark_runner.execution.batch_execution import BatchExecution

@@ -193,7 +193,11 @@ def arrow_schema(struct_type):
     `pyspark.sql.pandas.types`; timestamps as UTC microseconds)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(struct_type, timezone="UTC")
+    # PySpark 4.2 names the time zone; 4.0 and 4.1 take `timestamp_utc`
+    # (True by default: UTC).
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(struct_type, timezone="UTC")
+    return to_arrow_schema(struct_type, timestamp_utc=True)
 
 
 # --- grouping one partition's records, spilling to disk -------------------
@@ -300,6 +304,54 @@ class MapStateWire:
         self._exchange([self._request({"removeKey": m.RemoveKey(userKey=self._key(k))}) for k in keys], "remove")
 
 
+# --- differences between supported PySpark releases ------------------------
+
+
+def stream_reader_gets_start():
+    """Whether Spark calls a Python stream reader's `latestOffset(start,
+    limit)` with the batch's start (PySpark 4.2 and later). Before, it calls
+    `latestOffset()`, and a reader whose next offset depends on the last one
+    must remember it, and after a restart learn it from Spark's offset log
+    (`last_logged_source_offset`)."""
+    from pyspark.sql.datasource import DataSourceStreamReader
+
+    return "start" in inspect.signature(DataSourceStreamReader.latestOffset).parameters
+
+
+def has_transform_with_state():
+    """Whether `GroupedData.transformWithState` (row-based, PySpark 4.1 and
+    later) exists: the keyed operators of a streaming pipeline run in it.
+    PySpark 4.0 has only the pandas form."""
+    from pyspark.sql.group import GroupedData
+
+    return hasattr(GroupedData, "transformWithState")
+
+
+def last_logged_source_offset(files, spark_dir, is_ours):
+    """The newest offset Spark's offset log holds for the source whose
+    offsets `is_ours(dict)` recognizes, or None (no batch logged yet).
+
+    A restarted query runs its next batch from the newest logged offsets
+    (re-running that batch first when it did not commit), so this is where a
+    reader that Spark does not tell its start resumes. Spark writes each
+    `offsets/<batch id>` file as a version line, a metadata line, then one
+    line per source: its offset as JSON, or `-`."""
+    import json
+
+    logged = [int(name) for name in files.list(spark_dir + "/offsets") if name.isdigit()]
+    if not logged:
+        return None
+    text = files.read("%s/offsets/%d" % (spark_dir, max(logged))).decode()
+    for line in text.splitlines()[2:]:
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offset, dict) and is_ours(offset):
+            return offset
+    return None
+
+
 # --- what the checks below look for ------------------------------------------
 
 
@@ -348,11 +400,16 @@ PRIVATE_APIS = (
                 "render",
                 "(Ljakarta/servlet/http/HttpServletRequest;)Lscala/collection/immutable/Seq;",
             )
-            and _spark_core_class_has(
-                "org.apache.spark.ui.UIUtils",
-                "headerSparkPage",
-                "(Ljakarta/servlet/http/HttpServletRequest;Ljava/lang/String;Lscala/Function0;"
-                "Lorg/apache/spark/ui/SparkUITab;Lscala/Option;ZZZ)Lscala/collection/immutable/Seq;",
+            # Two flags after the help text in Spark 4.0 and 4.1, three from
+            # 4.2: WatermarksPage calls whichever there is by reflection.
+            and any(
+                _spark_core_class_has(
+                    "org.apache.spark.ui.UIUtils",
+                    "headerSparkPage",
+                    "(Ljakarta/servlet/http/HttpServletRequest;Ljava/lang/String;Lscala/Function0;"
+                    "Lorg/apache/spark/ui/SparkUITab;Lscala/Option;%s)Lscala/collection/immutable/Seq;" % flags,
+                )
+                for flags in ("ZZ", "ZZZ")
             )
         ),
     ),
@@ -393,9 +450,12 @@ PRIVATE_APIS = (
         lambda: all(hasattr(_pyspark("pyspark.shuffle", "ExternalGroupBy"), m) for m in ("mergeValues", "items")),
     ),
     (
-        "pyspark.sql.pandas.types.to_arrow_schema(schema, timezone=...)",
+        "pyspark.sql.pandas.types.to_arrow_schema(schema, timezone=...) (4.2+) or (schema, timestamp_utc=...)",
         "arrow_schema: the Arrow batches WriteToSpark hands Spark's writer",
-        lambda: "timezone" in inspect.signature(_pyspark("pyspark.sql.pandas.types", "to_arrow_schema")).parameters,
+        lambda: (
+            {"timezone", "timestamp_utc"}
+            & set(inspect.signature(_pyspark("pyspark.sql.pandas.types", "to_arrow_schema")).parameters)
+        ),
     ),
     (
         "SparkSession._activeSession and ._jvm",

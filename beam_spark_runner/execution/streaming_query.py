@@ -21,7 +21,7 @@ import os
 import pickle
 import urllib.parse
 
-from beam_spark_runner.execution import checkpoint_files, streaming_spark_io
+from beam_spark_runner.execution import checkpoint_files, spark_internals, streaming_spark_io
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT,
     BeamStreamSource,
@@ -30,6 +30,7 @@ from beam_spark_runner.execution.streaming_udfs import (
 )
 from beam_spark_runner.plans import PER_KEY_STATE_KINDS
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.source_planner import is_planner_offset
 
 # Spark SQL settings a streaming query needs (None: the key-group count).
 # RocksDB: transformWithState requires it; checkpoint format v2: Spark warns
@@ -109,8 +110,13 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
     remaining rows on the driver. Returns the StreamingQuery."""
     spark.dataSource.register(BeamStreamSource)
     script_path = os.path.join(scratch_dir, "source_script.pickle")
+    resume_offset = None
+    if not spark_internals.stream_reader_gets_start():
+        resume_offset = spark_internals.last_logged_source_offset(
+            checkpoint_files.open_checkpoint_files(spark, run_dir), checkpoint_files.SPARK_DIR, is_planner_offset
+        )
     with open(script_path, "wb") as f:
-        pickle.dump((script, scratch_dir), f)
+        pickle.dump((script, scratch_dir, resume_offset), f)
     df = (
         spark.readStream.format(SOURCE_FORMAT)
         .option("script_path", script_path)

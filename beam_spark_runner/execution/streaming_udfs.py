@@ -45,17 +45,26 @@ class BeamStreamSource(DataSource):
 class _BeamStreamReader(DataSourceStreamReader):
     def __init__(self, script_path, partitions):
         with open(script_path, "rb") as f:
-            script, run_dir = pickle.load(f)
+            script, run_dir, resume_offset = pickle.load(f)
         self._planner = SourcePlanner(script, run_dir)
         self._partitions = max(1, partitions)
+        # The end of the batch Spark runs next from, for a Spark that does not
+        # pass it to latestOffset (PySpark before 4.2): the newest end this
+        # reader planned or was asked to read, else the newest Spark logged.
+        self._last_end = resume_offset
 
     def initialOffset(self):
         return self._planner.initial_offset()
 
     def latestOffset(self, start=None, limit=None):
-        return self._planner.next_offset(start if start is not None else self.initialOffset())
+        if start is None:
+            start = self._last_end if self._last_end is not None else self.initialOffset()
+        end = self._planner.next_offset(start)
+        self._last_end = end
+        return end
 
     def partitions(self, start, end):
+        self._last_end = end  # a restarted query re-runs its unfinished batch first
         rows = self._planner.batch_rows(start, end)
         return [InputPartition(part) for part in R.input_partitions(rows, self._partitions)]
 

@@ -217,6 +217,12 @@ class SourceScript:
         return spark_source
 
 
+def is_planner_offset(offset):
+    """Whether a source offset (a dict, as Spark's offset log holds it) is
+    one `SourcePlanner` planned."""
+    return {"batch", "pos", "src_wm", "steps"} <= offset.keys()
+
+
 class SourcePlanner:
     """Offsets and rows of every batch of one streaming pipeline.
 

@@ -125,6 +125,47 @@ def replace_expansion_service(transform, service):
     transform._expansion_service = service
 
 
+def _date_logical_type():
+    """Beam's logical type for dates (`beam:logical_type:date:v1`: days since
+    the epoch as an int64, `datetime.date` in Python). Beam before
+    2.73 has none in Python; there the runner registers one with the
+    same URN and representation through Beam's public registry, so a Spark
+    date column reads and writes the same on every supported release."""
+    import datetime
+
+    import numpy as np
+    from apache_beam.typehints import schemas
+
+    if hasattr(schemas, "Date"):
+        return schemas.Date
+
+    class Date(schemas.NoArgumentLogicalType[datetime.date, np.int64]):
+        EPOCH = datetime.date(1970, 1, 1)
+
+        @classmethod
+        def urn(cls):
+            return "beam:logical_type:date:v1"
+
+        @classmethod
+        def representation_type(cls):
+            return np.int64
+
+        @classmethod
+        def language_type(cls):
+            return datetime.date
+
+        def to_representation_type(self, value):
+            return (value - self.EPOCH).days
+
+        def to_language_type(self, value):
+            return self.EPOCH + datetime.timedelta(days=int(value))
+
+    return schemas.LogicalType.register_logical_type(Date)
+
+
+DATE_LOGICAL_TYPE = _date_logical_type()
+
+
 def new_state_servicer():
     """An empty state servicer of the kind the in-process harness uses (a
     Java stage's state lives in one too: worker/java_harness.py)."""
@@ -498,16 +539,37 @@ def _bundle_finalizer_param():
     return core._BundleFinalizerParam()  # pylint: disable=protected-access
 
 
+def _timestamp_fields():
+    """The fields a Timestamp made from microseconds has: `micros` up to
+    Beam 2.73; `_precision`, `_seconds` and `_subseconds` in later releases."""
+    from apache_beam.utils.timestamp import Timestamp
+
+    return tuple(sorted(vars(Timestamp(micros=1))))
+
+
+_TIMESTAMP_FIELDS = _timestamp_fields()
+
+
 def timestamps_from_micros(micros):
     """`[Timestamp(micros=m) for m in micros]` for ints (None stays None),
     made without Timestamp.__init__'s argument checks: a Spark timestamp
     column makes one Timestamp per row, and the checks cost more than half
-    of each. Sets the fields __init__ sets at microsecond precision."""
+    of each. Sets the fields __init__ sets at microsecond precision, in
+    either of Beam's layouts (`_TIMESTAMP_FIELDS`)."""
     from apache_beam.utils.timestamp import Timestamp
 
     new = object.__new__
     made = []
     append = made.append
+    if _TIMESTAMP_FIELDS == ("micros",):
+        for m in micros:
+            if m is None:
+                append(None)
+                continue
+            t = new(Timestamp)
+            t.micros = m
+            append(t)
+        return made
     for m in micros:
         if m is None:
             append(None)
@@ -600,7 +662,7 @@ PRIVATE_APIS = (
         lambda: all(hasattr(importlib.import_module(name), "time") for name in _CLOCK_MODULES),
     ),
     (
-        "Timestamp's fields _precision, _seconds and _subseconds",
+        "Timestamp's fields (micros up to Beam 2.73; _precision, _seconds and _subseconds later)",
         "spark_rows: a Spark timestamp column's Timestamps, one per row",
         _timestamps_made_as_beam_makes_them,
     ),

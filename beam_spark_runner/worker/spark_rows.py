@@ -39,6 +39,8 @@ from apache_beam.portability.api import schema_pb2
 from apache_beam.typehints import schemas
 from apache_beam.utils.timestamp import Timestamp
 
+from beam_spark_runner.worker import beam_internals
+
 _ATOMIC = {
     "boolean": schema_pb2.BOOLEAN,
     # Beam Python's BYTE coder is unsigned (0-255), Spark's byte signed.
@@ -53,7 +55,7 @@ _ATOMIC = {
 }
 _ATOMIC_BACK = {v: k for k, v in _ATOMIC.items() if k != "byte"}
 _ATOMIC_BACK[schema_pb2.BYTE] = "short"  # Beam's bytes are 0-255
-_DATE_URN = schemas.Date.urn()
+_DATE_URN = beam_internals.DATE_LOGICAL_TYPE.urn()
 _MICROS_URN = schemas.MicrosInstant.urn()
 _MILLIS_URN = schemas.MillisInstant.urn()
 _DECIMAL_URN = schemas.DecimalLogicalType.urn()

@@ -2,8 +2,10 @@
 (SOURCE, OUT) pair, each reading SOURCE, counting per user in fixed
 10-second windows and writing OUT. SOURCE is a JSON directory read with
 `ReadFromSpark`, a Redis stream read with `ReadFromRedisStreams`
-(`redis://...#STREAM`) or a NATS JetStream stream read with `ReadFromNats`
-(`nats://...#STREAM`), event time from the data every way; OUT is a
+(`redis://...#STREAM`), a NATS JetStream stream read with `ReadFromNats`
+(`nats://...#STREAM`) or a Kafka topic read with `ReadFromSpark(format=
+"kafka")` (`kafka://HOST:PORT#TOPIC`: Spark's own connector, its jars named
+by $BEAM_SPARK_TEST_SPARK_JARS), event time from the data every way; OUT is a
 directory `WriteToSpark` writes Parquet into, or a table `WriteToDatabase`
 writes (`URL#TABLE`). Run as a script, in its own process group (the test
 SIGKILLs the group: this driver and its Spark JVM):
@@ -15,6 +17,7 @@ ends the last run once every OUT is complete.
 """
 
 import json
+import os
 import sys
 
 import apache_beam as beam
@@ -64,6 +67,18 @@ class _Branch(beam.PTransform):
                 | "Read" >> ReadFromNats(url, stream, timestamp_header="ts", poll_interval=0.2)
                 | beam.Map(_user_and_score)
             )
+        elif source.startswith("kafka://"):
+            servers, topic = source[len("kafka://") :].split("#")
+            scores = (
+                pbegin
+                | "Read"
+                >> ReadFromSpark(
+                    format="kafka",
+                    options={"kafka.bootstrap.servers": servers, "subscribe": topic, "startingOffsets": "earliest"},
+                    timestamp_column="timestamp",  # the producer sets each message's to its event time
+                )
+                | beam.Map(lambda r: tuple(json.loads(r.value)))
+            )
         else:
             scores = (
                 pbegin
@@ -80,9 +95,10 @@ class _Branch(beam.PTransform):
 
 
 def main(checkpoint, *ends):
-    options = PipelineOptions(
-        ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
-    )
+    flags = ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint]
+    if os.environ.get("BEAM_SPARK_TEST_SPARK_JARS"):
+        flags.append("--spark_conf=spark.jars=%s" % os.environ["BEAM_SPARK_TEST_SPARK_JARS"])
+    options = PipelineOptions(flags)
     p = beam.Pipeline(options=options)
     for i in range(0, len(ends), 2):
         _ = p | "Branch%d" % (i // 2) >> _Branch(ends[i], ends[i + 1])

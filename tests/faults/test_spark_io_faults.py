@@ -26,7 +26,8 @@ import time
 import pytest
 
 from beam_spark_runner.connectors.database_sink import staging_table
-from tests import services
+from beam_spark_runner import versions
+from tests import services, spark_kafka
 from tests.faults import spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
@@ -61,6 +62,9 @@ def _write(source, i):
         for e in _events(i):
             client.xadd(stream, {"user": e["user"], "score": str(e["score"]), "ts": e["ts"].isoformat()})
         return
+    if source.startswith("kafka://"):
+        _produce(source, _events(i))
+        return
     if source.startswith("nats://"):
         url, stream = source.split("#")
         messages = [(json.dumps([e["user"], e["score"]]).encode(), {"ts": e["ts"].isoformat()}) for e in _events(i)]
@@ -71,6 +75,40 @@ def _write(source, i):
         for e in _events(i):
             f.write(json.dumps(dict(e, ts=e["ts"].isoformat())) + "\n")
     os.rename(tmp, os.path.join(source, "events-%d.json" % i))
+
+
+KAFKA_PARTITIONS = 2
+
+
+def _produce(source, events):
+    """Each event as a message keyed by its user, its timestamp the event
+    time; the sentinel goes to every partition, so that none holds the
+    watermark back below it."""
+    from confluent_kafka import Producer
+
+    servers, topic = source[len("kafka://") :].split("#")
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+    for e in events:
+        millis = int((e["ts"] - datetime.datetime(1970, 1, 1)).total_seconds() * 1000)
+        value = json.dumps([e["user"], e["score"]]).encode()
+        partitions = range(KAFKA_PARTITIONS) if e["user"] == "sentinel" else [None]
+        for partition in partitions:
+            kwargs = {} if partition is None else {"partition": partition}
+            producer.produce(topic, value=value, key=e["user"].encode(), timestamp=millis, **kwargs)
+    assert producer.flush(30) == 0, "Kafka at %s did not take every message" % servers
+
+
+def _create_topic(servers, topic):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(topic, num_partitions=KAFKA_PARTITIONS, replication_factor=1)])[topic].result(30)
+
+
+def _delete_topic(servers, topic):
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({"bootstrap.servers": servers}).delete_topics([topic])[topic].result(30)
 
 
 async def _publish(url, stream, messages, create=False):
@@ -141,7 +179,7 @@ def _staged(out, checkpoint_dir):
     return glob.glob(os.path.join(out, "_beam_staging", "*", "*", "*"))
 
 
-def _start(ends, checkpoint, cwd):
+def _start(ends, checkpoint, cwd, env=None):
     os.makedirs(cwd)
     return subprocess.Popen(
         [sys.executable, pipeline.__file__, checkpoint, *(end for pair in ends for end in pair)],
@@ -149,7 +187,7 @@ def _start(ends, checkpoint, cwd):
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **(env or {})),
     )
 
 
@@ -200,6 +238,36 @@ def ends(request, tmp_path):
 
 def test_a_driver_killed_while_input_arrives_publishes_each_answer_once(tmp_path, ends):
     ends, kills = ends
+    _run_with_kills(tmp_path, ends, kills)
+
+
+@pytest.fixture
+def kafka_topic(request):
+    """A Kafka topic of KAFKA_PARTITIONS partitions on the test broker, and
+    Spark's Kafka connector's jars for the installed Spark."""
+    servers = services.require(request, services.KAFKA)
+    if spark_kafka.connector_version() is None:
+        pytest.skip(
+            "Maven Central serves no spark-sql-kafka-0-10 for Spark %s; the compatibility tier runs this on "
+            "PySpark 4.2" % versions.installed_version(versions.PYSPARK)
+        )
+    topic = services.unique_table("spark_kafka")
+    _create_topic(servers, topic)
+    yield "kafka://%s#%s" % (servers, topic), spark_kafka.connector_jars()
+    _delete_topic(servers, topic)
+
+
+def test_a_driver_killed_while_kafka_messages_arrive_counts_each_once(tmp_path, kafka_topic):
+    """Spark's own Kafka source (ReadFromSpark(format="kafka")) -> a windowed
+    count -> WriteToSpark, the driver killed twice while messages arrive:
+    each message counted once."""
+    source, jars = kafka_topic
+    _run_with_kills(
+        tmp_path, [(source, str(tmp_path / "out"))], kills=2, env={"BEAM_SPARK_TEST_SPARK_JARS": ",".join(jars)}
+    )
+
+
+def _run_with_kills(tmp_path, ends, kills, env=None):
     rng = random.Random(20261127)
     checkpoint_dir = str(tmp_path / "checkpoint")
     checkpoint = "file://%s" % checkpoint_dir
@@ -214,7 +282,7 @@ def test_a_driver_killed_while_input_arrives_publishes_each_answer_once(tmp_path
     write_next()
     for cycle in range(kills):
         before = _commits(checkpoint_dir)
-        proc = _start(ends, checkpoint, str(tmp_path / ("run%d" % cycle)))
+        proc = _start(ends, checkpoint, str(tmp_path / ("run%d" % cycle)), env)
         deadline = time.time() + RUN_TIMEOUT_S
         while _commits(checkpoint_dir) <= before:
             assert proc.poll() is None, "run %d failed: %s" % (cycle, proc.stderr.read().decode()[-3000:])
@@ -226,7 +294,7 @@ def test_a_driver_killed_while_input_arrives_publishes_each_answer_once(tmp_path
         _kill(proc)
     while written < FILES:
         write_next()
-    proc = _start(ends, checkpoint, str(tmp_path / "run-last"))
+    proc = _start(ends, checkpoint, str(tmp_path / "run-last"), env)
     expected = _expected()
     try:
         deadline = time.time() + RUN_TIMEOUT_S

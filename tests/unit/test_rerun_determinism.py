@@ -21,6 +21,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_spark_runner import versions
 from beam_spark_runner.plans import OperatorKind
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import DictStore
@@ -76,7 +77,10 @@ def test_a_rerun_periodic_impulse_emits_the_ticks_due_at_the_batch_time_not_at_i
     assert again.blob == first.blob and again.hold == first.hold
     (residual,) = pickle.loads(first.blob)["residuals"]
     assert residual[2] == (start + 11) * SECOND  # resumes at the next tick's time
-    assert residual[3] == (start + 11) * SECOND  # the watermark estimate
+    # The watermark estimate: Beam 2.71's PeriodicImpulse leaves it at the
+    # last tick; later releases advance it to the next tick's time.
+    estimate = start + 11 if versions.beam_release() >= (2, 72) else start + 10
+    assert residual[3] == estimate * SECOND
     assert first.wake == (start + 11) * SECOND  # the key-group's next work: the idle planner waits for it
 
 

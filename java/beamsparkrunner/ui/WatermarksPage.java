@@ -1,6 +1,7 @@
 package beamsparkrunner.ui;
 
 import jakarta.servlet.http.HttpServletRequest;
+import java.lang.reflect.Method;
 import org.apache.spark.ui.UIUtils;
 import org.apache.spark.ui.WebUIPage;
 import scala.Option;
@@ -20,7 +21,40 @@ final class WatermarksPage extends WebUIPage {
   @Override
   public Seq<Node> render(HttpServletRequest request) {
     Seq<Node> content = nodes(html(tab.table()));
-    return UIUtils.headerSparkPage(request, "Beam", () -> content, tab, Option.empty(), false, false, false);
+    scala.Function0<Seq<Node>> body = () -> content;
+    return frame(request, body);
+  }
+
+  /**
+   * Spark's page frame around {@code body}. {@code UIUtils.headerSparkPage} takes two flags after
+   * the help text in Spark 4.0 and 4.1 and three from 4.2: it is called by reflection, every flag
+   * false, so that one jar serves every supported Spark.
+   */
+  @SuppressWarnings("unchecked")
+  private Seq<Node> frame(HttpServletRequest request, scala.Function0<Seq<Node>> body) {
+    for (Method method : UIUtils.class.getMethods()) {
+      if (!method.getName().equals("headerSparkPage") || method.getParameterCount() < 5) {
+        continue;
+      }
+      Object[] args = new Object[method.getParameterCount()];
+      args[0] = request;
+      args[1] = "Beam";
+      args[2] = body;
+      args[3] = tab;
+      args[4] = Option.empty();
+      for (int i = 5; i < args.length; i++) {
+        if (method.getParameterTypes()[i] != boolean.class) {
+          throw new IllegalStateException("unexpected UIUtils.headerSparkPage signature: " + method);
+        }
+        args[i] = false;
+      }
+      try {
+        return (Seq<Node>) method.invoke(null, args);
+      } catch (ReflectiveOperationException e) {
+        throw new IllegalStateException("UIUtils.headerSparkPage failed", e);
+      }
+    }
+    throw new IllegalStateException("this Spark has no UIUtils.headerSparkPage");
   }
 
   static String html(BeamTab.Table table) {
