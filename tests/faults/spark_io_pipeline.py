@@ -36,6 +36,12 @@ def _user_and_score(message):
     return user, score
 
 
+def _kafka_user_and_score(row):
+    """A Kafka message's value: JSON [user, score]."""
+    user, score = json.loads(row.value)
+    return user, score
+
+
 class _Branch(beam.PTransform):
     """SOURCE -> windowed sum per user -> OUT."""
 
@@ -77,7 +83,7 @@ class _Branch(beam.PTransform):
                     options={"kafka.bootstrap.servers": servers, "subscribe": topic, "startingOffsets": "earliest"},
                     timestamp_column="timestamp",  # the producer sets each message's to its event time
                 )
-                | beam.Map(lambda r: tuple(json.loads(r.value)))
+                | beam.Map(_kafka_user_and_score)
             )
         else:
             scores = (

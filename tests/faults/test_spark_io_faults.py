@@ -108,7 +108,8 @@ def _create_topic(servers, topic):
 def _delete_topic(servers, topic):
     from confluent_kafka.admin import AdminClient
 
-    AdminClient({"bootstrap.servers": servers}).delete_topics([topic])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": servers})  # kept until the answer comes
+    admin.delete_topics([topic])[topic].result(30)
 
 
 async def _publish(url, stream, messages, create=False):

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The compatibility tier: the runner on supported PySpark and Beam releases
+# other than the default test environment's, each in a virtualenv of its own
+# under .venv-tiers/ (the releases: tools/compat/<tier>.txt). README's test
+# command runs it after the main suite; the services must be up
+# (tools/services.sh up). `tools/compat_tier.sh pyspark-4.1` runs one tier.
+#
+#   pyspark-4.0-beam-2.71  the lowest PySpark and Beam: the unit tests, batch
+#                          pipelines, Spark I/O, the runner's jar (streaming is
+#                          refused on PySpark 4.0: a unit test shows it)
+#   pyspark-4.1            the lowest PySpark that streams: the unit tests, a
+#                          streaming pipeline with state, timers and the
+#                          exactly-once file sink under driver kills, Spark I/O
+#                          in streaming
+#   pyspark-4.2            the unit tests; Spark's own Kafka connector (from
+#                          Maven Central) reading the real broker in streaming
+#                          under driver kills
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+declare -A TESTS=(
+  [pyspark-4.0-beam-2.71]="tests/unit tests/integration/test_batch_runner.py tests/integration/test_spark_io.py tests/integration/test_local_file_system.py"
+  [pyspark-4.1]="tests/unit tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py"
+  [pyspark-4.2]="tests/unit tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
+)
+ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
+
+run_tier() {
+  local tier=$1 venv=.venv-tiers/$1 started=$SECONDS
+  if [[ -z "${TESTS[$tier]:-}" ]]; then
+    echo "compat_tier.sh: no tier named $tier (tiers: ${ORDER[*]})" >&2
+    return 2
+  fi
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -e '.[test]' -c "tools/compat/$tier.txt"
+  # shellcheck disable=SC2086  # the tier's test paths are words
+  "$venv/bin/python" -m pytest ${TESTS[$tier]} -q -p no:cacheprovider -n 2 --dist loadfile --require-services
+  echo "compat tier $tier passed in $((SECONDS - started)) s"
+}
+
+for tier in "${@:-${ORDER[@]}}"; do
+  run_tier "$tier"
+done
