@@ -8,20 +8,25 @@
 #   pyspark-4.0-beam-2.71  the lowest PySpark and Beam: the unit tests, batch
 #                          pipelines, Spark I/O, the runner's jar (streaming is
 #                          refused on PySpark 4.0: a unit test shows it)
-#   pyspark-4.1            the lowest PySpark that streams: the unit tests, a
+#   pyspark-4.1            the lowest PySpark that streams: the shims' unit tests, a
 #                          streaming pipeline with state, timers and the
 #                          exactly-once file sink under driver kills, Spark I/O
 #                          in streaming
-#   pyspark-4.2            the unit tests; Spark's own Kafka connector (from
+#   pyspark-4.2            the shims' unit tests; Spark's own Kafka connector (from
 #                          Maven Central) reading the real broker in streaming
 #                          under driver kills
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The unit tests of what differs between releases (the lowest tier runs
+# every unit test).
+SHIM_TESTS="tests/unit/test_versions.py tests/unit/test_private_apis.py tests/unit/test_spark_rows.py \
+tests/unit/test_runner_session_conf.py tests/unit/test_rerun_determinism.py"
+
 declare -A TESTS=(
   [pyspark-4.0-beam-2.71]="tests/unit tests/integration/test_batch_runner.py tests/integration/test_spark_io.py tests/integration/test_local_file_system.py"
-  [pyspark-4.1]="tests/unit tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py"
-  [pyspark-4.2]="tests/unit tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
+  [pyspark-4.1]="$SHIM_TESTS tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py"
+  [pyspark-4.2]="$SHIM_TESTS tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
 )
 ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
 
