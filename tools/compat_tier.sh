@@ -11,7 +11,7 @@
 #   pyspark-4.1            the lowest PySpark that streams: the shims' unit tests, a
 #                          streaming pipeline with state, timers and the
 #                          exactly-once file sink under driver kills, Spark I/O
-#                          in streaming
+#                          in streaming, the Spark UI's Beam tab
 #   pyspark-4.2            the shims' unit tests; Spark's own Kafka connector (from
 #                          Maven Central) reading the real broker in streaming
 #                          under driver kills
@@ -23,9 +23,13 @@ cd "$(dirname "$0")/.."
 SHIM_TESTS="tests/unit/test_versions.py tests/unit/test_private_apis.py tests/unit/test_spark_rows.py \
 tests/unit/test_runner_session_conf.py tests/unit/test_rerun_determinism.py"
 
+# The Spark UI's Beam tab, whose page frame differs before Spark 4.2.
+BEAM_TAB_TESTS="tests/integration/test_streaming_progress.py::test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_records \
+tests/integration/test_streaming_progress.py::test_the_beam_tab_renders_in_a_headless_browser"
+
 declare -A TESTS=(
   [pyspark-4.0-beam-2.71]="tests/unit tests/integration/test_batch_runner.py tests/integration/test_spark_io.py tests/integration/test_local_file_system.py"
-  [pyspark-4.1]="$SHIM_TESTS tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py"
+  [pyspark-4.1]="$SHIM_TESTS tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py $BEAM_TAB_TESTS"
   [pyspark-4.2]="$SHIM_TESTS tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
 )
 ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
