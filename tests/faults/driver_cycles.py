@@ -15,17 +15,14 @@ once, with no staged file left.
 import dataclasses
 import glob
 import os
-import signal
-import subprocess
-import sys
 import time
 from typing import List, Tuple
 
-from tests.faults import killed_driver_pipeline as pipeline
+from tests.faults import drivers, killed_driver_pipeline as pipeline
 from tests.faults.injection import sequence_problems
 
 SCRIPT = pipeline.__file__
-STARTED_TIMEOUT_S = 300  # for the first run to start its SparkSession and pick the ticks' start
+STARTED_TIMEOUT_S = 300  # for the first run to start its query and pick the ticks' start in its first batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,23 +39,8 @@ class Outcome:
 
 def _start(out, checkpoint, start_file, ticks, cwd, flags=()):
     sinks = os.path.join(os.path.dirname(out), "sinks")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            SCRIPT,
-            str(out),
-            checkpoint,
-            "auto:" + start_file,
-            "+%s" % (ticks * pipeline.INTERVAL),
-            sinks,
-            *flags,
-        ],
-        cwd=cwd,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
-    )
+    argv = [SCRIPT, str(out), checkpoint, "auto:" + start_file, "+%s" % (ticks * pipeline.INTERVAL), sinks, *flags]
+    return drivers.start(argv, cwd)
 
 
 def _read_start(path, proc):
@@ -138,13 +120,12 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, f
     out = os.path.join(workdir, "out")
     os.makedirs(out)
     checkpoint = "file://%s" % os.path.join(workdir, "checkpoint")
-    # The first run picks the ticks' start once its SparkSession is up.
+    # The first run's first batch picks the ticks' start.
     start_file = os.path.join(workdir, "start")
     start = None
     at_kills = []
     for cycle, delay in enumerate(kill_delays):
         cwd = os.path.join(workdir, "run%d" % cycle)
-        os.makedirs(cwd)
         before = len(os.listdir(out))
         proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
         if start is None:
@@ -155,22 +136,21 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, f
         time.sleep(delay)
         if proc.poll() is not None:
             if proc.returncode != 0:
-                raise RuntimeError(
-                    "run %d failed (rc %s): %s" % (cycle, proc.returncode, proc.stderr.read().decode()[-3000:])
-                )
+                raise RuntimeError("run %d failed (rc %s): %s" % (cycle, proc.returncode, drivers.log_tail(proc)))
             break  # the pipeline finished before this kill: the storm ends here
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        drivers.kill(proc)
         at_kills.append(len(outputs(out)))
     else:
         cwd = os.path.join(workdir, "run-last")
-        os.makedirs(cwd)
         proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
         if start is None:
             start = _read_start(start_file, proc)
         # The last run goes on until the ticks end, however long the storm took.
         ticks_left_s = max(0.0, start + ticks * pipeline.INTERVAL - time.time())
-        _, err = proc.communicate(timeout=timeout_s + ticks_left_s)
+        try:
+            proc.wait(timeout=timeout_s + ticks_left_s)
+        finally:
+            drivers.kill(proc)  # the Spark JVM of a driver that died or hung
         if proc.returncode != 0:
-            raise RuntimeError("the last run failed (rc %s): %s" % (proc.returncode, err.decode()[-3000:]))
+            raise RuntimeError("the last run failed (rc %s): %s" % (proc.returncode, drivers.log_tail(proc)))
     return Outcome(tuple(problems_of(out, ticks)), tuple(at_kills), len(outputs(out)), time.monotonic() - began)

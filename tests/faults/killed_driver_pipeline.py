@@ -4,12 +4,15 @@ Spark JVM).
 
     python killed_driver_pipeline.py OUT CHECKPOINT START STOP [SINKS] [--PIPELINE_OPTION ...]
 
-START may be `auto:FILE`: the first run starts its SparkSession, then picks
-START (2 s ahead) and writes it to FILE; later runs read it from there. STOP
-may be `+SECONDS` after START. So the ticks begin once the driver is up,
-however long that took on a loaded machine.
+START may be `auto:FILE`: the first bundle that runs the ticks' source
+picks START (1 s ahead) and writes it to FILE; every later bundle and run
+reads it from there. STOP may be `+SECONDS` after START. So the ticks begin
+once the streaming query runs its first batch, however long the driver and
+the query took to start on a loaded machine: the first batch holds a
+batch's worth of ticks, not every tick that fell due while it started.
 
-A PeriodicImpulse ticks every 0.5 s from START to STOP (epoch seconds);
+Beam's PeriodicImpulse generator (`ImpulseSeqGenDoFn`) ticks every 0.5 s
+from START to STOP (epoch seconds);
 tick i is sequence number i // 4 of key "k<i % 4>". A stateful DoFn counts
 each key's elements; each element becomes one file OUT/<key>-<seq>.txt
 holding the count its key had reached, written by rename (an idempotent
@@ -29,7 +32,7 @@ from apache_beam.io import fileio
 from apache_beam.transforms import window
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import userstate
-from apache_beam.transforms.periodicsequence import PeriodicImpulse
+from apache_beam.transforms.periodicsequence import ImpulseSeqGenDoFn
 
 INTERVAL = 0.5
 KEYS = 4
@@ -56,37 +59,48 @@ def ticks_to_elements(start, tick):
     return "k%d" % (i % KEYS), i // KEYS
 
 
-def resolve_times(options, start, stop):
-    """(start, stop) in epoch seconds from the START and STOP arguments."""
-    if start.startswith("auto:"):
-        path = start[len("auto:") :]
-        if os.path.exists(path):
-            with open(path) as f:
-                start = f.read()
-        else:
-            from beam_spark_runner.options import SparkRunnerOptions
-            from beam_spark_runner.session import get_or_create_session
+class _Times:
+    """(start, stop, interval) of the ticks, START resolved where it is
+    first needed (see the module docstring)."""
 
-            get_or_create_session(options.view_as(SparkRunnerOptions))  # the runner reuses it
-            start = str(int(time.time()) + 2)
+    def __init__(self, start, stop):
+        self.start, self.stop = start, stop
+        self._resolved = None  # per worker: each reads FILE once
+
+    def resolve_start(self):
+        if self._resolved is None:
+            self._resolved = self._read_or_pick()
+        return self._resolved
+
+    def _read_or_pick(self):
+        if not self.start.startswith("auto:"):
+            return float(self.start)
+        path = self.start[len("auto:") :]
+        if not os.path.exists(path):  # a replayed first batch keeps the START it wrote
             with open(path + ".tmp", "w") as f:
-                f.write(start)
+                f.write(str(int(time.time()) + 1))
             os.replace(path + ".tmp", path)
-    start = float(start)
-    stop = start + float(stop[1:]) if stop.startswith("+") else float(stop)
-    return start, stop
+        with open(path) as f:
+            return float(f.read())
+
+    def bounds(self, _):
+        start = self.resolve_start()
+        stop = start + float(self.stop[1:]) if self.stop.startswith("+") else float(self.stop)
+        return [start, stop, INTERVAL]
 
 
 def main(out, checkpoint, start, stop, sinks=None, flags=()):
     options = PipelineOptions(
         ["--runner=beam_spark_runner.SparkRunner", "--streaming", "--checkpoint_dir=%s" % checkpoint, *flags]
     )
-    start, stop = resolve_times(options, start, stop)
+    times = _Times(start, stop)
     p = beam.Pipeline(options=options)
     elements = (
         p
-        | PeriodicImpulse(start_timestamp=start, stop_timestamp=stop, fire_interval=INTERVAL)
-        | beam.Map(lambda t, s=start: ticks_to_elements(s, t))
+        | beam.Impulse()
+        | "Bounds" >> beam.Map(times.bounds)
+        | "Ticks" >> beam.ParDo(ImpulseSeqGenDoFn())
+        | beam.Map(lambda t: ticks_to_elements(times.resolve_start(), t))
     )
     elements | beam.ParDo(_CountAndWrite(out))
     if sinks:

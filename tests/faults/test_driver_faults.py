@@ -10,7 +10,7 @@ seeded kills in a row, on the exact watermark."""
 
 from tests.faults.driver_cycles import run_with_kills
 
-TICKS = 60  # 30 s of ticks, from when the first driver is up
+TICKS = 60  # 30 s of ticks, from the first run's first batch
 
 
 def test_a_killed_driver_restarted_elsewhere_loses_and_doubles_nothing(tmp_path):

@@ -20,9 +20,6 @@ import glob
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -30,7 +27,7 @@ import pytest
 from beam_spark_runner.connectors.database_sink import staging_table
 from beam_spark_runner import versions
 from tests import services, spark_kafka
-from tests.faults import spark_io_pipeline as pipeline
+from tests.faults import drivers, spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
 FILES = 6
@@ -40,7 +37,7 @@ FILES = 6
 # first variant the property under repeated kills), since every kill costs
 # a driver start. Also the Kafka test below: two.
 KILLS = {"files-and-databases": 2, "databases-only": 1}
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 600  # a hung run, not a slow one: every wait ends as soon as its condition holds
 
 
 def _events(i):
@@ -184,28 +181,12 @@ def _staged(out, checkpoint_dir):
 
 
 def _start(ends, checkpoint, cwd, env=None):
-    os.makedirs(cwd)
-    return subprocess.Popen(
-        [sys.executable, pipeline.__file__, checkpoint, *(end for pair in ends for end in pair)],
-        cwd=cwd,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **(env or {})),
-    )
+    return drivers.start([pipeline.__file__, checkpoint, *(end for pair in ends for end in pair)], cwd, env)
 
 
 def _commits(checkpoint_dir):
     commits = os.path.join(checkpoint_dir, "spark", "commits")
     return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
-
-
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 @pytest.fixture(params=["files-and-databases", "databases-only"])
@@ -289,13 +270,13 @@ def _run_with_kills(tmp_path, ends, kills, env=None):
         proc = _start(ends, checkpoint, str(tmp_path / ("run%d" % cycle)), env)
         deadline = time.time() + RUN_TIMEOUT_S
         while _commits(checkpoint_dir) <= before:
-            assert proc.poll() is None, "run %d failed: %s" % (cycle, proc.stderr.read().decode()[-3000:])
-            assert time.time() < deadline, "run %d committed no batch" % cycle
+            assert proc.poll() is None, "run %d failed: %s" % (cycle, drivers.log_tail(proc))
+            assert time.time() < deadline, "run %d committed no batch: %s" % (cycle, drivers.log_tail(proc))
             time.sleep(0.2)
         write_next()
         time.sleep(rng.uniform(0.2, 3.0))
-        assert proc.poll() is None, "run %d ended: %s" % (cycle, proc.stderr.read().decode()[-3000:])
-        _kill(proc)
+        assert proc.poll() is None, "run %d ended: %s" % (cycle, drivers.log_tail(proc))
+        drivers.kill(proc)
     while written < FILES:
         write_next()
     proc = _start(ends, checkpoint, str(tmp_path / "run-last"), env)
@@ -303,9 +284,13 @@ def _run_with_kills(tmp_path, ends, kills, env=None):
     try:
         deadline = time.time() + RUN_TIMEOUT_S
         while any(_published(out) != expected for _, out in ends):
-            assert proc.poll() is None, "the last run failed: %s" % proc.stderr.read().decode()[-3000:]
+            assert proc.poll() is None, "the last run failed: %s" % drivers.log_tail(proc)
             published = {out: _published(out) for _, out in ends}
-            assert time.time() < deadline, "published %s, expected %s" % (published, expected)
+            assert time.time() < deadline, "published %s, expected %s; the last run's log: %s" % (
+                published,
+                expected,
+                drivers.log_tail(proc),
+            )
             for out, rows in published.items():
                 assert len(rows) <= len(expected), "more rows than the answer in %s: %s" % (out, rows)
             time.sleep(0.5)
@@ -313,7 +298,7 @@ def _run_with_kills(tmp_path, ends, kills, env=None):
         for _, out in ends:
             assert _published(out) == expected, out
     finally:
-        _kill(proc)
+        drivers.kill(proc)
     for _, out in ends:
         staged = _staged(out, checkpoint_dir)
         assert not staged, (out, staged)
