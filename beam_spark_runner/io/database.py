@@ -117,7 +117,7 @@ class _CopyTextBlocks(beam.DoFn):
         values.append(value)
         if len(values) < postgresql_copy.BLOCK_ROWS:
             self._last = element
-            return None
+            return ()  # nothing yet (not `return None`: Beam warns on that line at construction)
         self._values = []
         return [self._encoder.block(values)]
 
