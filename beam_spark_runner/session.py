@@ -5,6 +5,7 @@ import logging
 import os
 import sys
 
+from beam_spark_runner.execution import local_python
 from beam_spark_runner.execution.jvm_console import filtered_stderr
 from beam_spark_runner.execution.spark_internals import set_worker_python, worker_python
 from beam_spark_runner.options import parse_spark_conf
@@ -128,9 +129,15 @@ def get_or_create_session(spark_options, explicit=(), session=None):
 
 def new_session(master, app_name, conf):
     """A SparkSession the runner starts: `conf` (merged_spark_conf's),
-    Spark's console noise left out (execution/jvm_console.py)."""
+    Spark's console noise left out (execution/jvm_console.py); on a local
+    master its Python processes start through execution/local_python.py's
+    launcher."""
     from pyspark.sql import SparkSession
 
+    local_python.use_for_local_master(master)
+    conf = dict(conf)
+    if conf.get("spark.executorEnv.PYSPARK_PYTHON") == sys.executable:
+        conf["spark.executorEnv.PYSPARK_PYTHON"] = os.environ["PYSPARK_PYTHON"]
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -153,7 +160,8 @@ def _workers_run_this_interpreter(context):
     Python function; a session whose workers' Python the user chose
     (PYSPARK_PYTHON, spark.pyspark.python) or that runs on a cluster is
     left alone."""
-    chosen = os.environ.get("PYSPARK_PYTHON") not in (None, sys.executable)
+    python = os.environ.get("PYSPARK_PYTHON")
+    chosen = python not in (None, sys.executable) and not local_python.is_launcher(python)
     if worker_python(context) != "python3" or chosen or not context.master.startswith("local"):
         return
     if context.getConf().get("spark.pyspark.python", None) is not None:

@@ -19,9 +19,11 @@ SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2,4]")
 
 
 def _start_session():
+    from beam_spark_runner.execution import local_python
     from beam_spark_runner.session import ensure_python_workers_match_driver, runner_spark_conf
 
     ensure_python_workers_match_driver()
+    local_python.use_for_local_master(SPARK_MASTER)  # as the runner's own sessions
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
