@@ -8,10 +8,11 @@
 #   pyspark-4.0-beam-2.71  the lowest PySpark and Beam: the unit tests, batch
 #                          pipelines, Spark I/O, the runner's jar (streaming is
 #                          refused on PySpark 4.0: a unit test shows it)
-#   pyspark-4.1            the lowest PySpark that streams: the shims' unit tests, a
-#                          streaming pipeline with state, timers and the
-#                          exactly-once file sink under driver kills, Spark I/O
-#                          in streaming, the Spark UI's Beam tab
+#   pyspark-4.1            the lowest PySpark that streams: the shims' unit tests,
+#                          streaming pipelines with state and timers, the
+#                          exactly-once file sinks, a run resumed from its
+#                          checkpoint (Spark's offset log before 4.2), Spark
+#                          I/O in streaming, the Spark UI's Beam tab
 #   pyspark-4.2            the shims' unit tests; Spark's own Kafka connector (from
 #                          Maven Central) reading the real broker in streaming
 #                          under driver kills
@@ -23,13 +24,18 @@ cd "$(dirname "$0")/.."
 SHIM_TESTS="tests/unit/test_versions.py tests/unit/test_private_apis.py tests/unit/test_spark_rows.py \
 tests/unit/test_runner_session_conf.py tests/unit/test_rerun_determinism.py"
 
+# Streaming with state and event-time timers across batches, and a run
+# stopped and resumed from its checkpoint.
+STREAMING_TESTS="tests/integration/test_streaming.py::test_stateful_dofn_state_and_event_time_timers_span_batches \
+tests/integration/test_streaming.py::test_checkpoint_dir_resumes_a_stopped_run_without_losing_output"
+
 # The Spark UI's Beam tab, whose page frame differs before Spark 4.2.
 BEAM_TAB_TESTS="tests/integration/test_streaming_progress.py::test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_records \
 tests/integration/test_streaming_progress.py::test_the_beam_tab_renders_in_a_headless_browser"
 
 declare -A TESTS=(
   [pyspark-4.0-beam-2.71]="tests/unit tests/integration/test_batch_runner.py tests/integration/test_spark_io.py tests/integration/test_local_file_system.py"
-  [pyspark-4.1]="$SHIM_TESTS tests/faults/test_driver_faults.py tests/integration/test_spark_io_streaming.py $BEAM_TAB_TESTS"
+  [pyspark-4.1]="$SHIM_TESTS $STREAMING_TESTS tests/integration/test_streaming_file_sinks.py tests/integration/test_spark_io_streaming.py $BEAM_TAB_TESTS"
   [pyspark-4.2]="$SHIM_TESTS tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
 )
 ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
