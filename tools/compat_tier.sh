@@ -5,6 +5,14 @@
 # command runs it after the main suite; the services must be up
 # (tools/services.sh up). `tools/compat_tier.sh pyspark-4.1` runs one tier.
 #
+# `tools/compat_tier.sh prepare-in-background` starts building every tier's
+# virtualenv in the background (log: .venv-tiers/prepare.log) and returns:
+# README's test command starts it before the main suite, whose tests leave
+# the network and disk idle most of the time. A run takes each tier's lock,
+# so it waits for a build under way; a virtualenv is built again only when
+# its releases, setup.py or the supported ranges changed (and after a build
+# that failed, whose error the run then shows).
+#
 #   pyspark-4.0-beam-2.71  the lowest PySpark and Beam: the unit tests, batch
 #                          pipelines, Spark I/O, the runner's jar (streaming is
 #                          refused on PySpark 4.0: a unit test shows it)
@@ -17,6 +25,7 @@
 #                          Maven Central) reading the real broker in streaming
 #                          under driver kills
 set -euo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 
 # The unit tests of what differs between releases (the lowest tier runs
@@ -40,18 +49,52 @@ declare -A TESTS=(
 )
 ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
 
-run_tier() {
-  local tier=$1 venv=.venv-tiers/$1 started=$SECONDS
-  if [[ -z "${TESTS[$tier]:-}" ]]; then
-    echo "compat_tier.sh: no tier named $tier (tiers: ${ORDER[*]})" >&2
-    return 2
+check_tier() {
+  if [[ -z "${TESTS[$1]:-}" ]]; then
+    echo "compat_tier.sh: no tier named $1 (tiers: ${ORDER[*]})" >&2
+    exit 2
   fi
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q -e '.[test]' -c "tools/compat/$tier.txt"
+}
+
+# Builds the tier's virtualenv unless it holds the current releases; holds
+# the tier's lock meanwhile.
+prepare_tier() {
+  local tier=$1 venv=.venv-tiers/$1 lock want
+  mkdir -p .venv-tiers
+  exec {lock}>".venv-tiers/$tier.lock"
+  flock "$lock"
+  want=$(cat "tools/compat/$tier.txt" setup.py beam_spark_runner/versions.py | sha256sum | cut -d' ' -f1)
+  if [[ "$(cat "$venv/.tier-ready" 2>/dev/null)" != "$want" ]]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -e '.[test]' -c "tools/compat/$tier.txt"
+    echo "$want" >"$venv/.tier-ready"
+  fi
+  exec {lock}>&-
+}
+
+run_tier() {
+  local tier=$1 started=$SECONDS
+  check_tier "$tier"
+  prepare_tier "$tier"
   # shellcheck disable=SC2086  # the tier's test paths are words
-  "$venv/bin/python" -m pytest ${TESTS[$tier]} -q -p no:cacheprovider -n 2 --dist loadfile --require-services
+  ".venv-tiers/$tier/bin/python" -m pytest ${TESTS[$tier]} -q -p no:cacheprovider -n 2 --dist loadfile --require-services
   echo "compat tier $tier passed in $((SECONDS - started)) s"
 }
+
+case "${1:-}" in
+  prepare-in-background)
+    mkdir -p .venv-tiers
+    nohup "$SELF" prepare >.venv-tiers/prepare.log 2>&1 &
+    exit 0
+    ;;
+  prepare)
+    for tier in "${ORDER[@]}"; do
+      prepare_tier "$tier"
+    done
+    exit 0
+    ;;
+esac
 
 for tier in "${@:-${ORDER[@]}}"; do
   run_tier "$tier"

@@ -22,7 +22,7 @@ from tests.faults import drivers, killed_driver_pipeline as pipeline
 from tests.faults.injection import sequence_problems
 
 SCRIPT = pipeline.__file__
-STARTED_TIMEOUT_S = 300  # for the first run to start its query and pick the ticks' start in its first batch
+STARTED_TIMEOUT_S = 900  # a hung run, not a slow one: for a run's first batch (the ticks' start, its first output)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +130,7 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, f
         proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
         if start is None:
             start = _read_start(start_file, proc)
-        deadline = time.time() + 240
+        deadline = time.time() + STARTED_TIMEOUT_S
         while len(os.listdir(out)) <= before and time.time() < deadline and proc.poll() is None:
             time.sleep(0.1)
         time.sleep(delay)
