@@ -16,14 +16,17 @@ Any other PYTHONPATH entry is kept in order; a Spark installed elsewhere
 
 The launcher is a POSIX shell script that `exec`s the interpreter (no
 second Python start), written once per interpreter and PySpark under the
-temporary directory. It exists only on this machine: it is used only on a
-local master, whose Python processes run here.
+temporary directory, and checked to start once per process (where the
+temporary directory is mounted `noexec`, Spark starts the interpreter
+itself, as without the launcher). It exists only on this machine: it is
+used only on a local master, whose Python processes run here.
 """
 
 import glob
 import hashlib
 import os
 import stat
+import subprocess
 import sys
 import tempfile
 from typing import Optional, Sequence
@@ -70,11 +73,25 @@ def script_text(python: str, zips: Sequence[str]) -> str:
     }
 
 
+_STARTS = {}  # launcher path -> whether it started `python` in this process
+
+
+def _starts(path):
+    """Whether the launcher runs here (a temporary directory mounted
+    `noexec` would refuse it); checked once per process."""
+    if path not in _STARTS:
+        try:
+            _STARTS[path] = subprocess.run([path, "-c", "pass"], timeout=60, capture_output=True).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _STARTS[path] = False
+    return _STARTS[path]
+
+
 def launcher(python: Optional[str] = None, directory: Optional[str] = None) -> Optional[str]:
     """The path of the launcher for `python` (default: this interpreter),
     written if missing; None when the installed PySpark has no zips to
-    drop, or when it cannot be written (then Spark starts `python` as it
-    would)."""
+    drop, or when the launcher cannot be written or run there (then Spark
+    starts `python` as it would)."""
     python = python or sys.executable
     zips = installed_pyspark_zips()
     if not zips or any(":" in z or "\n" in z for z in zips):  # a path PYTHONPATH could not hold as one entry
@@ -86,7 +103,7 @@ def launcher(python: Optional[str] = None, directory: Optional[str] = None) -> O
     try:
         with open(path) as f:
             if f.read() == text:
-                return path
+                return path if _starts(path) else None
     except OSError:
         pass
     try:
@@ -97,7 +114,8 @@ def launcher(python: Optional[str] = None, directory: Optional[str] = None) -> O
         os.replace(tmp, path)
     except OSError:
         return None
-    return path
+    _STARTS.pop(path, None)
+    return path if _starts(path) else None
 
 
 def use_for_local_master(master: str) -> None:

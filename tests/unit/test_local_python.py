@@ -70,3 +70,10 @@ def test_a_users_python_and_a_cluster_master_are_left_alone(clean_env, monkeypat
     monkeypatch.setenv("PYSPARK_PYTHON", "/opt/team-env/bin/python")
     local_python.use_for_local_master("local[*]")
     assert os.environ["PYSPARK_PYTHON"] == "/opt/team-env/bin/python"
+
+
+def test_a_launcher_that_cannot_run_here_is_not_used(tmp_path, monkeypatch):
+    """As under a temporary directory mounted noexec: Spark then starts the
+    interpreter itself."""
+    monkeypatch.setattr(local_python, "_SCRIPT", "#!/nonexistent/shell\n" + local_python._SCRIPT)
+    assert local_python.launcher(directory=str(tmp_path)) is None
