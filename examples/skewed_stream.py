@@ -129,7 +129,7 @@ def build(p, landing, output, aggregations=AGGREGATIONS):
             )
 
 
-def feed(result, landing, duration_seconds, lag_seconds, batches_per_file=4, timeout_s=600, users=USERS):
+def feed(result, landing, duration_seconds, lag_seconds, batches_per_file=4, timeout_s=1800, users=USERS):
     """Lands the file of each second in turn, once the running pipeline
     (`result`) ran its first micro-batch, each after `batches_per_file`
     micro-batches since the one before: a file is read, the watermark moves
