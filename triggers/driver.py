@@ -39,6 +39,10 @@ Guarantees of ``KeyReducer``:
    for every pane it supersedes (the window's own last pane and the last panes
    of all windows merged into it since).
 
+With ``weight`` (a function from a buffered value to how many records it
+stands for: a lifted combiner's accumulator holds several), ``late`` and
+``dropped_late`` add each element's weight instead of 1.
+
 With ``compact`` (a function from a window's buffered values to an
 equivalent, usually shorter, list: a lifted combiner's accumulators merged
 into one, as Beam's runners combine in their GroupAlsoByWindow), a window's
@@ -124,9 +128,11 @@ class ReduceSpec(object):
         allowed_lateness=0,
         compact=None,
         closing=PYTHON_SDK_DEFAULT,
+        weight=None,
     ):
         self.window_fn = window_fn
         self.compact = compact
+        self.weight = weight
         self.closing = closing
         self.trigger = compile_trigger(trigger)
         mode = int(accumulation_mode)
@@ -139,7 +145,7 @@ class ReduceSpec(object):
         self.merging = window_fn.is_merging()
 
     @classmethod
-    def from_windowing(cls, windowing, compact=None, closing=PYTHON_SDK_DEFAULT):
+    def from_windowing(cls, windowing, compact=None, closing=PYTHON_SDK_DEFAULT, weight=None):
         """From an ``apache_beam.transforms.core.Windowing`` (which does not
         carry the closing rules: Beam's Python SDK always writes
         ``PYTHON_SDK_DEFAULT``; pass the proto's with ``closing``)."""
@@ -151,6 +157,7 @@ class ReduceSpec(object):
             windowing.allowed_lateness,
             compact,
             closing,
+            weight,
         )
 
     @classmethod
@@ -212,6 +219,7 @@ class KeyReducer(object):
         if output_watermark > ks.output_watermark:
             ks.output_watermark = output_watermark
         lateness_us = self.spec.allowed_lateness_us
+        weight = self.spec.weight
 
         groups = {}  # window key -> (window, [WindowedValue])
         expired = {}
@@ -225,13 +233,13 @@ class KeyReducer(object):
                         # Expired: the watermark is past max timestamp + allowed lateness.
                         dead = expired[k] = input_watermark > window_bounds_us(w, k)[1] + lateness_us
                     if dead:
-                        self.dropped_late += 1
+                        self.dropped_late += 1 if weight is None else weight(wv.value)
                         continue
                     g = groups[k] = (w, [])
                 g[1].append(wv)
         for k, (w, elems) in groups.items():
             if input_watermark > window_bounds_us(w, k)[1]:
-                self.late += len(elems)
+                self.late += len(elems) if weight is None else sum(weight(wv.value) for wv in elems)
 
         windows = ks.windows
         if self.spec.merging and any(k not in windows for k in groups):

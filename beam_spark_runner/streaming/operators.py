@@ -516,7 +516,12 @@ class GroupOperator:
         self.op = op
         self._codec = grouping.GroupCodec(plan.components, op.group)
         merger = grouping.AccumulatorMerger(plan.components, op.group) if op.group.combine else None
-        self._spec = ReduceSpec.from_windowing(self._codec.windowing, compact=merger, closing=self._codec.closing)
+        # Behind a lifted combine each value is a partial sum: late input is
+        # counted by the records it holds.
+        weight = merger.record_count if merger is not None and merger.counts_records else None
+        self._spec = ReduceSpec.from_windowing(
+            self._codec.windowing, compact=merger, closing=self._codec.closing, weight=weight
+        )
         self._dest = Dest.grouped(op.name)
         self._writer = RowWriter(
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests

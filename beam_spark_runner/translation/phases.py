@@ -22,6 +22,7 @@ from apache_beam.runners.portability.fn_api_runner import translations
 
 from beam_spark_runner.translation import (
     native_io_overrides,
+    record_counting,
     retracting,
     stable_order,
     unliftable_combines,
@@ -147,13 +148,15 @@ _WINDOW_KEEPING_SDF_STEPS = frozenset(
 )
 
 
-STREAMING_PHASES = tuple(
-    phase
-    for p in BATCH_PHASES
-    for phase in (
-        (sdf_outputs_start_stages, side_input_readers_start_stages, p) if p is translations.greedily_fuse else (p,)
-    )
-)
+# Streaming's own phases, each inserted before the Beam phase it precedes.
+_STREAMING_BEFORE = {
+    # Lifted partial sums say how many records they hold, so that late input
+    # is counted in records (translation/record_counting.py).
+    translations.lift_combiners: (record_counting.count_records_in_lifted_combines,),
+    translations.greedily_fuse: (sdf_outputs_start_stages, side_input_readers_start_stages),
+}
+
+STREAMING_PHASES = tuple(phase for p in BATCH_PHASES for phase in (*_STREAMING_BEFORE.get(p, ()), p))
 
 
 def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):

@@ -35,6 +35,7 @@ from apache_beam.utils import windowed_value
 
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.grouped_values import DEFAULT_INLINE_BYTES, GroupedValues
+from beam_spark_runner.worker.record_counting import RecordCountingCombineFn, record_count
 from triggers import RETRACTING
 from triggers.batch import group_by_window, one_end_of_window_pane
 from triggers.panes import BATCH_ON_TIME
@@ -221,10 +222,18 @@ class AccumulatorMerger:
         spec = beam_runner_api_pb2.FunctionSpec.FromString(group.combine.combine_fn)
         self._fn = core.CombineFn.from_runner_api(spec, ctx)
         self._fn.setup()
+        # Streaming wraps a Python CombineFn so that each accumulator says
+        # how many records it holds (translation/record_counting.py).
+        self.counts_records = isinstance(self._fn, RecordCountingCombineFn)
 
     def __call__(self, values):
         merged = self._fn.merge_accumulators([self._to_accumulator(v) for v in values])
         return [self._to_runner(merged)]
+
+    def record_count(self, value) -> int:
+        """How many records the accumulator `value` (as the runner holds it)
+        holds; only where `counts_records`."""
+        return record_count(self._to_accumulator(value))
 
 
 def _retracting_output_coder(group, post, value_coder):

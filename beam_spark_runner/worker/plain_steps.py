@@ -34,6 +34,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from windowing.existing import ExistingWindows
+from beam_spark_runner.worker.record_counting import RecordCountingCombineFn
 from beam_spark_runner.worker.runs import GLOBAL_TEMPLATE
 
 PARDO = "pardo"
@@ -466,10 +467,18 @@ class PrecombineStep(Step):
     (Count.PerKey, Count.PerElement), whose accumulator is the number of
     inputs and which never looks at them, the buffer counts inputs per key
     (collections.Counter, in C) instead of listing them, and a fold adds
-    each count to its accumulator: what CountCombineFn.add_inputs computes."""
+    each count to its accumulator: what CountCombineFn.add_inputs computes.
+
+    A RecordCountingCombineFn (a streaming lifted combine) is unwrapped: the
+    table folds with the user's CombineFn (and its fast paths), counts the
+    inputs beside each accumulator, and outputs (count, accumulator) as the
+    wrapper would."""
 
     def __init__(self, spec, combine_fn, windowing, scoped):
         super().__init__(spec, scoped)
+        self._counts_records = isinstance(combine_fn, RecordCountingCombineFn)
+        if self._counts_records:
+            combine_fn = combine_fn.inner
         self._fn = curry_combine_fn(combine_fn, [], {})
         # Exact type: a subclass may count differently.
         self._counting = type(self._fn) is CountCombineFn
@@ -481,7 +490,7 @@ class PrecombineStep(Step):
             else window.TimestampCombiner.get_impl(tsc, windowing.windowfn)
         )
         self._compact = None if type(self._fn).compact is core.CombineFn.compact else self._fn.compact
-        # window -> {key: [accumulator, timestamp]} (default windowing: the
+        # window -> {key: [accumulator, timestamp, inputs]} (default windowing: the
         # one window None). By window first: a window's hash is Python code.
         self._table, self._entries = {}, 0
         # Default windowing: key -> [values]; else window -> {key: [values]}.
@@ -566,12 +575,14 @@ class PrecombineStep(Step):
                             if self._entries >= MAX_PRECOMBINE_KEYS:
                                 out.extend(self._evict())
                                 entries = table.setdefault(w, {})  # eviction may have dropped w
-                            entry = entries[key] = [fn.create_accumulator(), None]
+                            entry = entries[key] = [fn.create_accumulator(), None, 0]
                             self._entries += 1
                         if counting:  # vals: how many inputs
                             entry[0] += vals
+                            entry[2] += vals
                         else:
                             entry[0] = fn.add_inputs(entry[0], vals)
+                            entry[2] += len(vals)
                         if timestamps:  # a timestamp combiner other than end of window
                             ts = timestamps.get((w, key))
                             if ts is not None:
@@ -610,19 +621,22 @@ class PrecombineStep(Step):
         """Runs of a table's (key, accumulator) values. Accumulators whose
         pane timestamp is their window's end share one run per window (one
         template, not one per key)."""
-        compact = self._compact
+        compact, counts_records = self._compact, self._counts_records
+
+        def value_of(acc, inputs):
+            value = acc if compact is None else compact(acc)
+            return (inputs, value) if counts_records else value
+
         if self._default_windowing:
             values = [
-                (key, acc if compact is None else compact(acc))
-                for entries in table.values()
-                for key, (acc, _) in entries.items()
+                (key, value_of(acc, inputs)) for entries in table.values() for key, (acc, _, inputs) in entries.items()
             ]
             return [(GLOBAL_TEMPLATE, values)] if values else []
         out = []
         for w, entries in table.items():
             shared = None
-            for key, (acc, timestamp) in entries.items():
-                value = acc if compact is None else compact(acc)
+            for key, (acc, timestamp, inputs) in entries.items():
+                value = value_of(acc, inputs)
                 if self._timestamp_combiner is None or timestamp is None:
                     if shared is None:
                         shared = (WindowedValue(None, w.max_timestamp(), (w,)), [])

@@ -150,3 +150,51 @@ def test_the_beam_tab_renders_in_a_headless_browser(beam_tab_run, tmp_path, requ
     dom = require_browser(request, browser_dom(url, tmp_path))
     assert ">Beam</a>" in dom, dom[:2000]
     _assert_shows_the_run(dom, last)
+
+
+@pytest.mark.parametrize("path", [[], ["--sdk_harness_only"]], ids=["plain", "sdk-harness"])
+def test_a_lifted_combine_and_a_group_by_key_count_the_same_late_records_under_their_step_names(path):
+    """Six records arrive together behind the watermark, within the allowed
+    lateness, and four more after their window expired. The CombinePerKey is
+    lifted (its keyed step receives one partial sum for the six), yet it
+    counts records, as the GroupByKey over the same stream does; the
+    pre-combine on the runner's plain path and in Beam's SDK harness."""
+    on_time = [window.TimestampedValue(("k", i), i) for i in range(1, 6)]
+    late = [window.TimestampedValue(("k", 10 * i), 5) for i in range(1, 7)]
+    expired = [window.TimestampedValue(("k", 100 * i), 6) for i in range(1, 5)]
+    stream = (
+        TestStream()
+        .add_elements(on_time)
+        .advance_watermark_to(20)
+        .add_elements(late)
+        .advance_watermark_to(200)
+        .add_elements(expired)
+        .advance_watermark_to_infinity()
+    )
+    p = beam.Pipeline(runner=SparkRunner(), options=PipelineOptions(["--streaming", *path]))
+    windowed = (
+        p
+        | stream
+        # The default trigger: it fires a LATE pane for late input and lets
+        # Beam lift the combine.
+        | beam.WindowInto(window.FixedWindows(10), allowed_lateness=30)
+    )
+    sums = windowed | "Sum" >> beam.CombinePerKey(sum)
+    grouped = windowed | "Collect" >> beam.GroupByKey() | beam.MapTuple(lambda k, vs: (k, sum(vs)))
+    # One ON_TIME pane (15), one LATE pane (210), as both compute them (the
+    # empty final pane that closes the late window aside).
+    for label, panes in (("Sum", sums), ("Collect", grouped)):
+        nonempty = panes | f"{label}Nonempty" >> beam.Filter(lambda kv: kv[1])
+        assert_that(nonempty, equal_to([("k", 15), ("k", 210)]), label=f"{label}Panes")
+    result = p.run()
+    result.wait_until_finish()
+    records = result.streaming_progress()
+    # The lifted combine's keyed step is the GroupByKey Beam builds inside it.
+    for user_step, keyed_step in (("Sum", "Sum/Group"), ("Collect", "Collect")):
+        stages = [r.stage(keyed_step) for r in records]
+        assert (sum(s.late for s in stages), sum(s.dropped_late for s in stages)) == (6, 4), keyed_step
+        for name, expected in (("late_records", 6), ("dropped_due_to_lateness", 4)):
+            query = MetricsFilter().with_namespace(NAMESPACE).with_name(name).with_step(user_step)
+            counters = result.metrics().query(query)["counters"]
+            assert {c.key.step for c in counters} == {keyed_step}, (user_step, name)
+            assert sum(c.committed for c in counters) == expected, (user_step, name)

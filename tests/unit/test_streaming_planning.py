@@ -584,7 +584,8 @@ def test_a_group_by_key_between_a_lifted_combiners_phases_knows_its_combine_fn()
         beam_runner_api_pb2.FunctionSpec.FromString(lifted.combine.combine_fn),
         context.components_context(plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline())).components),
     )
-    assert fn.merge_accumulators([2, 3]) == 5
+    # Streaming: a partial sum carries how many records it holds.
+    assert fn.merge_accumulators([(1, 2), (2, 3)]) == (3, 5)
 
 
 def test_a_retracting_combine_is_not_lifted_so_its_group_by_key_merges_nothing():
@@ -597,7 +598,8 @@ def test_a_retracting_combine_is_not_lifted_so_its_group_by_key_merges_nothing()
 def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     """Two producers each send a partial sum per micro-batch: the window
     keeps one merged accumulator, and every early pane carries exactly one,
-    with the running total (before, it kept and re-emitted all of them)."""
+    with the running total and record count (before, it kept and re-emitted
+    all of them)."""
     plan = plan_streaming_pipeline(pipeline_proto_of(_lifted_pipeline()))
     (group_op,) = [op for op in plan.operators if op.kind == OperatorKind.GROUP and op.group.combine is not None]
     operator = GroupOperator(group_op, plan, 2)
@@ -609,8 +611,9 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
     sdk_value = ctx.coders[group_op.group.combine.data_input_coder_id].wrapped_value_coder.value_coder().get_impl()
     runner_value = codec.value_impl
     w = window.IntervalWindow(0, 10)
+    empty = runner_value.decode_nested(sdk_value.encode_nested((0, 0)))
     key = codec.key_impl.encode_nested(
-        codec.pre_impl.decode_nested(codec.pre_impl.encode_nested(WindowedValue((b"\x01a", b""), 1, (w,)))).value[0]
+        codec.pre_impl.decode_nested(codec.pre_impl.encode_nested(WindowedValue((b"\x01a", empty), 1, (w,)))).value[0]
     )
 
     def partial_sum(acc):
@@ -630,15 +633,16 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
 
     store, totals = DictStore(), []
     for batch in range(1, 6):
-        result = operator.run(store, [partial_sum(batch), partial_sum(10 * batch)], [[AFTER_ALL, MIN_MICROS, batch]])
+        rows = [partial_sum((1, batch)), partial_sum((2, 10 * batch))]
+        result = operator.run(store, rows, [[AFTER_ALL, MIN_MICROS, batch]])
         totals.append(panes(result))
-    assert totals == [[[11 * sum(range(1, b + 1))]] for b in range(1, 6)]
-    (key,) = [r[3] for r in [partial_sum(1)]]
+    assert totals == [[[(3 * b, 11 * sum(range(1, b + 1)))]] for b in range(1, 6)]
+    (key,) = [r[3] for r in [partial_sum((1, 1))]]
     snapshot = KeyedState(store, MIN_MICROS, MIN_MICROS).load(key)
     (window_state,) = pickle.loads(snapshot)[0]
     assert len(window_state[1]) == 1  # one buffered accumulator
     on_time = operator.run(store, [], [[AFTER_ALL, 20_000_000, 6]])
-    assert panes(on_time) == [[165]]
+    assert panes(on_time) == [[(15, 165)]]
 
 
 def _spark_io_pipeline(read_written=False):
