@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The compatibility tier: the runner on supported PySpark and Beam releases
 # other than the default test environment's, each in a virtualenv of its own
-# under .venv-tiers/ (the releases: tools/compat/<tier>.txt). README's test
-# command runs it after the main suite; the services must be up
-# (tools/services.sh up). `tools/compat_tier.sh pyspark-4.1` runs one tier.
+# under .venv-tiers/ (the releases: tools/compat/<tier>.txt); the services
+# must be up (tools/services.sh up). `tools/compat_tier.sh` runs every tier,
+# `tools/compat_tier.sh pyspark-4.1` one.
 #
-# `tools/compat_tier.sh prepare-in-background` starts building every tier's
-# virtualenv in the background (log: .venv-tiers/prepare.log) and returns:
-# README's test command starts it before the main suite, whose tests leave
-# the network and disk idle most of the time. A run takes each tier's lock,
-# so it waits for a build under way; a virtualenv is built again only when
-# its releases, setup.py or the supported ranges changed (and after a build
-# that failed, whose error the run then shows).
+# README's test command runs the tiers beside the main suite:
+# `tools/compat_tier.sh start [TIER...]` returns at once, and in the background builds
+# each tier's virtualenv (pip downloads: the main suite leaves the network
+# and disk idle) and runs the tiers one after another, each in one pytest
+# process (log: .venv-tiers/run.log); `tools/compat_tier.sh wait`, after
+# the main suite, waits for them, prints their log and exits with their
+# status. On 2 cores the main suite's last files run in one process, so the
+# tiers mostly use a core it leaves idle. A virtualenv is built again only
+# when its releases, setup.py or the supported ranges changed (and after a
+# build that failed, whose error the log then shows); a tier's lock keeps
+# two builds of it apart.
 #
 #   pyspark-4.0-beam-2.71  the lowest PySpark and Beam: the unit tests, batch
 #                          pipelines, Spark I/O, the runner's jar (streaming is
@@ -73,20 +77,40 @@ prepare_tier() {
   exec {lock}>&-
 }
 
+# A tier's pytest processes: 2 when it runs alone, 1 beside the main suite.
+WORKERS=${BEAM_SPARK_TIER_WORKERS:-2}
+
 run_tier() {
   local tier=$1 started=$SECONDS
   check_tier "$tier"
   prepare_tier "$tier"
+  local dist=(-n "$WORKERS" --dist loadfile)
+  [[ "$WORKERS" == 1 ]] && dist=()
   # shellcheck disable=SC2086  # the tier's test paths are words
-  ".venv-tiers/$tier/bin/python" -m pytest ${TESTS[$tier]} -q -p no:cacheprovider -n 2 --dist loadfile --require-services
+  ".venv-tiers/$tier/bin/python" -m pytest ${TESTS[$tier]} -q -p no:cacheprovider "${dist[@]}" --require-services
   echo "compat tier $tier passed in $((SECONDS - started)) s"
 }
 
 case "${1:-}" in
-  prepare-in-background)
+  start)
     mkdir -p .venv-tiers
-    nohup "$SELF" prepare >.venv-tiers/prepare.log 2>&1 &
+    rm -f .venv-tiers/run.status
+    : >.venv-tiers/run.log
+    # `wait` waits for the status file, written when the run ended.
+    BEAM_SPARK_TIER_WORKERS=1 nohup bash -c '"$0" "$@" >.venv-tiers/run.log 2>&1; echo $? >.venv-tiers/run.status' \
+      "$SELF" "${@:2}" >/dev/null 2>&1 &
     exit 0
+    ;;
+  wait)
+    if [[ ! -e .venv-tiers/run.log ]]; then
+      echo "compat_tier.sh wait: no tier run was started (tools/compat_tier.sh start)" >&2
+      exit 2
+    fi
+    until [[ -s .venv-tiers/run.status ]]; do sleep 2; done
+    cat .venv-tiers/run.log
+    status=$(cat .venv-tiers/run.status)
+    [[ "$status" == 0 ]] || echo "compat tier run failed (exit status $status): .venv-tiers/run.log" >&2
+    exit "$status"
     ;;
   prepare)
     for tier in "${ORDER[@]}"; do
