@@ -53,7 +53,7 @@ TEST_REQUIRES = [
     "pytest-timeout",
     # The suite runs in two processes (README's test command): many tests
     # wait on real time (streaming batches, fault recovery), so two fit the
-    # 30-minute budget on 2 cores where one did not.
+    # 35-minute budget on 2 cores where one did not.
     "pytest-xdist",
     # A Kafka client of its own to produce and check the messages of the
     # cross-language Kafka tests (tests/integration/test_cross_language_kafka.py).
