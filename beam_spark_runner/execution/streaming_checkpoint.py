@@ -23,7 +23,7 @@ import logging
 from beam_spark_runner.errors import CheckpointMismatchError
 from beam_spark_runner.execution import checkpoint_files, streaming_commits
 from beam_spark_runner.streaming import plan_fingerprint
-from beam_spark_runner.streaming.source_planner import write_holds
+from beam_spark_runner.streaming.source_planner import remove_holds, write_holds
 
 _LOG = logging.getLogger(__name__)
 
@@ -118,9 +118,11 @@ class HoldFiles:
     def record(self, scratch_dir, batch, record):
         """A batch's hold record (`source_planner.hold_record`): for the source
         planner (`scratch_dir`) and in the checkpoint (a restarted driver plans
-        the next batch with it); older records are pruned."""
+        the next batch with it); older records are pruned in both places, so
+        neither grows with the run's length."""
         write_holds(scratch_dir, batch, record)
         self._files.write(checkpoint_files.join(HOLDS_DIR, "%d.json" % batch), json.dumps(record).encode())
         # Batches are numbered consecutively: dropping the one HOLDS_KEPT
         # back keeps the newest ones without listing the directory.
         self._files.delete(checkpoint_files.join(HOLDS_DIR, "%d.json" % (batch - HOLDS_KEPT)))
+        remove_holds(scratch_dir, batch - HOLDS_KEPT)

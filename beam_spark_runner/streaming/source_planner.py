@@ -177,6 +177,15 @@ def write_holds(run_dir, batch, record):
     os.replace(tmp, path)
 
 
+def remove_holds(run_dir, batch):
+    """Driver side: drops a batch's hold record (the planner reads only the
+    newest ones); a record never written is no error."""
+    try:
+        os.remove(holds_path(run_dir, batch))
+    except FileNotFoundError:
+        pass
+
+
 ELEMENTS, WATERMARK, PROCESSING_TIME = "elements", "watermark", "processing_time"
 
 

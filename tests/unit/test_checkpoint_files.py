@@ -61,3 +61,24 @@ def test_schema_files_recorded_where_the_checkpoint_no_longer_is_are_named(tmp_p
     _operator_metadata(here, 1, 3, [gone])  # only the newest entry counts
     (problem,) = moved_state_schemas(files)
     assert problem == "%s/spark/state/1/_metadata/v2/3: %s" % (here, gone)
+
+
+def test_hold_records_of_a_long_run_are_pruned_in_the_checkpoint_and_the_planners_directory(tmp_path):
+    """The driver writes one hold record per micro-batch, for the source
+    planner (a local directory) and into the checkpoint; both keep only the
+    newest HOLDS_KEPT, however many batches ran."""
+    from beam_spark_runner.execution.streaming_checkpoint import HOLDS_DIR, HOLDS_KEPT, HoldFiles
+
+    checkpoint, scratch = tmp_path / "checkpoint", tmp_path / "scratch"
+    files = LocalCheckpointFiles(str(checkpoint), str(checkpoint))
+    holds = HoldFiles(files)
+    for batch in range(1, 501):
+        holds.record(str(scratch), batch, {"format": 4, "batch": batch})
+    newest = ["%d.json" % b for b in range(501 - HOLDS_KEPT, 501)]
+    assert sorted(files.list(HOLDS_DIR)) == newest
+    assert sorted(p.name for p in (scratch / "holds").iterdir()) == newest
+    # A restarted driver's planner starts from the checkpoint's newest records.
+    restored = tmp_path / "restored"
+    holds.restore_into(str(restored))
+    assert sorted(p.name for p in (restored / "holds").iterdir()) == newest
+    assert json.loads((restored / "holds" / "500.json").read_text()) == {"format": 4, "batch": 500}
