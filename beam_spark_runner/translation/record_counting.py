@@ -42,8 +42,7 @@ def count_records_in_lifted_combines(stages, context):
         payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.CombinePayload)
         if payload.combine_fn.urn != python_urns.PICKLED_COMBINE_FN:
             continue
-        payload.CopyFrom(_counting_payload(payload, context))
-        transform.spec.payload = payload.SerializeToString()
+        transform.spec.payload = _counting_payload(payload, context).SerializeToString()
     return stages
 
 
