@@ -42,9 +42,16 @@ class MavenArtifact:
     version: str
     # (group, artifact) pairs left out of its dependencies ("*": any)
     exclusions: Tuple[Tuple[str, str], ...] = ()
+    # Maven's classifier ("tests": a module's test jar); "" for the main jar
+    classifier: str = ""
 
     def __str__(self):
-        return "%s:%s:%s" % (self.group, self.artifact, self.version)
+        return "%s:%s:%s%s" % (
+            self.group,
+            self.artifact,
+            self.version,
+            ":" + self.classifier if self.classifier else "",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +103,14 @@ def _pom(jar_set):
             "<exclusion><groupId>%s</groupId><artifactId>%s</artifactId></exclusion>" % e for e in a.exclusions
         )
         deps.append(
-            "<dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version>%s</dependency>"
-            % (a.group, a.artifact, a.version, "<exclusions>%s</exclusions>" % exclusions if exclusions else "")
+            "<dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version>%s%s</dependency>"
+            % (
+                a.group,
+                a.artifact,
+                a.version,
+                "<classifier>%s</classifier>" % a.classifier if a.classifier else "",
+                "<exclusions>%s</exclusions>" % exclusions if exclusions else "",
+            )
         )
     return (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
