@@ -55,3 +55,15 @@ def test_each_committed_batch_reaches_the_listener_with_its_query_and_batch(spar
     finally:
         again.stop()
     assert events == []
+
+
+def test_the_beam_tabs_cells_reach_the_jvm_as_one_string_array_whatever_they_hold(spark_session):
+    """The Beam tab's table crosses to the JVM in one call: a cell holding
+    the separator shows U+FFFD, empty cells stay, no cells give an empty
+    array."""
+    from beam_spark_runner.execution.ui_watermarks import WatermarkTab
+
+    tab = WatermarkTab(spark_session.sparkContext, {})
+    tab._splitter = spark_session.sparkContext._jvm.java.util.regex.Pattern.compile(WatermarkTab._SEPARATOR)
+    assert list(tab._strings(["a", "b\x1fc", "", "d", ""])) == ["a", "b\ufffdc", "", "d", ""]
+    assert list(tab._strings([])) == []
