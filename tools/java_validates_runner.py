@@ -201,6 +201,8 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work) -> 
     """Runs `methods` of `class_name` in one JVM; a result per method (a
     method the JVM never finished is `timeout` or `crashed`)."""
     stem = os.path.join(work, "%s.%s" % (mode, class_name))
+    if os.path.exists(stem + ".jsonl"):
+        os.remove(stem + ".jsonl")  # an earlier run's, which must not count as this one's
     with open(stem + ".methods", "w") as f:
         f.write("".join(m + "\n" for m in methods))
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
