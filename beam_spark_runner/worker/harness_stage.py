@@ -52,6 +52,17 @@ def run_finalization_callbacks(callbacks, stage_name):
 class StageFailed(RuntimeError):
     """A bundle of a stage failed; the message carries the user's traceback."""
 
+    @classmethod
+    def of_bundle(cls, display_name, error):
+        """The failure of a bundle whose SDK harness reported `error`. A
+        Java harness reports a Java stack trace; its frames are indented
+        with spaces here, so that the driver, which cuts Spark's own frames
+        (tab-indented) off the error it reports, keeps all of the user's:
+        the "Caused by" parts too, where Beam's PAssert names the
+        assertion's site."""
+        text = error.replace("\n\tat ", "\n    at ").replace("\n\t... ", "\n    ... ")
+        return cls("Beam stage %r failed:\n%s" % (display_name, text))
+
 
 def _new_harness(stage, descriptor):
     """The SDK harness of the stage's environment (plans.StageEnvironment)."""
@@ -235,7 +246,7 @@ class HarnessStageRunner:
             harness.write_input(iid, transform_id, inputs.get(transform_id, ()))
         response = harness.process(iid)
         if response.error:
-            raise StageFailed("Beam stage %r failed:\n%s" % (self.stage.display_name, response.error))
+            raise StageFailed.of_bundle(self.stage.display_name, response.error)
         outputs = []
         for element in harness.read_outputs(iid, list(self._output_index) + timer_families):
             if isinstance(element, beam_fn_api_pb2.Elements.Data):
