@@ -42,13 +42,23 @@ tests/unit/test_runner_session_conf.py tests/unit/test_rerun_determinism.py"
 STREAMING_TESTS="tests/integration/test_streaming.py::test_stateful_dofn_state_and_event_time_timers_span_batches \
 tests/integration/test_streaming.py::test_checkpoint_dir_resumes_a_stopped_run_without_losing_output"
 
+# The exactly-once file sinks: windowed shards, WriteToFiles' records once,
+# and a worker killed inside the sink's write.
+FILE_SINK_TESTS="tests/integration/test_streaming_file_sinks.py::test_write_to_text_publishes_beam_windowed_shards \
+tests/integration/test_streaming_file_sinks.py::test_write_to_files_publishes_each_record_once_with_file_results \
+tests/integration/test_streaming_file_sinks.py::test_a_worker_killed_inside_the_sink_write_publishes_each_record_once"
+
+# Spark I/O in streaming: a file source into a Parquet sink, and the rate source.
+SPARK_IO_STREAMING_TESTS="tests/integration/test_spark_io_streaming.py::test_a_growing_json_directory_is_windowed_counted_and_written_as_parquet \
+tests/integration/test_spark_io_streaming.py::test_the_rate_source_drives_a_windowed_count"
+
 # The Spark UI's Beam tab, whose page frame differs before Spark 4.2.
 BEAM_TAB_TESTS="tests/integration/test_streaming_progress.py::test_the_spark_ui_beam_tab_shows_each_steps_watermarks_percentile_and_late_records \
 tests/integration/test_streaming_progress.py::test_the_beam_tab_renders_in_a_headless_browser"
 
 declare -A TESTS=(
   [pyspark-4.0-beam-2.71]="tests/unit tests/integration/test_batch_runner.py tests/integration/test_spark_io.py tests/integration/test_local_file_system.py"
-  [pyspark-4.1]="$SHIM_TESTS $STREAMING_TESTS tests/integration/test_streaming_file_sinks.py tests/integration/test_spark_io_streaming.py $BEAM_TAB_TESTS"
+  [pyspark-4.1]="$SHIM_TESTS $STREAMING_TESTS $FILE_SINK_TESTS $SPARK_IO_STREAMING_TESTS $BEAM_TAB_TESTS"
   [pyspark-4.2]="$SHIM_TESTS tests/faults/test_spark_io_faults.py::test_a_driver_killed_while_kafka_messages_arrive_counts_each_once"
 )
 ORDER=(pyspark-4.0-beam-2.71 pyspark-4.1 pyspark-4.2)
