@@ -69,6 +69,9 @@ class StageEnvironment:
     sdk: str = ""
     classpath: Tuple[str, ...] = ()
     jvm_options: Tuple[str, ...] = ()  # Java: the harness JVM's options
+    # Java: the job's pipeline options as the harness reads them (its
+    # PIPELINE_OPTIONS: JSON of `beam:option:<name>:v1` keys)
+    pipeline_options: str = ""
 
     @property
     def is_java(self) -> bool:

@@ -24,7 +24,7 @@ from beam_spark_runner.result import PipelineExecutionError, RunCancelled, Spark
 from beam_spark_runner import plans, versions
 from beam_spark_runner.cross_language.artifacts import keep_java_artifacts
 from beam_spark_runner.cross_language.expansion_services import use_runner_expansion_service
-from beam_spark_runner.cross_language.java_sdk import has_java_stages, with_java_harness
+from beam_spark_runner.cross_language.java_sdk import has_java_stages, harness_pipeline_options, with_java_harness
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.streaming.checkpoint_policies import CheckpointSettings
 from beam_spark_runner.translation import phases
@@ -151,7 +151,7 @@ class SparkRunner(beam_runner.PipelineRunner):
                     "--java_harness_jvm_options=%s has no effect: no stage of this pipeline runs in Java",
                     spark_options.java_harness_jvm_options,
                 )
-            execution_plan = with_java_harness(execution_plan, jvm_options)
+            execution_plan = with_java_harness(execution_plan, jvm_options, harness_pipeline_options(options))
             annotated = annotated_percentiles(pipeline_proto.components)
             if annotated:
                 _LOG.warning(

@@ -10,6 +10,7 @@ containers.
 """
 
 import dataclasses
+import json
 
 from beam_spark_runner import plans
 from beam_spark_runner.maven_jars import JarSet, MavenArtifact, resolve
@@ -60,11 +61,26 @@ def has_java_stages(plan):
     return isinstance(plan, plans.ExecutionPlan) and any(stage.environment.is_java for stage in plan.stages)
 
 
-def with_java_harness(plan, jvm_options=()):
+def harness_pipeline_options(options) -> str:
+    """The job's pipeline options as Beam's Java harness reads them from
+    its PIPELINE_OPTIONS variable: JSON of `beam:option:<name>:v1` keys, as
+    Beam's boot programs pass them. Only options set explicitly (or sent by
+    a job service client, whatever its SDK): the harness applies its own
+    defaults. A Java DoFn's `PipelineOptions` are then the job's."""
+    values = options.get_all_options(drop_default=True, retain_unknown_options=True)
+    return json.dumps(
+        {"beam:option:%s:v1" % name: value for name, value in values.items() if value is not None},
+        sort_keys=True,
+        default=str,
+    )
+
+
+def with_java_harness(plan, jvm_options=(), pipeline_options=""):
     """`plan` with each Java stage's classpath completed by Beam's Java SDK
     harness of its release (resolved through the jar cache: may download
     once; raises maven_jars.MissingJars naming what is missing), and its
-    harness JVM given `jvm_options`."""
+    harness JVM given `jvm_options` and the job's `pipeline_options`
+    (`harness_pipeline_options`)."""
     if not isinstance(plan, plans.ExecutionPlan):
         return plan
     stages = []
@@ -76,7 +92,10 @@ def with_java_harness(plan, jvm_options=()):
             stage = dataclasses.replace(
                 stage,
                 environment=dataclasses.replace(
-                    environment, classpath=environment.classpath + extra, jvm_options=tuple(jvm_options)
+                    environment,
+                    classpath=environment.classpath + extra,
+                    jvm_options=tuple(jvm_options),
+                    pipeline_options=pipeline_options,
                 ),
             )
         stages.append(stage)

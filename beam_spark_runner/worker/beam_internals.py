@@ -79,15 +79,48 @@ def weigh_cached_state(*objs):
 statecache.get_deep_size = weigh_cached_state
 
 
+def _map_keys_key(state_key) -> bytes:
+    """The MultimapKeysUserState key (bytes) of a MultimapUserState key:
+    the same state, key and window, without the map key."""
+    user = state_key.multimap_user_state
+    keys = beam_fn_api_pb2.StateKey()
+    keys.multimap_keys_user_state.transform_id = user.transform_id
+    keys.multimap_keys_user_state.user_state_id = user.user_state_id
+    keys.multimap_keys_user_state.window = user.window
+    keys.multimap_keys_user_state.key = user.key
+    return keys.SerializeToString()
+
+
+def _map_value_key(keys_state_key, map_key):
+    """The MultimapUserState key of one map key of a MultimapKeysUserState."""
+    of = keys_state_key.multimap_keys_user_state
+    value = beam_fn_api_pb2.StateKey()
+    value.multimap_user_state.transform_id = of.transform_id
+    value.multimap_user_state.user_state_id = of.user_state_id
+    value.multimap_user_state.window = of.window
+    value.multimap_user_state.key = of.key
+    value.multimap_user_state.map_key = map_key
+    return value
+
+
 class _StateServicer(StateServicer):
     """Beam's in-memory state servicer, which also serves the values of
     streamed groups (worker/grouped_values.py) under Runner state keys: the
     state key type Beam's SDK harness reads a state-backed iterable's
-    remaining values with, page by page (continuation token: page number)."""
+    remaining values with, page by page (continuation token: page number);
+    and the keys of a map state (MultimapKeysUserState: get and clear),
+    which Java's MapState and SetState read and Beam's servicer lacks."""
+
+    _SUPPORTED_STATE_TYPES = StateServicer._SUPPORTED_STATE_TYPES | {"multimap_keys_user_state"}
 
     def __init__(self):
         super().__init__()
         self._streamed = {}  # token -> grouped_values.ValuePages
+        # A map state's keys (Java's MapState and SetState): the
+        # MultimapKeysUserState key's bytes -> its map keys with values, in
+        # the order they were first put. Beam's servicer keeps each map
+        # key's values (MultimapUserState) but cannot list the keys.
+        self._map_keys = {}
 
     def serve_values(self, pages) -> bytes:
         """Registers `pages` (a ValuePages); returns its state token."""
@@ -100,12 +133,37 @@ class _StateServicer(StateServicer):
         self._streamed.clear()
 
     def get_raw(self, state_key, continuation_token=None):
-        if state_key.WhichOneof("type") == "runner":
+        kind = state_key.WhichOneof("type")
+        if kind == "runner":
             pages = self._streamed.get(state_key.runner.key)
             if pages is not None:
                 data, more = pages.page(int(continuation_token or 0))
                 return data, (b"%d" % (int(continuation_token or 0) + 1) if more else None)
+        elif kind == "multimap_keys_user_state" and not continuation_token:
+            # Stored under the query's own key, where Beam's get_raw pages it.
+            with self._lock:
+                keys = self._map_keys.get(self._to_key(state_key), {})
+                self._state[self._to_key(state_key)] = list(keys)
         return super().get_raw(state_key, continuation_token)
+
+    def append_raw(self, state_key, data):
+        done = super().append_raw(state_key, data)
+        if state_key.WhichOneof("type") == "multimap_user_state":
+            with self._lock:
+                self._map_keys.setdefault(_map_keys_key(state_key), {})[state_key.multimap_user_state.map_key] = None
+        return done
+
+    def clear(self, state_key):
+        kind = state_key.WhichOneof("type")
+        if kind == "multimap_user_state":
+            with self._lock:
+                self._map_keys.get(_map_keys_key(state_key), {}).pop(state_key.multimap_user_state.map_key, None)
+        elif kind == "multimap_keys_user_state":
+            with self._lock:
+                keys = self._map_keys.pop(self._to_key(state_key), {})
+            for map_key in keys:
+                super().clear(_map_value_key(state_key, map_key))
+        return super().clear(state_key)
 
 
 def expansion_service_of(transform):

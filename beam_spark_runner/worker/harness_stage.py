@@ -70,7 +70,10 @@ def _new_harness(stage, descriptor):
         from beam_spark_runner.worker.java_harness import JavaSdkHarness
 
         expected = [p.transform_id for p in stage.outputs] + list(stage.timers)
-        return JavaSdkHarness(descriptor, stage.environment.classpath, expected, stage.environment.jvm_options)
+        environment = stage.environment
+        return JavaSdkHarness(
+            descriptor, environment.classpath, expected, environment.jvm_options, environment.pipeline_options
+        )
     return InProcessSdkHarness(descriptor)
 
 

@@ -27,7 +27,6 @@ worker's JVM). Bundle finalization runs in the JVM when the bundle ended
 import atexit
 import concurrent.futures
 import itertools
-import json
 import logging
 import os
 import queue
@@ -199,9 +198,10 @@ class JavaWorker:
 
     _ids = itertools.count(1)
 
-    def __init__(self, classpath, jvm_options=()):
+    def __init__(self, classpath, jvm_options=(), pipeline_options=""):
         self.classpath = tuple(classpath)
         self.jvm_options = tuple(jvm_options)
+        self.pipeline_options = pipeline_options
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
         self.control = _ControlService(self.descriptors, self._died)
@@ -225,7 +225,7 @@ class JavaWorker:
             HARNESS_ID=self.worker_id,
             CONTROL_API_SERVICE_DESCRIPTOR=endpoint,
             LOGGING_API_SERVICE_DESCRIPTOR=endpoint,
-            PIPELINE_OPTIONS=json.dumps({"options": {}}),
+            PIPELINE_OPTIONS=pipeline_options or "{}",
             RUNNER_CAPABILITIES="",
         )
         with open(self._stderr_path, "wb") as stderr:
@@ -294,10 +294,11 @@ _workers = {}
 _workers_lock = threading.Lock()
 
 
-def java_worker(classpath, jvm_options=()) -> JavaWorker:
-    """This process's JVM for `classpath` and `jvm_options`, started if
-    none is alive."""
-    key = (tuple(classpath), tuple(jvm_options))
+def java_worker(classpath, jvm_options=(), pipeline_options="") -> JavaWorker:
+    """This process's JVM for `classpath`, `jvm_options` and the job's
+    `pipeline_options` (which the harness reads once, when it starts),
+    started if none is alive."""
+    key = (tuple(classpath), tuple(jvm_options), pipeline_options)
     with _workers_lock:
         worker = _workers.get(key)
         if worker is not None and not worker.alive():
@@ -338,8 +339,8 @@ class JavaSdkHarness:
 
     _ids = itertools.count(1)
 
-    def __init__(self, descriptor, classpath, expected_outputs, jvm_options=()):
-        self._worker = java_worker(classpath, jvm_options)
+    def __init__(self, descriptor, classpath, expected_outputs, jvm_options=(), pipeline_options=""):
+        self._worker = java_worker(classpath, jvm_options, pipeline_options)
         self.state = new_state_servicer()
         self._prefix = "%s-%d" % (descriptor.id, next(self._ids))
         self.descriptor = _with_endpoints(descriptor, self._prefix, self._worker.url)

@@ -122,3 +122,25 @@ def test_the_committed_xlang_jar_is_what_java_sources_build(tmp_path):
     )
     with open(expansion_services.RUNNER_XLANG_JAR, "rb") as committed:
         assert built.read_bytes() == committed.read(), "run tools/build_xlang_jar.sh and commit the jar"
+
+
+def test_the_java_harness_gets_the_jobs_explicit_options_under_beams_option_urns():
+    """A Java DoFn's PipelineOptions are the job's: the harness reads them
+    from PIPELINE_OPTIONS, as Beam's boot programs pass them."""
+    import json
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    options = PipelineOptions(["--job_name=counts", "--fake_option=not fake anymore"])
+    passed = json.loads(java_sdk.harness_pipeline_options(options))
+    assert passed["beam:option:job_name:v1"] == "counts"
+    assert passed["beam:option:fake_option:v1"] == "not fake anymore"
+    assert all(k.startswith("beam:option:") and k.endswith(":v1") for k in passed)
+    assert "beam:option:runner:v1" not in passed  # defaults are the harness's own
+
+
+def test_the_artifact_of_a_classifier_names_it_and_asks_maven_for_it():
+    artifact = maven_jars.MavenArtifact("org.apache.beam", "beam-sdks-java-core", "2.65.0", classifier="tests")
+    assert str(artifact) == "org.apache.beam:beam-sdks-java-core:2.65.0:tests"
+    pom = maven_jars._pom(maven_jars.JarSet("x", (artifact,)))
+    assert "<classifier>tests</classifier>" in pom
