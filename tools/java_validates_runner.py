@@ -54,6 +54,8 @@ JAVA_SOURCES = os.path.join(ROOT, "java", "validates_runner")
 EXCLUSIONS = os.path.join(ROOT, "tools", "validates_runner_exclusions.yaml")
 SLICE = os.path.join(ROOT, "tools", "validates_runner_slice.txt")
 VALIDATES_RUNNER = "org.apache.beam.sdk.testing.ValidatesRunner"
+# Tests that expand transforms in an expansion service at -DexpansionPort.
+EXPANSION_SERVICE = "org.apache.beam.sdk.testing.UsesPythonExpansionService"
 MODES = ("batch", "streaming")
 RUNNER_CLASS = "beamsparkrunner.vr.SparkJobServiceRunner"
 MAIN_CLASS = "beamsparkrunner.vr.ValidatesRunnerMain"
@@ -197,9 +199,11 @@ def pipeline_options(endpoint, mode) -> List[str]:
     return options
 
 
-def run_class(classpath, class_name, methods, endpoint, mode, timeout, work) -> List[dict]:
+def run_class(classpath, class_name, methods, endpoint, mode, timeout, work, expansion_port=None) -> List[dict]:
     """Runs `methods` of `class_name` in one JVM; a result per method (a
-    method the JVM never finished is `timeout` or `crashed`)."""
+    method the JVM never finished is `timeout` or `crashed`).
+    `expansion_port`: the Python test expansion service's, for the
+    cross-language tests."""
     stem = os.path.join(work, "%s.%s" % (mode, class_name))
     if os.path.exists(stem + ".jsonl"):
         os.remove(stem + ".jsonl")  # an earlier run's, which must not count as this one's
@@ -212,6 +216,10 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work) -> 
         "-cp",
         classpath,
         "-DbeamTestPipelineOptions=" + json.dumps(pipeline_options(endpoint, mode)),
+    ]
+    if expansion_port is not None:
+        command.append("-DexpansionPort=%d" % expansion_port)
+    command += [
         MAIN_CLASS,
         "run",
         class_name,
@@ -250,6 +258,46 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work) -> 
         else:
             out.append(row)
     return out
+
+
+class PythonExpansionService:
+    """Beam Python's test expansion service (shipped in the apache-beam
+    wheel: the transforms ValidateRunnerXlangTest expands from its Java
+    pipelines), on a free port, in its own process."""
+
+    def __init__(self, log_path):
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            self.port = probe.getsockname()[1]
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "apache_beam.runners.portability.expansion_service_test", "--port", str(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("localhost", self.port), timeout=1):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise SystemExit("Beam's Python test expansion service did not start; its log: %s" % log_path)
+                time.sleep(0.5)
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self._log.close()
 
 
 class JobServer:
@@ -345,6 +393,7 @@ def main(argv=None):
     jars = resolve(jar_set())
     classpath = os.pathsep.join([compiled_classes(jars)] + list(jars))
     tests = list_tests(classpath, tests_jar(jars))
+    by_id = {t.id: t for t in tests}
     chosen = set(load_slice(args.slice)) if args.slice else None
     if chosen is not None:
         unknown = chosen - {t.id for t in tests}
@@ -355,6 +404,7 @@ def main(argv=None):
 
     server = None if args.job_endpoint else JobServer(os.path.join(args.out, "job-server.log"))
     endpoint = args.job_endpoint or server.endpoint
+    expansion = None
     report = {"beam_java": JAVA_VERSION, "endpoint": endpoint, "modes": {}}
     failed = False
     try:
@@ -365,7 +415,20 @@ def main(argv=None):
             started = time.monotonic()
             for class_name, methods in to_run.items():
                 class_started = time.monotonic()
-                rows = run_class(classpath, class_name, methods, endpoint, mode, args.class_timeout, args.out)
+                if expansion is None and any(
+                    EXPANSION_SERVICE in by_id[class_name + "#" + m].categories for m in methods
+                ):
+                    expansion = PythonExpansionService(os.path.join(args.out, "expansion-service.log"))
+                rows = run_class(
+                    classpath,
+                    class_name,
+                    methods,
+                    endpoint,
+                    mode,
+                    args.class_timeout,
+                    args.out,
+                    expansion.port if expansion is not None else None,
+                )
                 results.extend(rows)
                 counts = collections.Counter(r["outcome"] for r in rows)
                 print(
@@ -383,6 +446,8 @@ def main(argv=None):
                 "excluded": [{"class": t.class_name, "method": t.method, "reason": r} for t, r in excluded],
             }
     finally:
+        if expansion is not None:
+            expansion.stop()
         if server is not None:
             server.stop()
     with open(os.path.join(args.out, "results.json"), "w") as f:

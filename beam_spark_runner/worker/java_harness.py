@@ -305,6 +305,11 @@ def java_worker(classpath, jvm_options=(), pipeline_options="") -> JavaWorker:
             worker.close()
             worker = None
         if worker is None:
+            # Another job's JVM for the same jars is done with: a Python
+            # worker runs one task at a time, and a job server runs job
+            # after job, each with its own options.
+            for other in [k for k in _workers if k[:2] == key[:2]]:
+                _workers.pop(other).close()
             worker = _workers[key] = JavaWorker(*key)
         return worker
 

@@ -56,6 +56,24 @@ def test_a_harness_that_dies_fails_what_waits_on_it():
     assert again is not worker and again.alive()
 
 
+def test_a_jobs_harness_gets_its_options_and_the_next_jobs_options_replace_its_jvm():
+    """The harness reads the job's options when it starts: a job with other
+    options gets a JVM of its own, and the previous job's JVM for the same
+    jars is stopped rather than kept for the life of the Python worker."""
+    classpath = resolve(harness_jars(BEAM_JAVA_VERSION))
+    first = java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "first"}')
+    try:
+        assert java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "first"}') is first
+        second = java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "second"}')
+        assert second is not first and second.alive()
+        assert not first.alive()
+        with open("/proc/%d/environ" % second._process.pid, "rb") as f:
+            environ = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        assert environ[b"PIPELINE_OPTIONS"] == b'{"beam:option:job_name:v1": "second"}'
+    finally:
+        java_harness._stop_workers()
+
+
 def test_a_java_stage_whose_harness_fails_on_every_attempt_fails_the_run_naming_it(request):
     services.require(request, services.KAFKA)
     topic = "xlang-crash-" + uuid.uuid4().hex[:8]
