@@ -24,8 +24,10 @@ with `javac` into the same cache. Each test class runs in its own JVM
 under `--class-timeout`; a class that hits it has its unfinished tests
 reported as timed out.
 
-Output: a line per test class (passed / failed / skipped / excluded /
-timed out), the totals per category, and `<out>/results.json` with every
+Output: a line per test class (passed / passed without a pipeline /
+failed / skipped / excluded / timed out: a test whose pass submitted no
+pipeline, a check at construction, is not counted as a pass of this
+runner), the totals per category, and `<out>/results.json` with every
 test's outcome. Exit status 1 if any test that ran did not pass.
 """
 
@@ -57,6 +59,8 @@ VALIDATES_RUNNER = "org.apache.beam.sdk.testing.ValidatesRunner"
 # Tests that expand transforms in an expansion service at -DexpansionPort.
 EXPANSION_SERVICE = "org.apache.beam.sdk.testing.UsesPythonExpansionService"
 MODES = ("batch", "streaming")
+# The outcome of a test that passed without submitting a pipeline.
+NO_PIPELINE = "passed without a pipeline"
 RUNNER_CLASS = "beamsparkrunner.vr.SparkJobServiceRunner"
 MAIN_CLASS = "beamsparkrunner.vr.ValidatesRunnerMain"
 _BEAM = "org.apache.beam"
@@ -249,6 +253,10 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work, exp
                 if row["outcome"] == "started":
                     results.setdefault(method, dict(row, outcome=None))
                 elif results.get(method, {}).get("outcome") in (None, "passed"):
+                    if row["outcome"] == "passed" and row.get("pipelines") == 0:
+                        # Passed without submitting a pipeline (a check at
+                        # construction): not a pass of this runner.
+                        row = dict(row, outcome=NO_PIPELINE)
                     results[method] = row
     out = []
     for method in methods:
@@ -374,7 +382,7 @@ def summarize(mode, results: List[dict], excluded, tests: Sequence[TestCase]):
 
 
 def _counts(counter):
-    order = ("passed", "failed", "skipped", "ignored", "timeout", "crashed", "excluded")
+    order = ("passed", NO_PIPELINE, "failed", "skipped", "ignored", "timeout", "crashed", "excluded")
     return ", ".join("%d %s" % (counter[k], k) for k in order if counter.get(k))
 
 
@@ -438,7 +446,7 @@ def main(argv=None):
             lines, total = summarize(mode, results, excluded, tests)
             print("\n".join(lines), flush=True)
             print("%s: %.0f s" % (mode, time.monotonic() - started), flush=True)
-            failed = failed or any(r["outcome"] not in ("passed", "skipped", "ignored") for r in results)
+            failed = failed or any(r["outcome"] not in ("passed", NO_PIPELINE, "skipped", "ignored") for r in results)
             report["modes"][mode] = {
                 "seconds": round(time.monotonic() - started, 1),
                 "totals": dict(total),

@@ -92,6 +92,7 @@ def test_the_committed_exclusions_file_loads_for_every_mode_and_every_entry_has_
 
 
 def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_keeps_the_finished(tmp_path):
+    # A pass that submitted no pipeline is reported as such, not as a pass.
     """The JVM is replaced by a process that writes a results file cut
     short and exits 1: the finished test keeps its outcome, the started one
     and the one never reached are crashed, naming the log."""
@@ -99,7 +100,9 @@ def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_k
     (tmp_path / "batch.p.T.jsonl").write_text('{"class": "p.T", "method": "c", "outcome": "passed"}\n')
     rows = [
         {"class": "p.T", "method": "a", "outcome": "started"},
-        {"class": "p.T", "method": "a", "outcome": "passed", "message": None},
+        {"class": "p.T", "method": "a", "outcome": "passed", "message": None, "pipelines": 1},
+        {"class": "p.T", "method": "d", "outcome": "started"},
+        {"class": "p.T", "method": "d", "outcome": "passed", "message": None, "pipelines": 0},
         {"class": "p.T", "method": "b", "outcome": "started"},
     ]
     (tmp_path / "left").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"class": "p.T", "meth')
@@ -111,8 +114,13 @@ def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_k
 
     vr.subprocess.Popen, saved = popen, vr.subprocess.Popen
     try:
-        out = vr.run_class("cp", "p.T", ["a", "b", "c"], "localhost:1", "batch", 60, str(tmp_path))
+        out = vr.run_class("cp", "p.T", ["a", "d", "b", "c"], "localhost:1", "batch", 60, str(tmp_path))
     finally:
         vr.subprocess.Popen = saved
-    assert [(r["method"], r["outcome"]) for r in out] == [("a", "passed"), ("b", "crashed"), ("c", "crashed")]
-    assert "exit code 1" in out[1]["message"] and str(stem) + ".log" in out[1]["message"]
+    assert [(r["method"], r["outcome"]) for r in out] == [
+        ("a", "passed"),
+        ("d", vr.NO_PIPELINE),
+        ("b", "crashed"),
+        ("c", "crashed"),
+    ]
+    assert "exit code 1" in out[2]["message"] and str(stem) + ".log" in out[2]["message"]

@@ -23,6 +23,10 @@ import org.apache.beam.sdk.testing.PAssert;
  * it should not have, would still end DONE.
  */
 public class SparkJobServiceRunner extends PipelineRunner<PipelineResult> {
+  /** Pipelines this JVM submitted: a test that passed without one is not counted as a runner pass. */
+  static final java.util.concurrent.atomic.AtomicInteger SUBMITTED =
+      new java.util.concurrent.atomic.AtomicInteger();
+
   private final PortablePipelineOptions options;
 
   private SparkJobServiceRunner(PortablePipelineOptions options) {
@@ -41,6 +45,7 @@ public class SparkJobServiceRunner extends PipelineRunner<PipelineResult> {
     int expectedAsserts = PAssert.countAsserts(pipeline);
     options.setRunner(PortableRunner.class);
     PipelineResult result = PortableRunner.fromOptions(options).run(pipeline);
+    SUBMITTED.incrementAndGet();
     PipelineResult.State state = result.waitUntilFinish();
     if (state != PipelineResult.State.DONE) {
       throw new AssertionError("The pipeline ended " + state + ", not DONE");

@@ -149,6 +149,7 @@ public final class ValidatesRunnerMain {
     @Override
     public void testStarted(Description description) {
       started = System.nanoTime();
+      SparkJobServiceRunner.SUBMITTED.set(0);
       writer.println(line(description, "started", null));
     }
 
@@ -186,6 +187,8 @@ public final class ValidatesRunnerMain {
           + quote(outcome)
           + ", \"seconds\": "
           + String.format(java.util.Locale.ROOT, "%.3f", seconds)
+          + ", \"pipelines\": "
+          + SparkJobServiceRunner.SUBMITTED.get()
           + ", \"message\": "
           + (message == null ? "null" : quote(message))
           + "}";
