@@ -14,6 +14,7 @@ from beam_spark_runner.plans import EnvironmentKind
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.translation import database_io, sdk_environments, spark_io
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
+from beam_spark_runner.worker.beam_internals import PYTHON_WINDOW_FN_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
 from triggers.driver import RETRACTING as RETRACTING_MODE
 
@@ -157,15 +158,29 @@ _GROUPING_URNS = frozenset([_P.GROUP_BY_KEY.urn, common_urns.composites.COMBINE_
 def check_windowing(pipeline):
     """A grouping needs to know how its windows close (the windowing
     strategy's closing_behavior and on_time_behavior): UNSPECIFIED is not a
-    behaviour, so guessing one could emit or drop final panes wrongly."""
+    behaviour, so guessing one could emit or drop final panes wrongly. And
+    the runner merges windows by calling the WindowFn, which it can only do
+    for a WindowFn Python knows: another SDK's merging WindowFn (a Java
+    custom one) is refused, where it would otherwise fail the run."""
     errors = []
     components = pipeline.components
     for tid, t in _leaf_transforms(pipeline):
         if t.spec.urn not in _GROUPING_URNS or len(t.inputs) != 1:
             continue
         pcoll = components.pcollections[translations.only_element(t.inputs.values())]
+        strategy = components.windowing_strategies[pcoll.windowing_strategy_id]
+        if (
+            strategy.window_fn.urn not in PYTHON_WINDOW_FN_URNS
+            and strategy.merge_status == beam_runner_api_pb2.MergeStatus.NEEDS_MERGE
+        ):
+            errors.append(
+                "%s: %s reads PCollection %s windowed by another SDK's merging WindowFn %s: the runner merges "
+                "windows only with WindowFns of this Python SDK (sessions included)"
+                % (t.unique_name or tid, t.spec.urn, pcoll.unique_name or t.inputs, strategy.window_fn.urn)
+            )
+            continue
         try:
-            ClosingRules.from_proto(components.windowing_strategies[pcoll.windowing_strategy_id])
+            ClosingRules.from_proto(strategy)
         except UnspecifiedBehavior as e:
             errors.append(
                 "%s: %s reads PCollection %s whose windowing strategy %s is not supported: %s"

@@ -201,3 +201,27 @@ def test_group_plan_carries_the_windowing_strategy_closing_rules():
     assert GroupCodec(plan.components, group).closing == ClosingRules(
         pb.ClosingBehavior.EMIT_IF_NONEMPTY, pb.OnTimeBehavior.FIRE_IF_NONEMPTY
     )
+
+
+def test_a_grouping_under_another_sdks_merging_windowfn_is_refused_naming_it():
+    """The runner merges windows by calling the WindowFn: a merging WindowFn
+    only another SDK knows (a Java custom one) is refused at submission,
+    where the run would otherwise fail in a worker; another SDK's
+    non-merging WindowFn and Python's sessions are accepted."""
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from beam_spark_runner.translation.requirements import check_windowing
+
+    p = beam.Pipeline()
+    _ = p | beam.Create([("a", 1)]) | beam.WindowInto(window.Sessions(10)) | "Group" >> beam.GroupByKey()
+    proto = pipeline_proto_of(p)
+    assert check_windowing(proto) == []
+    gbk = next(t for t in proto.components.transforms.values() if t.unique_name == "Group")
+    pcoll = proto.components.pcollections[next(iter(gbk.inputs.values()))]
+    strategy = proto.components.windowing_strategies[pcoll.windowing_strategy_id]
+    strategy.window_fn.urn = "beam:window_fn:serialized_java:v1"
+    strategy.merge_status = beam_runner_api_pb2.MergeStatus.NEEDS_MERGE
+    (error,) = check_windowing(proto)
+    assert "Group" in error and "beam:window_fn:serialized_java:v1" in error and "merging WindowFn" in error
+    strategy.merge_status = beam_runner_api_pb2.MergeStatus.NON_MERGING
+    assert check_windowing(proto) == []
