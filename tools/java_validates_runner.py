@@ -196,40 +196,50 @@ def _java(classpath, args, timeout, system_properties=()):
     return done
 
 
-def pipeline_options(endpoint, mode) -> List[str]:
+# The jars a test's Java stages need beyond Beam Java's harness, core and
+# their dependencies (which the runner adds, by the release the environment
+# declares): the tests themselves and the matchers PAssert runs. Staging the
+# client's whole classpath instead copies 43 jars to the job service per test.
+STAGED_JARS = (
+    "beam-sdks-java-core-%s-tests.jar" % JAVA_VERSION,
+    "hamcrest-2.1.jar",
+    "junit-4.13.2.jar",
+    "hamcrest-core-1.3.jar",
+)
+
+
+def pipeline_options(endpoint, mode, classpath="") -> List[str]:
     options = ["--runner=" + RUNNER_CLASS, "--jobEndpoint=" + endpoint]
+    staged = [p for p in classpath.split(os.pathsep) if os.path.basename(p) in STAGED_JARS]
+    if staged:
+        options.append("--filesToStage=" + ",".join(staged))
     if mode == "streaming":
         options.append("--streaming=true")
     return options
 
 
-def run_class(classpath, class_name, methods, endpoint, mode, timeout, work, expansion_port=None) -> List[dict]:
-    """Runs `methods` of `class_name` in one JVM; a result per method (a
-    method the JVM never finished is `timeout` or `crashed`).
+def run_tests(classpath, to_run, endpoint, mode, timeout, work, name, expansion_port=None) -> List[dict]:
+    """Runs `to_run` ({class: [methods]}) in one JVM, class after class,
+    under `timeout` seconds; a result per test (one the JVM never finished
+    is `timeout` or `crashed`). `name` names the run's files in `work`.
     `expansion_port`: the Python test expansion service's, for the
     cross-language tests."""
-    stem = os.path.join(work, "%s.%s" % (mode, class_name))
+    stem = os.path.join(work, "%s.%s" % (mode, name))
     if os.path.exists(stem + ".jsonl"):
         os.remove(stem + ".jsonl")  # an earlier run's, which must not count as this one's
-    with open(stem + ".methods", "w") as f:
-        f.write("".join(m + "\n" for m in methods))
+    with open(stem + ".tests", "w") as f:
+        f.write("".join("%s#%s\n" % (c, m) for c, methods in to_run.items() for m in methods))
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     command = [
         java,
         "-Xmx1g",
         "-cp",
         classpath,
-        "-DbeamTestPipelineOptions=" + json.dumps(pipeline_options(endpoint, mode)),
+        "-DbeamTestPipelineOptions=" + json.dumps(pipeline_options(endpoint, mode, classpath)),
     ]
     if expansion_port is not None:
         command.append("-DexpansionPort=%d" % expansion_port)
-    command += [
-        MAIN_CLASS,
-        "run",
-        class_name,
-        stem + ".methods",
-        stem + ".jsonl",
-    ]
+    command += [MAIN_CLASS, "run", stem + ".tests", stem + ".jsonl"]
     with open(stem + ".log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -239,7 +249,7 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work, exp
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            ended = "the class's time limit of %d s ran out" % timeout
+            ended = "the time limit of %d s ran out" % timeout
             outcome_of_unfinished = "timeout"
     results = {}
     if os.path.exists(stem + ".jsonl"):
@@ -249,22 +259,23 @@ def run_class(classpath, class_name, methods, endpoint, mode, timeout, work, exp
                     row = json.loads(line)
                 except ValueError:
                     continue  # the JVM was killed mid-line
-                method = row["method"]
+                test = (row["class"], row["method"])
                 if row["outcome"] == "started":
-                    results.setdefault(method, dict(row, outcome=None))
-                elif results.get(method, {}).get("outcome") in (None, "passed"):
+                    results.setdefault(test, dict(row, outcome=None))
+                elif results.get(test, {}).get("outcome") in (None, "passed"):
                     if row["outcome"] == "passed" and row.get("pipelines") == 0:
                         # Passed without submitting a pipeline (a check at
                         # construction): not a pass of this runner.
                         row = dict(row, outcome=NO_PIPELINE)
-                    results[method] = row
+                    results[test] = row
     out = []
-    for method in methods:
-        row = results.get(method)
-        if row is None or row["outcome"] is None:
-            out.append({"class": class_name, "method": method, "outcome": outcome_of_unfinished, "message": ended})
-        else:
-            out.append(row)
+    for class_name, methods in to_run.items():
+        for method in methods:
+            row = results.get((class_name, method))
+            if row is None or row["outcome"] is None:
+                out.append({"class": class_name, "method": method, "outcome": outcome_of_unfinished, "message": ended})
+            else:
+                out.append(row)
     return out
 
 
@@ -427,14 +438,14 @@ def main(argv=None):
                     EXPANSION_SERVICE in by_id[class_name + "#" + m].categories for m in methods
                 ):
                     expansion = PythonExpansionService(os.path.join(args.out, "expansion-service.log"))
-                rows = run_class(
+                rows = run_tests(
                     classpath,
-                    class_name,
-                    methods,
+                    {class_name: methods},
                     endpoint,
                     mode,
                     args.class_timeout,
                     args.out,
+                    class_name,
                     expansion.port if expansion is not None else None,
                 )
                 results.extend(rows)

@@ -56,23 +56,20 @@ def test_the_slice_of_beams_java_validates_runner_tests_passes_in_batch(suite, j
     classpath, tests = suite
     to_run, _ = vr.plan(tests, vr.load_exclusions("batch"), set(vr.load_slice(vr.SLICE)), None)
     expansion = None
-    results = []
+    if any(vr.EXPANSION_SERVICE in t.categories for t in tests if t.method in to_run.get(t.class_name, ())):
+        expansion = vr.PythonExpansionService(str(tmp_path / "expansion-service.log"))
     try:
-        for class_name, methods in to_run.items():
-            if expansion is None and vr.EXPANSION_SERVICE in {
-                c for t in tests if t.class_name == class_name for c in t.categories
-            }:
-                expansion = vr.PythonExpansionService(str(tmp_path / "expansion-service.log"))
-            results += vr.run_class(
-                classpath,
-                class_name,
-                methods,
-                job_endpoint,
-                "batch",
-                600,
-                str(tmp_path),
-                expansion.port if expansion is not None else None,
-            )
+        # One JVM for the whole slice: a JVM per class costs seconds each.
+        results = vr.run_tests(
+            classpath,
+            to_run,
+            job_endpoint,
+            "batch",
+            900,
+            str(tmp_path),
+            "slice",
+            expansion.port if expansion is not None else None,
+        )
     finally:
         if expansion is not None:
             expansion.stop()

@@ -96,8 +96,8 @@ def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_k
     """The JVM is replaced by a process that writes a results file cut
     short and exits 1: the finished test keeps its outcome, the started one
     and the one never reached are crashed, naming the log."""
-    stem = tmp_path / "batch.p.T"
-    (tmp_path / "batch.p.T.jsonl").write_text('{"class": "p.T", "method": "c", "outcome": "passed"}\n')
+    stem = tmp_path / "batch.slice"
+    (tmp_path / "batch.slice.jsonl").write_text('{"class": "p.T", "method": "c", "outcome": "passed"}\n')
     rows = [
         {"class": "p.T", "method": "a", "outcome": "started"},
         {"class": "p.T", "method": "a", "outcome": "passed", "message": None, "pipelines": 1},
@@ -114,7 +114,7 @@ def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_k
 
     vr.subprocess.Popen, saved = popen, vr.subprocess.Popen
     try:
-        out = vr.run_class("cp", "p.T", ["a", "d", "b", "c"], "localhost:1", "batch", 60, str(tmp_path))
+        out = vr.run_tests("cp", {"p.T": ["a", "d", "b", "c"]}, "localhost:1", "batch", 60, str(tmp_path), "slice")
     finally:
         vr.subprocess.Popen = saved
     assert [(r["method"], r["outcome"]) for r in out] == [

@@ -26,13 +26,14 @@ import org.junit.runner.notification.RunListener;
 
 /**
  * The Java half of tools/java_validates_runner.py: lists the tests of Beam's test jars with their
- * JUnit categories, and runs a chosen set of one class's tests, writing one JSON object per test.
+ * JUnit categories, and runs chosen tests, writing one JSON object per test.
  * Which tests run is decided in Python (the category rule, the exclusions file, the CI slice);
  * this class only reports and runs.
  *
  * <pre>
  *   list OUT.jsonl JAR...              one line per test: class, method, categories
- *   run CLASS METHODS.txt OUT.jsonl    one line per test run: class, method, outcome, message
+ *   run TESTS.txt OUT.jsonl            the Class#method lines' tests, class after class, in one JVM:
+ *                                      one line per test: class, method, outcome, message
  * </pre>
  *
  * A test's categories are those of JUnit's category filter: the {@code @Category} of the method
@@ -49,10 +50,10 @@ public final class ValidatesRunnerMain {
         jars.add(args[i]);
       }
       list(args[1], jars);
-    } else if (args.length == 4 && "run".equals(args[0])) {
-      run(args[1], args[2], args[3]);
+    } else if (args.length == 3 && "run".equals(args[0])) {
+      run(args[1], args[2]);
     } else {
-      System.err.println("usage: list OUT.jsonl JAR... | run CLASS METHODS.txt OUT.jsonl");
+      System.err.println("usage: list OUT.jsonl JAR... | run TESTS.txt OUT.jsonl");
       System.exit(2);
     }
     System.exit(0);
@@ -102,37 +103,45 @@ public final class ValidatesRunnerMain {
     }
   }
 
-  private static void run(String className, String methodsFile, String out) throws Exception {
-    final Set<String> methods = new HashSet<>(Files.readAllLines(Paths.get(methodsFile)));
-    Class<?> cls = Class.forName(className);
-    Request request =
-        Request.aClass(cls)
-            .filterWith(
-                new Filter() {
-                  @Override
-                  public boolean shouldRun(Description description) {
-                    if (description.getMethodName() == null) {
-                      for (Description child : description.getChildren()) {
-                        if (shouldRun(child)) {
-                          return true;
-                        }
-                      }
-                      return false;
-                    }
-                    return methods.contains(description.getMethodName());
-                  }
-
-                  @Override
-                  public String describe() {
-                    return "the chosen tests of " + className;
-                  }
-                });
+  /** Runs the tests named in {@code testsFile} (Class#method lines), class after class. */
+  private static void run(String testsFile, String out) throws Exception {
+    java.util.Map<String, Set<String>> byClass = new java.util.LinkedHashMap<>();
+    for (String line : Files.readAllLines(Paths.get(testsFile))) {
+      int hash = line.indexOf('#');
+      if (hash > 0) {
+        byClass.computeIfAbsent(line.substring(0, hash), k -> new HashSet<>()).add(line.substring(hash + 1));
+      }
+    }
     try (PrintWriter writer =
         new PrintWriter(Files.newBufferedWriter(Paths.get(out), StandardCharsets.UTF_8), true)) {
       JUnitCore core = new JUnitCore();
       core.addListener(new JsonLines(writer));
-      core.run(request);
+      for (java.util.Map.Entry<String, Set<String>> entry : byClass.entrySet()) {
+        core.run(Request.aClass(Class.forName(entry.getKey())).filterWith(chosen(entry.getKey(), entry.getValue())));
+      }
     }
+  }
+
+  private static Filter chosen(String className, Set<String> methods) {
+    return new Filter() {
+      @Override
+      public boolean shouldRun(Description description) {
+        if (description.getMethodName() == null) {
+          for (Description child : description.getChildren()) {
+            if (shouldRun(child)) {
+              return true;
+            }
+          }
+          return false;
+        }
+        return methods.contains(description.getMethodName());
+      }
+
+      @Override
+      public String describe() {
+        return "the chosen tests of " + className;
+      }
+    };
   }
 
   /** Writes each finished test as one JSON line, flushed at once so a killed JVM loses none. */
