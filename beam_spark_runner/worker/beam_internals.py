@@ -79,26 +79,26 @@ def weigh_cached_state(*objs):
 statecache.get_deep_size = weigh_cached_state
 
 
+def _same_state(target, source):
+    """Copies the fields naming one user state of one key and window."""
+    target.transform_id = source.transform_id
+    target.user_state_id = source.user_state_id
+    target.window = source.window
+    target.key = source.key
+
+
 def _map_keys_key(state_key) -> bytes:
     """The MultimapKeysUserState key (bytes) of a MultimapUserState key:
     the same state, key and window, without the map key."""
-    user = state_key.multimap_user_state
     keys = beam_fn_api_pb2.StateKey()
-    keys.multimap_keys_user_state.transform_id = user.transform_id
-    keys.multimap_keys_user_state.user_state_id = user.user_state_id
-    keys.multimap_keys_user_state.window = user.window
-    keys.multimap_keys_user_state.key = user.key
+    _same_state(keys.multimap_keys_user_state, state_key.multimap_user_state)
     return keys.SerializeToString()
 
 
 def _map_value_key(keys_state_key, map_key):
     """The MultimapUserState key of one map key of a MultimapKeysUserState."""
-    of = keys_state_key.multimap_keys_user_state
     value = beam_fn_api_pb2.StateKey()
-    value.multimap_user_state.transform_id = of.transform_id
-    value.multimap_user_state.user_state_id = of.user_state_id
-    value.multimap_user_state.window = of.window
-    value.multimap_user_state.key = of.key
+    _same_state(value.multimap_user_state, keys_state_key.multimap_keys_user_state)
     value.multimap_user_state.map_key = map_key
     return value
 

@@ -11,7 +11,6 @@ import subprocess
 
 import pytest
 
-from beam_spark_runner.job_service.servicer import SparkJobServicer
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -46,14 +45,6 @@ def built_example(tmp_path_factory):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return project
-
-
-@pytest.fixture(scope="module")
-def job_endpoint(spark_session, tmp_path_factory):
-    servicer = SparkJobServicer(staging_dir=str(tmp_path_factory.mktemp("java-staging")), spark_session=spark_session)
-    port = servicer.start_grpc_server(0)
-    yield "localhost:%d" % port
-    servicer.stop()
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from beam_spark_runner.job_service.servicer import SparkJobServicer
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -27,14 +26,6 @@ def suite():
     jars = vr.resolve(vr.jar_set())
     classpath = os.pathsep.join([vr.compiled_classes(jars)] + list(jars))
     return classpath, vr.list_tests(classpath, vr.tests_jar(jars))
-
-
-@pytest.fixture(scope="module")
-def job_endpoint(spark_session, tmp_path_factory):
-    servicer = SparkJobServicer(staging_dir=str(tmp_path_factory.mktemp("vr-staging")), spark_session=spark_session)
-    port = servicer.start_grpc_server(0)
-    yield "localhost:%d" % port
-    servicer.stop()
 
 
 def test_the_slice_covers_every_category_the_batch_suite_runs_and_no_excluded_test(suite):
