@@ -719,6 +719,11 @@ class Kafka(Service):
                         "share.coordinator.state.topic.min.isr=1",
                         "group.initial.rebalance.delay.ms=0",
                         "auto.create.topics.enable=true",
+                        # Tests produce messages stamped with event times
+                        # months in the past: time-based retention (7 days by
+                        # default, checked every 5 minutes) would delete them
+                        # at a moment no test controls.
+                        "log.retention.ms=-1",
                         "",
                     ]
                 )

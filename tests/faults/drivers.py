@@ -32,9 +32,23 @@ def start(argv, cwd, env=None):
 
 
 def log_tail(proc, chars=3000):
-    """The end of what the driver `proc` wrote to stderr so far."""
+    """The end of what the driver `proc` wrote to stderr so far, after the
+    log's first lines that name an error (a Spark query's exception puts
+    its cause first and pages of offsets and plan after it, which the tail
+    alone would cut off)."""
     with open(proc.log_path, "rb") as f:
-        return f.read().decode(errors="replace")[-chars:]
+        text = f.read().decode(errors="replace")
+    if len(text) <= chars:
+        return text
+    errors = [line for line in text.splitlines() if _names_an_error(line)][:_ERROR_LINES]
+    return "%s\n[...]\n%s" % ("\n".join(line[:500] for line in errors), text[-chars:])
+
+
+_ERROR_LINES = 12
+
+
+def _names_an_error(line):
+    return ("Error" in line or "Exception" in line or "Traceback" in line) and " WARN " not in line
 
 
 def kill(proc):

@@ -102,7 +102,10 @@ def _create_topic(servers, topic):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": servers})
-    admin.create_topics([NewTopic(topic, num_partitions=KAFKA_PARTITIONS, replication_factor=1)])[topic].result(30)
+    # The messages carry January's event times: a broker's time-based
+    # retention would delete them mid-test.
+    new = NewTopic(topic, num_partitions=KAFKA_PARTITIONS, replication_factor=1, config={"retention.ms": "-1"})
+    admin.create_topics([new])[topic].result(30)
 
 
 def _delete_topic(servers, topic):
