@@ -34,9 +34,12 @@ class SparkPipelineResult(runner.PipelineResult):
     (after `drain()`) DRAINED, never changing again; `wait_until_finish()`
     raises the run's PipelineExecutionError when it FAILED."""
 
-    def __init__(self, execution, cancel_fn=None, drain_fn=None, progress_fn=None, batch_progress_fn=None):
+    def __init__(
+        self, execution, cancel_fn=None, drain_fn=None, progress_fn=None, batch_progress_fn=None, drain_refusal=None
+    ):
         """`drain_fn`: starts draining the run (None: it cannot be drained,
-        as a batch run, which ends by itself); `progress_fn`: the streaming
+        as a batch run, which ends by itself); `drain_refusal`: why a
+        streaming run cannot be drained (None: it can); `progress_fn`: the streaming
         run's progress records so far (None: a batch run);
         `batch_progress_fn`: the batch run's Spark jobs so far (None: a
         streaming run)."""
@@ -44,6 +47,7 @@ class SparkPipelineResult(runner.PipelineResult):
         self._execution = execution  # callable returning {stage: [MonitoringInfo]}
         self._cancel_fn = cancel_fn
         self._drain_fn = drain_fn
+        self._drain_refusal = drain_refusal
         self._progress_fn = progress_fn
         self._batch_progress_fn = batch_progress_fn
         self._metrics_fn = None
@@ -115,6 +119,8 @@ class SparkPipelineResult(runner.PipelineResult):
                 raise NotDrainable("the run is %s: only a running pipeline can be drained" % self._state)
             if self._drain_fn is None:
                 raise NotDrainable("a batch run ends by itself and cannot be drained; cancel() stops it now")
+            if self._drain_refusal is not None:
+                raise NotDrainable(self._drain_refusal)
             if self._state == PipelineState.DRAINING:
                 return self._state
             self._state = PipelineState.DRAINING

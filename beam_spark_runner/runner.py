@@ -145,13 +145,6 @@ class SparkRunner(beam_runner.PipelineRunner):
             )
         else:
             execution_plan = plan_pipeline(pipeline_proto, drain=self._is_drain, plain_python=plain_python)
-            jvm_options = shlex.split(spark_options.java_harness_jvm_options or "")
-            if jvm_options and not has_java_stages(execution_plan):
-                _LOG.warning(
-                    "--java_harness_jvm_options=%s has no effect: no stage of this pipeline runs in Java",
-                    spark_options.java_harness_jvm_options,
-                )
-            execution_plan = with_java_harness(execution_plan, jvm_options, harness_pipeline_options(options))
             annotated = annotated_percentiles(pipeline_proto.components)
             if annotated:
                 _LOG.warning(
@@ -159,6 +152,13 @@ class SparkRunner(beam_runner.PipelineRunner):
                     "window fires once all of its input is read",
                     ", ".join(outermost(annotated)),
                 )
+        jvm_options = shlex.split(spark_options.java_harness_jvm_options or "")
+        if jvm_options and not has_java_stages(execution_plan):
+            _LOG.warning(
+                "--java_harness_jvm_options=%s has no effect: no stage of this pipeline runs in Java",
+                spark_options.java_harness_jvm_options,
+            )
+        execution_plan = with_java_harness(execution_plan, jvm_options, harness_pipeline_options(options))
         if spark_options.print_plan:
             print(execution_plan.describe())
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
@@ -269,10 +269,32 @@ class SparkRunner(beam_runner.PipelineRunner):
             run,
             cancel_fn=execution.cancel,
             drain_fn=getattr(execution, "drain", None),
+            drain_refusal=_drain_refusal(execution_plan),
             progress_fn=getattr(execution, "progress", None),
             batch_progress_fn=batch_progress,
         )
         return result.start(execution.metrics_so_far)
+
+
+def _drain_refusal(plan):
+    """Why a streaming run of `plan` cannot be drained (None: it can). A
+    drain truncates every splittable DoFn's restrictions with the DoFn's own
+    `truncate`, which for a DoFn of another SDK (KafkaIO's read, in Java)
+    the runner cannot call."""
+    if not isinstance(plan, plans.StreamingPlan):
+        return None
+    java = sorted(
+        op.display_name
+        for op in plan.operators
+        if op.kind is plans.OperatorKind.SDF and op.stage is not None and op.stage.environment.is_java
+    )
+    if not java:
+        return None
+    return (
+        "the splittable DoFn of %s runs in Beam's Java SDK harness, whose restrictions a drain cannot truncate "
+        "on this runner; cancel() stops the run, and a run started with the same --checkpoint_dir resumes it"
+        % ", ".join(java)
+    )
 
 
 _STAGE_FAILED = re.compile(r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\s*\tat |\Z)", re.S)

@@ -57,8 +57,15 @@ def harness_jars(version) -> JarSet:
     )
 
 
+def _stages_of(plan):
+    if isinstance(plan, plans.ExecutionPlan):
+        return [stage for stage in plan.stages]
+    return [op.stage for op in plan.operators if op.stage is not None]
+
+
 def has_java_stages(plan):
-    return isinstance(plan, plans.ExecutionPlan) and any(stage.environment.is_java for stage in plan.stages)
+    """Whether a stage of `plan` (batch or streaming) runs in Java."""
+    return any(stage.environment.is_java for stage in _stages_of(plan))
 
 
 def harness_pipeline_options(options) -> str:
@@ -76,27 +83,31 @@ def harness_pipeline_options(options) -> str:
 
 
 def with_java_harness(plan, jvm_options=(), pipeline_options=""):
-    """`plan` with each Java stage's classpath completed by Beam's Java SDK
-    harness of its release (resolved through the jar cache: may download
-    once; raises maven_jars.MissingJars naming what is missing), and its
-    harness JVM given `jvm_options` and the job's `pipeline_options`
-    (`harness_pipeline_options`)."""
-    if not isinstance(plan, plans.ExecutionPlan):
-        return plan
-    stages = []
-    for stage in plan.stages:
+    """`plan` (an ExecutionPlan or a StreamingPlan) with each Java stage's
+    classpath completed by Beam's Java SDK harness of its release (resolved
+    through the jar cache: may download once; raises maven_jars.MissingJars
+    naming what is missing), and its harness JVM given `jvm_options` and
+    the job's `pipeline_options` (`harness_pipeline_options`)."""
+
+    def completed(stage):
         environment = stage.environment
-        if environment.is_java:
-            harness = resolve(harness_jars(java_version_of(environment.sdk)))
-            extra = tuple(p for p in harness if p not in environment.classpath)
-            stage = dataclasses.replace(
-                stage,
-                environment=dataclasses.replace(
-                    environment,
-                    classpath=environment.classpath + extra,
-                    jvm_options=tuple(jvm_options),
-                    pipeline_options=pipeline_options,
-                ),
-            )
-        stages.append(stage)
-    return dataclasses.replace(plan, stages=tuple(stages))
+        if not environment.is_java:
+            return stage
+        harness = resolve(harness_jars(java_version_of(environment.sdk)))
+        extra = tuple(p for p in harness if p not in environment.classpath)
+        return dataclasses.replace(
+            stage,
+            environment=dataclasses.replace(
+                environment,
+                classpath=environment.classpath + extra,
+                jvm_options=tuple(jvm_options),
+                pipeline_options=pipeline_options,
+            ),
+        )
+
+    if isinstance(plan, plans.ExecutionPlan):
+        return dataclasses.replace(plan, stages=tuple(completed(stage) for stage in plan.stages))
+    operators = tuple(
+        op if op.stage is None else dataclasses.replace(op, stage=completed(op.stage)) for op in plan.operators
+    )
+    return dataclasses.replace(plan, operators=operators)

@@ -238,7 +238,6 @@ class SideInputs:
 
     def __init__(self, op, plan, descriptor):
         """`descriptor`: the stage's parsed ProcessBundleDescriptor."""
-        from apache_beam.pvalue import SideInputData
         from apache_beam.utils import proto_utils
 
         self._components = plan.components
@@ -254,7 +253,7 @@ class SideInputs:
             dest = R.dest_text(side_dest)  # as rows and saved state name it
             transform = descriptor.transforms[si.transform_id]
             payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.ParDoPayload)
-            mapping = SideInputData.from_runner_api(payload.side_inputs[si.tag], None).window_mapping_fn
+            mapping = _window_mapping(payload.side_inputs[si.tag], si, plan.components)
             self._sides.append((dest, si, mapping))
             if _maps_via_end(mapping):
                 strategies = main_input_strategies(descriptor, transform, payload)
@@ -357,6 +356,32 @@ def _earliest_needs(pending):
     """A pending entry's earliest side window end per side input (entries
     saved before they carried it: the latest)."""
     return pending[5] if len(pending) > 5 else pending[4]
+
+
+def _window_mapping(side_input, si, components):
+    """The function from a main-input window to the side window it reads.
+    A side input of this SDK carries its own; another SDK's (Beam Java's
+    serialized WindowMappingFn) is opaque here, and that SDK maps by the
+    side input's WindowFn's default mapping, which is Beam Python's for the
+    WindowFns both SDKs share (global, fixed, sliding). A side input under
+    another SDK's own WindowFn fails naming it."""
+    from apache_beam.portability import python_urns
+    from apache_beam.pvalue import SideInputData
+    from apache_beam.transforms.sideinputs import default_window_mapping_fn
+
+    if side_input.view_fn.urn == python_urns.PICKLED_VIEWFN:
+        return SideInputData.from_runner_api(side_input, None).window_mapping_fn
+    proto = beam_runner_api_pb2.Components.FromString(components)
+    strategy_id = proto.pcollections[si.pcollection].windowing_strategy_id
+    try:
+        window_fn = context.components_context(components).windowing_strategies.get_by_id(strategy_id).windowfn
+    except Exception as e:  # noqa: BLE001 -- an SDK's own WindowFn: not decodable here
+        raise ValueError(
+            "side input %s of %s: its WindowFn (%s) is another SDK's own; a streaming side input of another "
+            "SDK must be in global, fixed or sliding windows"
+            % (si.tag, si.transform_id, proto.windowing_strategies[strategy_id].window_fn.urn)
+        ) from e
+    return default_window_mapping_fn(window_fn)
 
 
 def _maps_via_end(mapping):

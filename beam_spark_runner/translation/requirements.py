@@ -197,10 +197,10 @@ def check_requirements(pipeline):
     ]
 
 
-def check_environments(pipeline, streaming=False, staged_later=False):
+def check_environments(pipeline, staged_later=False):
     """Every environment a leaf transform uses must be one the runner runs
     (translation/sdk_environments.py): the embedded Python SDK, or Beam's
-    Java SDK with its jars on this machine, in batch."""
+    Java SDK with its jars on this machine."""
     errors = []
     by_env = {}
     for _, t in _leaf_transforms(pipeline):
@@ -212,7 +212,7 @@ def check_environments(pipeline, streaming=False, staged_later=False):
         if env.urn in sdk_environments.EMBEDDED_PYTHON_URNS:
             continue
         if kind is EnvironmentKind.JAVA:
-            errors.extend(sdk_environments.java_environment_problems(env, env_id, names, streaming, staged_later))
+            errors.extend(sdk_environments.java_environment_problems(env, env_id, names, staged_later))
             continue
         errors.append(
             "environment %s (%s, SDK %s) used by %s cannot run here: this runner runs Beam's Python SDK "
@@ -228,7 +228,7 @@ def check_pipeline(pipeline, streaming=False, staged_later=False):
     staged the artifacts."""
     errors = (
         check_requirements(pipeline)
-        + check_environments(pipeline, streaming, staged_later)
+        + check_environments(pipeline, staged_later)
         + check_transforms(pipeline, streaming)
         + check_windowing(pipeline)
     )

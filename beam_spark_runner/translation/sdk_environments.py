@@ -10,7 +10,7 @@ transform's expansion), run by Beam's Java SDK harness in a JVM beside
 each Python worker (worker/java_harness.py) with the environment's jar
 artifacts as its classpath. A Java environment's artifacts must be files
 this machine can read (as the expansion of a cross-language transform in
-this process leaves them); a Java stage in a streaming pipeline is refused.
+this process leaves them), in batch and in streaming alike.
 
 A pipeline that reaches the job service names how its SDK harness should be
 started: LOOPBACK (a worker pool in the client, sent as EXTERNAL), EXTERNAL,
@@ -118,16 +118,11 @@ def stage_environment(components, environment_id) -> StageEnvironment:
     return StageEnvironment(EnvironmentKind.JAVA, sdk_of(environment) or "", java_classpath(environment))
 
 
-def java_environment_problems(environment, env_id, names, streaming, staged_later=False):
+def java_environment_problems(environment, env_id, names, staged_later=False):
     """Why a Java environment cannot run here (empty when it can).
     `staged_later`: its jars reach the job service after this check (they
     are checked when the job runs)."""
     listed = ", ".join(sorted(names))
-    if streaming:
-        return [
-            "environment %s (%s): Java stages (%s) run in batch only on this runner; this pipeline is "
-            "streaming" % (env_id, sdk_of(environment), listed)
-        ]
     if staged_later:
         return []
     try:

@@ -302,6 +302,8 @@ def lifted_combines(context, stages) -> Dict[str, LiftedCombine]:
         pre, readers = producers.get(in_pcoll), consumers.get(out_pcoll, [])
         if pre is None or pre.spec.urn != _PRECOMBINE_URN or not readers:
             continue
+        if stage_environment(context.components, pre.environment_id).is_java:
+            continue  # the runner merges accumulators in Python: a Java CombineFn's stay in its stages
         fn = _combine_fn(pre)
         if all(r.spec.urn == _MERGE_URN and _combine_fn(r) == fn for r in readers):
             coder_id = context.data_channel_coders.get(in_pcoll)

@@ -246,84 +246,15 @@ PYTHON_WINDOW_FN_URNS = frozenset(_fn_api_execution.SAFE_WINDOW_FNS) | {python_u
 BeamFnDataServicer = data_plane.BeamFnDataServicer
 
 
-class InProcessSdkHarness:
-    """An SDK worker that runs bundles in this process over in-memory planes.
+class ServedState:
+    """The streaming runner's moves of one key-group's state in and out of
+    a harness's state servicer (`self.state`, Beam's StateServicer) between
+    micro-batches, shared by every harness whose state requests that
+    servicer answers: the in-process Python SDK and Beam's Java SDK
+    harness (worker/java_harness.py). A harness starts with
+    `self._side_keys = set()`."""
 
-    Guarantees: `run_bundle` returns only after the bundle finished; its data
-    outputs are all returned; user state written by a bundle is visible to
-    the next bundle of the same harness (state lives in `self.state`).
-    """
-
-    def __init__(self, descriptor: beam_fn_api_pb2.ProcessBundleDescriptor):
-        self.descriptor = descriptor
-        self.state = _StateServicer()
-        self._data = data_plane.InMemoryDataChannel()
-        self._cache = sdk_worker.BundleProcessorCache(
-            FNAPI_RUNNER_CAPABILITIES,
-            SingletonStateHandlerFactory(
-                sdk_worker.GlobalCachingStateHandler(StateCache(STATE_CACHE_BYTES), self.state)
-            ),
-            data_plane.InMemoryDataChannelFactory(self._data.inverse()),
-            {descriptor.id: descriptor},
-        )
-        self._worker = sdk_worker.SdkWorker(self._cache)
-        self._next_id = 0
-        self._side_keys = set()  # state keys install_side_inputs added
-
-    def new_instruction_id(self) -> str:
-        self._next_id += 1
-        return "bundle_%d" % self._next_id
-
-    def write_input(self, instruction_id, transform_id, blocks):
-        out = self._data.output_stream(instruction_id, transform_id)
-        for block in blocks:
-            out.write(block)
-        out.close()
-
-    def write_timers(self, instruction_id, transform_id, timer_family_id, blocks):
-        out = self._data.output_timer_stream(instruction_id, transform_id, timer_family_id)
-        for block in blocks:
-            out.write(block)
-        out.close()
-
-    def process(self, instruction_id):
-        """Runs the bundle whose inputs were written; returns the response."""
-        request = beam_fn_api_pb2.InstructionRequest(
-            instruction_id=instruction_id,
-            process_bundle=beam_fn_api_pb2.ProcessBundleRequest(process_bundle_descriptor_id=self.descriptor.id),
-        )
-        return self._worker.do_instruction(request)
-
-    def read_outputs(self, instruction_id, expected):
-        """Yields Elements.Data and Elements.Timers the bundle produced."""
-        return self._data.input_elements(instruction_id, expected)
-
-    def finalize(self, instruction_id):
-        request = beam_fn_api_pb2.InstructionRequest(
-            finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(instruction_id=instruction_id)
-        )
-        return self._worker.do_instruction(request)
-
-    def take_finalization_callbacks(self, instruction_id):
-        """The callbacks the finished bundle `instruction_id` registered,
-        uncalled; the SDK forgets them and releases the bundle's processor
-        (as a FinalizeBundleRequest would after calling them)."""
-        processor = self._cache.lookup(instruction_id)
-        callbacks = []
-        _capture.sink = callbacks
-        try:
-            processor.finalize_bundle()
-        finally:
-            _capture.sink = None
-        self._cache.release(instruction_id)
-        return callbacks
-
-    def close(self):
-        self._cache.shutdown()
-
-    # StateServicer keeps user state in two private fields; snapshot and
-    # restore are the streaming runner's way to move one key-group's state
-    # in and out of Spark's state store between micro-batches.
+    # StateServicer keeps user state in two private fields.
     def snapshot_state(self):
         """User state and ordered-list indexes as plain picklable data
         (side inputs installed with `install_side_inputs` excluded)."""
@@ -411,6 +342,82 @@ class InProcessSdkHarness:
             state_key = beam_fn_api_pb2.StateKey.FromString(key)
             state.append_raw(state_key, data)
             self._side_keys.add(state_key.SerializeToString())  # StateServicer's own key
+
+
+class InProcessSdkHarness(ServedState):
+    """An SDK worker that runs bundles in this process over in-memory planes.
+
+    Guarantees: `run_bundle` returns only after the bundle finished; its data
+    outputs are all returned; user state written by a bundle is visible to
+    the next bundle of the same harness (state lives in `self.state`).
+    """
+
+    def __init__(self, descriptor: beam_fn_api_pb2.ProcessBundleDescriptor):
+        self.descriptor = descriptor
+        self.state = _StateServicer()
+        self._data = data_plane.InMemoryDataChannel()
+        self._cache = sdk_worker.BundleProcessorCache(
+            FNAPI_RUNNER_CAPABILITIES,
+            SingletonStateHandlerFactory(
+                sdk_worker.GlobalCachingStateHandler(StateCache(STATE_CACHE_BYTES), self.state)
+            ),
+            data_plane.InMemoryDataChannelFactory(self._data.inverse()),
+            {descriptor.id: descriptor},
+        )
+        self._worker = sdk_worker.SdkWorker(self._cache)
+        self._next_id = 0
+        self._side_keys = set()  # state keys install_side_inputs added
+
+    def new_instruction_id(self) -> str:
+        self._next_id += 1
+        return "bundle_%d" % self._next_id
+
+    def write_input(self, instruction_id, transform_id, blocks):
+        out = self._data.output_stream(instruction_id, transform_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def write_timers(self, instruction_id, transform_id, timer_family_id, blocks):
+        out = self._data.output_timer_stream(instruction_id, transform_id, timer_family_id)
+        for block in blocks:
+            out.write(block)
+        out.close()
+
+    def process(self, instruction_id):
+        """Runs the bundle whose inputs were written; returns the response."""
+        request = beam_fn_api_pb2.InstructionRequest(
+            instruction_id=instruction_id,
+            process_bundle=beam_fn_api_pb2.ProcessBundleRequest(process_bundle_descriptor_id=self.descriptor.id),
+        )
+        return self._worker.do_instruction(request)
+
+    def read_outputs(self, instruction_id, expected):
+        """Yields Elements.Data and Elements.Timers the bundle produced."""
+        return self._data.input_elements(instruction_id, expected)
+
+    def finalize(self, instruction_id):
+        request = beam_fn_api_pb2.InstructionRequest(
+            finalize_bundle=beam_fn_api_pb2.FinalizeBundleRequest(instruction_id=instruction_id)
+        )
+        return self._worker.do_instruction(request)
+
+    def take_finalization_callbacks(self, instruction_id):
+        """The callbacks the finished bundle `instruction_id` registered,
+        uncalled; the SDK forgets them and releases the bundle's processor
+        (as a FinalizeBundleRequest would after calling them)."""
+        processor = self._cache.lookup(instruction_id)
+        callbacks = []
+        _capture.sink = callbacks
+        try:
+            processor.finalize_bundle()
+        finally:
+            _capture.sink = None
+        self._cache.release(instruction_id)
+        return callbacks
+
+    def close(self):
+        self._cache.shutdown()
 
 
 def reread_global_side_inputs_every_bundle():

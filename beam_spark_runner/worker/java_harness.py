@@ -42,7 +42,7 @@ from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.runners.worker import bundle_processor
 from apache_beam.utils import thread_pool_executor
 
-from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, new_state_servicer
+from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
 
 _LOG = logging.getLogger(__name__)
 
@@ -337,16 +337,17 @@ def _with_endpoints(descriptor, descriptor_id, url):
     return copy
 
 
-class JavaSdkHarness:
+class JavaSdkHarness(ServedState):
     """Runs one stage's bundles in this worker's JVM for its classpath;
-    the interface of beam_internals.InProcessSdkHarness that a batch
-    stage uses."""
+    the interface of beam_internals.InProcessSdkHarness, its state moved in
+    and out between micro-batches as that harness's is (`ServedState`)."""
 
     _ids = itertools.count(1)
 
     def __init__(self, descriptor, classpath, expected_outputs, jvm_options=(), pipeline_options=""):
         self._worker = java_worker(classpath, jvm_options, pipeline_options)
         self.state = new_state_servicer()
+        self._side_keys = set()
         self._prefix = "%s-%d" % (descriptor.id, next(self._ids))
         self.descriptor = _with_endpoints(descriptor, self._prefix, self._worker.url)
         self._worker.register(self.descriptor)

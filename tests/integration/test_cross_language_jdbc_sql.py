@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from apache_beam.io.jdbc import ReadFromJdbc, WriteToJdbc
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.sql import SqlTransform
 
@@ -93,28 +94,52 @@ def test_write_to_jdbc_then_read_from_jdbc_round_trips_the_rows(table):
 PURCHASES = [Purchase("item%d" % (i % 4), float(i % 7) + 0.5, i * 7) for i in range(120)]
 
 
-def test_sql_windowed_group_by_equals_the_same_aggregation_in_python():
+def _windowed_sums_in_python():
     expected = collections.defaultdict(lambda: [0, 0.0])
     for purchase in PURCHASES:
         key = (purchase.item, purchase.ts // 60 * 60)
         expected[key][0] += 1
         expected[key][1] += purchase.price
+    return [(item, start, n, total) for (item, start), (n, total) in expected.items()]
+
+
+def _with_window(row, window=beam.DoFn.WindowParam):
+    return (row.item, int(window.start), row.n, row.total)
+
+
+_WINDOWED_SUMS = "SELECT item, COUNT(*) AS n, SUM(price) AS total FROM PCOLLECTION GROUP BY item"
+
+
+def test_sql_windowed_group_by_equals_the_same_aggregation_in_python():
     with beam.Pipeline(runner=SparkRunner(), options=_options()) as p:
         result = (
             p
             | beam.Create(PURCHASES).with_output_types(Purchase)
             | beam.Map(lambda r: beam.window.TimestampedValue(r, r.ts)).with_output_types(Purchase)
             | beam.WindowInto(beam.window.FixedWindows(60))
-            | SqlTransform("SELECT item, COUNT(*) AS n, SUM(price) AS total FROM PCOLLECTION GROUP BY item")
+            | SqlTransform(_WINDOWED_SUMS)
         )
+        assert_that(result | beam.Map(_with_window), equal_to(_windowed_sums_in_python()))
 
-        def with_window(row, window=beam.DoFn.WindowParam):
-            return (row.item, int(window.start), row.n, row.total)
 
-        assert_that(
-            result | beam.Map(with_window),
-            equal_to([(item, start, n, total) for (item, start), (n, total) in expected.items()]),
+def test_sql_windowed_group_by_in_streaming_equals_the_same_aggregation_in_python():
+    """The Java stages of a SqlTransform in a streaming pipeline: the
+    purchases arrive in three micro-batches as the watermark advances,
+    each window's aggregate comes once, when the watermark passes it."""
+    stream = TestStream(coder=beam.coders.RowCoder.from_type_hint(Purchase, None))
+    for part in (PURCHASES[:40], PURCHASES[40:80], PURCHASES[80:]):
+        stream = stream.add_elements([beam.window.TimestampedValue(r, r.ts) for r in part])
+        stream = stream.advance_watermark_to(part[-1].ts // 60 * 60)
+    stream = stream.advance_watermark_to_infinity()
+    options = PipelineOptions(["--spark_master=local[2,4]", "--streaming"])
+    with beam.Pipeline(runner=SparkRunner(), options=options) as p:
+        result = (
+            p
+            | stream.with_output_types(Purchase)
+            | beam.WindowInto(beam.window.FixedWindows(60))
+            | SqlTransform(_WINDOWED_SUMS)
         )
+        assert_that(result | beam.Map(_with_window), equal_to(_windowed_sums_in_python()))
 
 
 def test_sql_refuses_a_dialect_beam_sql_does_not_have():

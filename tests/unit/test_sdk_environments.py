@@ -141,24 +141,17 @@ def test_an_anyof_environment_resolves_to_the_first_alternative_the_runner_runs(
     assert proto.components.environments["java"].urn == common_urns.environments.ANYOF.urn  # not mutated
 
 
-def test_java_stages_are_refused_in_streaming_and_without_their_jars(tmp_path):
-    import pytest
-
-    from beam_spark_runner.errors import UnsupportedPipelineError
+def test_java_stages_run_in_batch_and_streaming_and_are_refused_without_their_jars(tmp_path):
     from beam_spark_runner.translation import requirements
 
     jar = tmp_path / "a.jar"
     jar.write_bytes(b"")
     proto, double = _with_java_stage(_java_environment([str(jar)]))
-    requirements.check_environments(proto)  # batch, jars present: accepted
-    assert requirements.check_environments(proto) == []
-    (problem,) = requirements.check_environments(proto, streaming=True)
-    assert "batch only" in problem and double.unique_name in problem
+    assert requirements.check_environments(proto) == []  # jars present: accepted
+    requirements.check_pipeline(proto, streaming=True)  # raises UnsupportedPipelineError if refused
     missing, double = _with_java_stage(_java_environment([str(tmp_path / "gone.jar")]))
     (problem,) = requirements.check_environments(missing)
     assert "gone.jar" in problem and double.unique_name in problem
-    with pytest.raises(UnsupportedPipelineError, match="batch only"):
-        requirements.check_pipeline(proto, streaming=True)
 
 
 def test_a_go_stage_is_refused_naming_the_environment_and_its_transforms():
