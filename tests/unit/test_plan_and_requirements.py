@@ -7,7 +7,6 @@ from apache_beam.transforms import window
 
 from beam_spark_runner import UnsupportedPipelineError, describe_plan, plan_pipeline
 from beam_spark_runner.translation.planner import pipeline_proto_of
-from beam_spark_runner.translation import batch_plan as plan_lib
 from beam_spark_runner.plans import BufferKind
 
 

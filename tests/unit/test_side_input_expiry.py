@@ -118,7 +118,6 @@ def test_a_stateful_stage_drops_side_windows_its_live_windows_can_no_longer_read
     the watermark passes a side window's end, after the step's timers fired
     and the expired windows went, the side window's rows go too (they were
     kept for the whole run before); a live window still sees its value."""
-    import pickle
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.transforms import window

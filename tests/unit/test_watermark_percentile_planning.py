@@ -12,7 +12,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 import beam_spark_runner
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.plans import OperatorKind
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.keyed_state import DictStore
 from beam_spark_runner.streaming.operators import GroupOperator
