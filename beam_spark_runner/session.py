@@ -7,7 +7,7 @@ import sys
 
 from beam_spark_runner.execution import local_python
 from beam_spark_runner.execution.jvm_console import filtered_stderr
-from beam_spark_runner.execution.spark_internals import set_worker_python, worker_python
+from beam_spark_runner.execution.spark_internals import active_session_or_none, set_worker_python, worker_python
 from beam_spark_runner.options import parse_spark_conf
 
 _LOG = logging.getLogger(__name__)
@@ -118,9 +118,12 @@ def get_or_create_session(spark_options, explicit=(), session=None):
     the options. `explicit`: the options the user gave (not defaults);
     `session`: the session to use instead of the active one."""
     ensure_python_workers_match_driver(parse_spark_conf(spark_options.spark_conf))
-    from pyspark.sql import SparkSession
-
-    active = session if session is not None else SparkSession.getActiveSession()
+    active, jvm_gone = (session, False) if session is not None else active_session_or_none()
+    if jvm_gone:
+        _LOG.warning(
+            "Spark's driver JVM is gone (it ended, e.g. on an OutOfMemoryError, or was killed): this run "
+            "starts a new SparkSession"
+        )
     if active is not None:
         return active, _apply_to_active(active, spark_options, explicit)
     conf = merged_spark_conf(parse_spark_conf(spark_options.spark_conf), spark_options.spark_master)

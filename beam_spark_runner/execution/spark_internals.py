@@ -161,6 +161,35 @@ def remove_progress_listener(spark, handle):
     spark._jsparkSession.streams().removeListener(handle)
 
 
+# --- a driver JVM that died ----------------------------------------------------
+
+
+def active_session_or_none():
+    """(PySpark's active SparkSession or None, whether the driver JVM behind
+    it was gone): a JVM that ended (an OutOfMemoryError, a kill) gives
+    (None, True), after PySpark's records of it are cleared so that the
+    next session starts a new JVM. `SparkSession.getActiveSession()` asks the JVM and fails with a
+    bare "Connection refused" once it died, and `SparkContext.stop()`
+    keeps the class-level gateway (`SparkContext._gateway`, `_jvm`) that
+    the next SparkContext would reuse: PySpark has no public way to start
+    over after its JVM died (a long-lived job server must)."""
+    from py4j.protocol import Py4JNetworkError
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.getActiveSession(), False
+    except (ConnectionError, Py4JNetworkError):
+        pass
+    with SparkContext._lock:
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    return None, True
+
+
 # --- the Python workers' interpreter -----------------------------------------
 
 
@@ -386,6 +415,22 @@ def _spark_core_class_has(class_name, *texts):
 # (what, where the runner uses it, a check that it is still there): read by
 # tests/unit/test_private_apis.py, which fails naming each one that moved.
 PRIVATE_APIS = (
+    (
+        "SparkContext._lock, _active_spark_context, _gateway, _jvm; SparkSession._instantiatedSession, "
+        "_activeSession (class attributes)",
+        "session.py (active_session_or_none): a new JVM after the driver JVM died",
+        lambda: all(
+            hasattr(_pyspark(module, cls), attribute)
+            for module, cls, attribute in (
+                ("pyspark", "SparkContext", "_lock"),
+                ("pyspark", "SparkContext", "_active_spark_context"),
+                ("pyspark", "SparkContext", "_gateway"),
+                ("pyspark", "SparkContext", "_jvm"),
+                ("pyspark.sql", "SparkSession", "_instantiatedSession"),
+                ("pyspark.sql", "SparkSession", "_activeSession"),
+            )
+        ),
+    ),
     (
         "org.apache.spark.ui.SparkUITab(SparkUI, String), WebUITab.attachPage, WebUIPage(String).render, "
         "UIUtils.headerSparkPage (Spark's own UI classes, private[spark])",
