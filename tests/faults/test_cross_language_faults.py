@@ -1,0 +1,152 @@
+"""A cross-language source under driver kills: Beam's `ReadFromKafka`
+(KafkaIO's unbounded read, run by Beam's Java SDK harness) -> sessions in
+RETRACTING mode -> `WriteToDatabase` into PostgreSQL with key columns
+(tests/faults/kafka_sessions_pipeline.py). The driver is SIGKILLed three
+times at seeded moments while scores keep arriving, each restart a fresh
+process given the same checkpoint: KafkaIO's restrictions (its offsets)
+live in the runner's checkpoint, so a replayed micro-batch reads what the
+killed one read, and the table ends equal to the sessions computed in
+plain Python from every produced score, nothing staged left behind."""
+
+import json
+import os
+import random
+import time
+import uuid
+
+import pytest
+
+from tests import services
+from tests.faults import drivers
+from tests.faults import kafka_sessions_pipeline as pipeline
+
+KILLS = 3
+PARTITIONS = 2
+RUN_TIMEOUT_S = 600  # a hung run, not a slow one: every wait ends once its condition holds
+
+pytestmark = pytest.mark.timeout(1800)
+
+
+def _scores(base_s):
+    """Eight waves of ten (user, event time s, score): each wave's times
+    spread over 200 s from `base_s`, so later waves merge sessions that
+    earlier ones published and land behind the watermark (late panes)."""
+    rng = random.Random(20261202)
+    return [
+        [("u%d" % rng.randrange(4), base_s + rng.randrange(200), rng.randrange(1, 50)) for _ in range(10)]
+        for _ in range(8)
+    ]
+
+
+def _produce(servers, topic, wave):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+    for i, (user, ts, score) in enumerate(wave):
+        producer.produce(
+            topic,
+            key=user.encode(),
+            value=json.dumps([user, score]).encode(),
+            timestamp=ts * 1000,
+            partition=i % PARTITIONS,  # every partition advances its create-time watermark
+        )
+    assert producer.flush(30) == 0, "Kafka at %s did not take every message" % servers
+
+
+def _sessions(scores):
+    """(user, session start, total) of the scores' sessions, in plain Python."""
+    found = []
+    for user in sorted({u for u, _, _ in scores}):
+        current = None
+        for _, ts, score in sorted(s for s in scores if s[0] == user):
+            if current is not None and ts < current[1]:
+                current = [current[0], max(current[1], ts + pipeline.GAP_S), current[2] + score]
+            else:
+                if current is not None:
+                    found.append((user, current[0], current[2]))
+                current = [ts, ts + pipeline.GAP_S, score]
+        found.append((user, current[0], current[2]))
+    return sorted(found)
+
+
+def _table(url, table):
+    try:
+        rows = services.execute(url, 'SELECT "user", session_start, total FROM %s' % table)
+    except Exception:  # noqa: BLE001 -- the table is made when the first run starts
+        return []
+    return sorted(tuple(r) for r in rows)
+
+
+def _commits(checkpoint_dir):
+    commits = os.path.join(checkpoint_dir, "spark", "commits")
+    return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
+
+
+@pytest.fixture
+def topic(request):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    servers = services.require(request, services.KAFKA)
+    name = "xlang-sessions-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(30)
+    yield servers, name
+    admin.delete_topics([name])[name].result(30)
+
+
+def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exact(tmp_path, topic, postgresql_url):
+    servers, name = topic
+    table = services.unique_table("xsessions")
+    checkpoint_dir = str(tmp_path / "checkpoint")
+    rng = random.Random(20261202)
+    # Recent event times: the scores stay within the allowed lateness of
+    # a watermark that follows the newest create time.
+    waves = _scores(int(time.time()) - 300)
+    produced = []
+
+    def produce_next():
+        wave = waves[len(produced) // 10]
+        _produce(servers, name, wave)
+        produced.extend(wave)
+
+    def start(run):
+        argv = [pipeline.__file__, "file://" + checkpoint_dir, servers, name, postgresql_url, table]
+        return drivers.start(argv, str(tmp_path / run))
+
+    try:
+        produce_next()
+        for cycle in range(KILLS):
+            before = _commits(checkpoint_dir)
+            proc = start("run%d" % cycle)
+            deadline = time.time() + RUN_TIMEOUT_S
+            while _commits(checkpoint_dir) <= before:
+                assert proc.poll() is None, "run %d failed: %s" % (cycle, drivers.log_tail(proc))
+                assert time.time() < deadline, "run %d committed no batch: %s" % (cycle, drivers.log_tail(proc))
+                time.sleep(0.2)
+            produce_next()
+            time.sleep(rng.uniform(0.2, 3.0))
+            assert proc.poll() is None, "run %d ended: %s" % (cycle, drivers.log_tail(proc))
+            drivers.kill(proc)
+        while len(produced) < sum(map(len, waves)):
+            produce_next()
+        expected = _sessions(produced)
+        proc = start("run-last")
+        try:
+            deadline = time.time() + RUN_TIMEOUT_S
+            while _table(postgresql_url, table) != expected:
+                assert proc.poll() is None, "the last run failed: %s" % drivers.log_tail(proc)
+                assert time.time() < deadline, "the table %s, expected %s; the last run's log: %s" % (
+                    _table(postgresql_url, table),
+                    expected,
+                    drivers.log_tail(proc),
+                )
+                time.sleep(0.5)
+            time.sleep(3)  # nothing more comes: no session is published twice or retracted wrongly
+            assert _table(postgresql_url, table) == expected
+        finally:
+            drivers.kill(proc)
+        from beam_spark_runner.connectors.database_sink import staging_table
+
+        assert list(services.execute(postgresql_url, "SELECT * FROM %s" % staging_table(table))) == []
+    finally:
+        services.drop_table(postgresql_url, table)
