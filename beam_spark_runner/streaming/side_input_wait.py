@@ -309,12 +309,15 @@ class SideInputs:
     @staticmethod
     def split_ready(pending, side_wm, fired=None):
         """(ready, still waiting) pending entries; `fired`: for the side
-        inputs viewed at their latest firing, whether they fired yet."""
+        inputs viewed at their latest firing, whether they fired yet. Such a
+        side input is ready at its first firing, or once its watermark
+        passed the window's end without one (the window is complete: the
+        main input sees it empty, a singleton view its default)."""
         fired = fired or {}
         ready, waiting = [], []
         for p in pending:
             is_ready = all(
-                fired[dest] if dest in fired else side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items()
+                fired.get(dest, False) or side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items()
             )
             (ready if is_ready else waiting).append(p)
         return ready, waiting

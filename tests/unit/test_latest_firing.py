@@ -113,3 +113,18 @@ def test_main_input_waits_for_the_first_firing_then_runs_with_the_latest_one():
     assert waiting.ready_bundles({"main": 0}) == [(4, [(0, "c")])]
     assert harness.installed[-1] == ["m2"]
     assert not waiting.is_empty()
+
+
+def test_main_input_runs_when_the_side_window_completes_without_a_firing():
+    """A triggered side input that never fired (no elements) and whose
+    watermark passed the end of the global window: the window is complete,
+    so the waiting element runs, seeing it empty (a singleton view's
+    default), instead of waiting for ever."""
+    harness = _Harness()
+    waiting = WaitingForSides(_Sides(), {}, harness)
+    waiting.take([_row("main", "a")], seq=1)
+    waiting.advance(_step(5 * S))
+    assert waiting.ready_bundles({"main": 0}) == []
+    end_of_time = W.GlobalWindow().max_timestamp().micros + 1
+    waiting.advance((end_of_time, 6 * S, {SIDE: end_of_time}))
+    assert waiting.ready_bundles({"main": 0}) == [(1, [(0, "a")])]
