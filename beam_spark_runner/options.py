@@ -52,7 +52,7 @@ class SparkRunnerOptions(PipelineOptions):
         parser.add_argument(
             "--java_harness_jvm_options",
             default="",
-            help="Batch: options of the JVM that runs Beam's Java SDK harness for Java stages "
+            help="Options of the JVM that runs Beam's Java SDK harness for Java stages "
             "(cross-language transforms), split as a shell would, e.g. '-Xmx2g -XX:+UseG1GC' "
             "(default: none, the JVM's own defaults); a warning says when no stage runs in Java.",
         )
@@ -367,11 +367,6 @@ def mode_problems(options, streaming):
                     "--%s=%s has no effect: the pipeline runs in streaming, where bundles are "
                     "micro-batches and a GroupByKey keeps its values in Spark's state store" % (name, given[name])
                 )
-    if streaming and given.get("java_harness_jvm_options"):
-        warnings.append(
-            "--java_harness_jvm_options=%s has no effect: the pipeline runs in streaming, where this "
-            "runner runs no Java stage" % given["java_harness_jvm_options"]
-        )
     if streaming and given.get("progress_bar") == "on":
         warnings.append(
             "--progress_bar=on has no effect: the pipeline runs in streaming, where each micro-batch "
