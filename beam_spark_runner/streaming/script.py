@@ -6,6 +6,7 @@ where the reader is keyed), so the planner that Spark runs in its own
 process needs no Beam import and replays cost nothing.
 """
 
+import functools
 import dataclasses
 
 from apache_beam.coders.coder_impl import create_OutputStream
@@ -73,10 +74,11 @@ def _compile_test_stream(source, components, writer):
         )
     element_impl = context.coder_impl(components, payload.coder_id)
     outputs = {tag: (dest, coder_id) for tag, dest, coder_id in source.outputs}
+    output_tag = functools.partial(_output_tag, outputs)
     events = []
     for seq, event in enumerate(payload.events):
         if event.HasField("element_event"):
-            tag = event.element_event.tag
+            tag = output_tag(event.element_event.tag)
             rows = ()
             if tag in outputs:
                 dest, coder_id = outputs[tag]
@@ -99,7 +101,7 @@ def _compile_test_stream(source, components, writer):
             events.append(
                 (
                     WATERMARK,
-                    source_key(source.name, event.watermark_event.tag),
+                    source_key(source.name, output_tag(event.watermark_event.tag)),
                     _millis_to_micros(event.watermark_event.new_watermark),
                 )
             )
@@ -107,6 +109,18 @@ def _compile_test_stream(source, components, writer):
             events.append((PROCESSING_TIME, event.processing_time_event.advance_duration * 1000))
     keys = tuple(source_key(source.name, tag) for tag in outputs)
     return ScriptedStream(source.name, keys, tuple(events))
+
+
+def _output_tag(outputs, tag):
+    """The output an event's tag names. Beam Java leaves the tag empty in
+    the events of a TestStream's one output, which the transform names
+    otherwise (Beam Python writes "None" for its default output): such
+    events are that output's, where it is the one output read. Other tags
+    stay as they are (an output nobody reads has no dest: its events go
+    nowhere)."""
+    if not tag and tag not in outputs and len(outputs) == 1:
+        return next(iter(outputs))
+    return tag
 
 
 def _windowed(value, timestamp_millis):
