@@ -21,6 +21,7 @@ from apache_beam.portability import common_urns
 from apache_beam.runners.portability.fn_api_runner import translations
 
 from beam_spark_runner.translation import (
+    java_combine_values,
     native_io_overrides,
     record_counting,
     retracting,
@@ -46,6 +47,8 @@ PROTO_REWRITES = (
     retracting.rewrite_retracting,
     # CombinePerKeys whose timestamp combiner lifting would change.
     unliftable_combines.keep_timestamp_combiners,
+    # A Java CombineValues as its subtransforms: Java's harness runs no composite.
+    java_combine_values.expand_java_combine_values,
 )
 
 # Transforms the runner (Spark) executes itself rather than the SDK harness.
