@@ -316,9 +316,7 @@ class SideInputs:
         fired = fired or {}
         ready, waiting = [], []
         for p in pending:
-            is_ready = all(
-                fired.get(dest, False) or side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items()
-            )
+            is_ready = all(fired.get(dest, False) or side_wm.get(dest, MIN_MICROS) > end for dest, end in p[4].items())
             (ready if is_ready else waiting).append(p)
         return ready, waiting
 

@@ -1,7 +1,8 @@
 """Beam Java's ValidatesRunner suite, the slice CI runs
 (tools/validates_runner_slice.txt: every category the runner runs, at least
-once), through Beam Java's PortableRunner against this runner's job service
-in batch. Each test's pipeline runs here: a pass needs the job DONE and
+once) in batch, and a smaller one in streaming
+(tools/validates_runner_slice_streaming.txt), through Beam Java's
+PortableRunner against this runner's job service. Each test's pipeline runs here: a pass needs the job DONE and
 every PAssert's success in the job's metrics (java/validates_runner). The
 whole suite: `python tools/java_validates_runner.py` (docs/conformance.md)."""
 
@@ -19,6 +20,7 @@ _SPEC = importlib.util.spec_from_file_location(
 )
 vr = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(vr)
+SLICES = {"batch": vr.SLICE, "streaming": os.path.join(REPO, "tools", "validates_runner_slice_streaming.txt")}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +45,11 @@ def test_the_slice_covers_every_category_the_batch_suite_runs_and_no_excluded_te
     assert suite_categories - slice_categories == set()
 
 
-def test_the_slice_of_beams_java_validates_runner_tests_passes_in_batch(suite, job_endpoint, tmp_path):
+@pytest.mark.parametrize("mode", ["batch", "streaming"])
+def test_the_slice_of_beams_java_validates_runner_tests_passes(suite, job_endpoint, tmp_path, mode):
     classpath, tests = suite
-    to_run, _ = vr.plan(tests, vr.load_exclusions("batch"), set(vr.load_slice(vr.SLICE)), None)
+    to_run, excluded = vr.plan(tests, vr.load_exclusions(mode), set(vr.load_slice(SLICES[mode])), None)
+    assert not excluded, "the %s slice holds excluded tests: %s" % (mode, [(t.id, r) for t, r in excluded])
     expansion = None
     if any(vr.EXPANSION_SERVICE in t.categories for t in tests if t.method in to_run.get(t.class_name, ())):
         expansion = vr.PythonExpansionService(str(tmp_path / "expansion-service.log"))
@@ -55,10 +59,10 @@ def test_the_slice_of_beams_java_validates_runner_tests_passes_in_batch(suite, j
             classpath,
             to_run,
             job_endpoint,
-            "batch",
+            mode,
             900,
             str(tmp_path),
-            "slice",
+            "slice-" + mode,
             expansion.port if expansion is not None else None,
         )
     finally:
