@@ -47,8 +47,6 @@ PROTO_REWRITES = (
     retracting.rewrite_retracting,
     # CombinePerKeys whose timestamp combiner lifting would change.
     unliftable_combines.keep_timestamp_combiners,
-    # A Java CombineValues as its subtransforms: Java's harness runs no composite.
-    java_combine_values.expand_java_combine_values,
 )
 
 # Transforms the runner (Spark) executes itself rather than the SDK harness.
@@ -72,6 +70,9 @@ BATCH_PHASES = (
     translations.fix_side_input_pcoll_coders,
     translations.pack_combiners,
     translations.lift_combiners,
+    # An unlifted Java CombineValues as its subtransforms: Java's harness
+    # runs no combine_grouped_values composite.
+    java_combine_values.expand_java_combine_values,
     translations.expand_sdf,
     translations.expand_gbk,
     translations.sink_flattens,

@@ -1,9 +1,10 @@
-"""A Java CombineValues becomes a plain composite before Beam's phases
+"""A Java CombineValues' stage becomes stages of its subtransforms
 (translation/java_combine_values.py): Beam Java's harness cannot run the
 combine_grouped_values composite Beam Python's can."""
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.transforms import environments
 
 from beam_spark_runner.translation.java_combine_values import expand_java_combine_values
@@ -36,15 +37,21 @@ def _proto():
     return proto
 
 
-def test_a_java_combine_values_is_expanded_and_a_python_one_kept():
-    proto = _proto()
-    rewritten = expand_java_combine_values(proto)
-    assert not rewritten.components.transforms["java_values"].HasField("spec")
-    assert rewritten.components.transforms["py_values"].spec.urn == _CGV
-    assert proto.components.transforms["java_values"].spec.urn == _CGV  # the input is not modified
+class _Context:
+    def __init__(self, components):
+        self.components = components
 
 
-def test_a_pipeline_without_one_is_returned_as_is():
-    proto = _proto()
-    del proto.components.transforms["java_values"]
-    assert expand_java_combine_values(proto) is proto
+def test_a_java_combine_values_stage_becomes_its_subtransforms_and_a_python_one_stays():
+    components = _proto().components
+    stages = [
+        translations.Stage("java", [components.transforms["java_values"]], environment="java"),
+        translations.Stage("py", [components.transforms["py_values"]], environment="py"),
+    ]
+    out = list(expand_java_combine_values(stages, _Context(components)))
+    assert [[t.unique_name for t in s.transforms] for s in out] == [
+        ["java/Combine.GroupedValues/ParDo"],
+        ["py/Combine.GroupedValues"],
+    ]
+    assert out[0].parent == "java" and out[0].environment == "java"
+    assert out[1] is stages[1]
