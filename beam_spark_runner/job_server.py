@@ -66,7 +66,12 @@ def main(argv=None):
     from beam_spark_runner.job_service.servicer import SparkJobServicer
 
     session = start_session(args)
-    servicer = SparkJobServicer(staging_dir=args.artifacts_dir, spark_session=session, host=args.host)
+    servicer = SparkJobServicer(
+        staging_dir=args.artifacts_dir,
+        spark_session=session,
+        host=args.host,
+        restart_session=lambda: start_session(args),
+    )
     port = servicer.start_grpc_server(args.port)
     # The line scripts wait for (the port is the real one when --port=0).
     print("beam-spark-job-server listening on %s:%d" % (args.host, port), flush=True)

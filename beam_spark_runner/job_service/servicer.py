@@ -19,6 +19,7 @@ bookkeeping) with what a shared, long-lived service needs on top:
 
 import logging
 import tempfile
+import threading
 
 import grpc
 from apache_beam.metrics import monitoring_infos
@@ -30,6 +31,7 @@ from apache_beam.utils import thread_pool_executor
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.job_service import staging
+from beam_spark_runner.execution.spark_internals import active_session_or_none
 from beam_spark_runner.job_service.artifact_shipping import artifact_shipper
 from beam_spark_runner.job_service.beam_job import SparkBeamJob, options_from_struct
 from beam_spark_runner.job_service.pipeline_options import describe_runner_options
@@ -57,17 +59,20 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
     """Guarantees: a job exists only once Prepare accepted it; each job runs
     at most once; files clients stage stay under `staging_dir`."""
 
-    def __init__(self, spark_session, staging_dir=None, host="localhost"):
+    def __init__(self, spark_session, staging_dir=None, host="localhost", restart_session=None):
         """`spark_session`: the session jobs run on (each on a newSession of
         it); `staging_dir`: where staged artifacts go (default: a temporary
-        directory); `host`: the address to listen on."""
+        directory); `host`: the address to listen on; `restart_session`:
+        makes the session anew when the driver JVM died (an OutOfMemoryError
+        in one job), so that the next job runs (None: it fails)."""
         super().__init__()
         self._owns_staging_dir = staging_dir is None
         self._staging = staging.JobStagingArea(staging_dir or tempfile.mkdtemp(prefix="beam-spark-staging-"))
         self._artifact_service = artifact_service.ArtifactStagingService(self._staging.file_writer)
         self._spark_session = spark_session
+        self._restart_session = restart_session
+        self._session_lock = threading.Lock()
         self._host = host
-        self._shipper = artifact_shipper(spark_session.sparkContext, self._staging)
         self._endpoint = None
         self._server = None
 
@@ -112,11 +117,23 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
             self._staging,
             self._artifact_service,
             self._endpoint,
-            self._shipper,
+            self._ship,
         )
 
+    def _live_session(self):
+        """The server's session; a new one first if its driver JVM died."""
+        with self._session_lock:
+            if self._restart_session is not None and active_session_or_none()[1]:
+                _LOG.warning("Spark's driver JVM is gone (it ended, e.g. on an OutOfMemoryError): starting Spark again")
+                self._spark_session = self._restart_session()
+            return self._spark_session
+
+    def _ship(self, job_id, pipeline, options):
+        """Installs a job's staged packages and ships them to the executors."""
+        artifact_shipper(self._live_session().sparkContext, self._staging)(job_id, pipeline, options)
+
     def _new_runner(self):
-        return JobServiceRunner(spark_session=self._spark_session.newSession())
+        return JobServiceRunner(spark_session=self._live_session().newSession())
 
     def _job(self, job_id, context):
         job = self._jobs.get(job_id)
