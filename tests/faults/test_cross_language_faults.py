@@ -11,6 +11,7 @@ plain Python from every produced score, nothing staged left behind."""
 import json
 import os
 import random
+import sys
 import time
 import uuid
 
@@ -19,6 +20,9 @@ import pytest
 from tests import services
 from tests.faults import drivers
 from tests.faults import kafka_sessions_pipeline as pipeline
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import sessions_to_postgres  # noqa: E402  (the sessions in plain Python)
 
 KILLS = 3
 PARTITIONS = 2
@@ -51,22 +55,6 @@ def _produce(servers, topic, wave):
             partition=i % PARTITIONS,  # every partition advances its create-time watermark
         )
     assert producer.flush(30) == 0, "Kafka at %s did not take every message" % servers
-
-
-def _sessions(scores):
-    """(user, session start, total) of the scores' sessions, in plain Python."""
-    found = []
-    for user in sorted({u for u, _, _ in scores}):
-        current = None
-        for _, ts, score in sorted(s for s in scores if s[0] == user):
-            if current is not None and ts < current[1]:
-                current = [current[0], max(current[1], ts + pipeline.GAP_S), current[2] + score]
-            else:
-                if current is not None:
-                    found.append((user, current[0], current[2]))
-                current = [ts, ts + pipeline.GAP_S, score]
-        found.append((user, current[0], current[2]))
-    return sorted(found)
 
 
 def _table(url, table):
@@ -129,7 +117,7 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
             drivers.kill(proc)
         while len(produced) < sum(map(len, waves)):
             produce_next()
-        expected = _sessions(produced)
+        expected = sessions_to_postgres.sessions(produced, gap_seconds=pipeline.GAP_S)
         proc = start("run-last")
         try:
             deadline = time.time() + RUN_TIMEOUT_S
