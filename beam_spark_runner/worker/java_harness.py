@@ -244,8 +244,9 @@ class JavaWorker:
         deadline = time.monotonic() + CONNECT_TIMEOUT_SECONDS
         while not self.control.connected.wait(0.2):
             if self._process.poll() is not None or time.monotonic() > deadline:
+                error = self._died("never opened its control stream")  # reads the log close() removes
                 self.close()
-                raise self._died("never opened its control stream")
+                raise error
 
     def alive(self):
         return self._process.poll() is None
@@ -280,6 +281,8 @@ class JavaWorker:
         self.descriptors.pop(descriptor_id, None)
 
     def close(self):
+        """Stops the JVM and the server, and removes the JVM's log: a
+        Python worker lives for many jobs, each with a JVM of its own."""
         self.control.close()
         if self._process.poll() is None:
             self._process.terminate()
@@ -287,7 +290,9 @@ class JavaWorker:
                 self._process.wait(10)
             except subprocess.TimeoutExpired:
                 self._process.kill()
+                self._process.wait(10)
         self._server.stop(1)
+        shutil.rmtree(self._log_dir, ignore_errors=True)
 
 
 _workers = {}

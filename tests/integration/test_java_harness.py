@@ -2,6 +2,8 @@
 a JVM that cannot start, or that dies, gives a clear error naming the
 harness and what the JVM printed, never a hang; a healthy one is reused."""
 
+import os
+import tempfile
 import uuid
 
 import apache_beam as beam
@@ -27,11 +29,16 @@ def test_a_jvm_that_cannot_start_names_its_exit_code_and_output(tmp_path, monkey
     java.write_text("#!/bin/sh\necho 'Error: broken JVM for the test' >&2\nexit 3\n")
     java.chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(home))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     with pytest.raises(java_harness.JavaHarnessError) as e:
         java_harness.JavaWorker(["/nowhere/harness.jar"])
     message = str(e.value)
     assert "never opened its control stream" in message and "exit code 3" in message
     assert "broken JVM for the test" in message and java_harness.FN_HARNESS_MAIN in message
+    # The JVM's log was read into the error, then removed with the worker.
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_harness_that_dies_fails_what_waits_on_it():
@@ -67,6 +74,9 @@ def test_a_jobs_harness_gets_its_options_and_the_next_jobs_options_replace_its_j
         second = java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "second"}')
         assert second is not first and second.alive()
         assert not first.alive()
+        # The stopped JVM's log directory goes with it: a Python worker
+        # outlives many jobs.
+        assert not os.path.exists(first._log_dir) and os.path.isdir(second._log_dir)
         with open("/proc/%d/environ" % second._process.pid, "rb") as f:
             environ = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
         assert environ[b"PIPELINE_OPTIONS"] == b'{"beam:option:job_name:v1": "second"}'
