@@ -27,7 +27,6 @@ from apache_beam.portability.api import beam_artifact_api_pb2_grpc, beam_job_api
 from apache_beam.portability.api import endpoints_pb2
 from apache_beam.runners.pipeline_utils import validate_pipeline_graph
 from apache_beam.runners.portability import abstract_job_service, artifact_service
-from apache_beam.utils import thread_pool_executor
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.job_service import staging
@@ -36,15 +35,9 @@ from beam_spark_runner.job_service.artifact_shipping import artifact_shipper
 from beam_spark_runner.job_service.beam_job import SparkBeamJob, options_from_struct
 from beam_spark_runner.job_service.pipeline_options import describe_runner_options
 from beam_spark_runner.runner import SparkRunner
+from beam_spark_runner.worker import grpc_servers
 
 _LOG = logging.getLogger(__name__)
-
-_GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.http2.max_ping_strikes", 0),
-]
 
 
 class JobServiceRunner(SparkRunner):
@@ -79,7 +72,7 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
     # -- server ------------------------------------------------------------------
     def start_grpc_server(self, port=0):
         """Starts serving on `host:port` (0: any free port); returns the port."""
-        self._server = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=_GRPC_OPTIONS)
+        self._server = grpc_servers.new_server()
         port = self._server.add_insecure_port("%s:%d" % (self._host, port))
         if not port:
             raise OSError("the job service cannot listen on %s:%s" % (self._host, port))

@@ -36,12 +36,11 @@ import tempfile
 import threading
 import time
 
-import grpc
 
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.runners.worker import bundle_processor
-from apache_beam.utils import thread_pool_executor
 
+from beam_spark_runner.worker import grpc_servers
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
 
 _LOG = logging.getLogger(__name__)
@@ -49,12 +48,6 @@ _LOG = logging.getLogger(__name__)
 FN_HARNESS_MAIN = "org.apache.beam.fn.harness.FnHarness"
 # How long a new JVM may take to open its control stream.
 CONNECT_TIMEOUT_SECONDS = 120.0
-_GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.http2.max_ping_strikes", 0),
-]
 _LOG_LEVELS = {
     beam_fn_api_pb2.LogEntry.Severity.TRACE: logging.DEBUG,
     beam_fn_api_pb2.LogEntry.Severity.DEBUG: logging.DEBUG,
@@ -207,9 +200,7 @@ class JavaWorker:
         self.control = _ControlService(self.descriptors, self._died)
         self.state = _StateService()
         self._data_service = BeamFnDataServicer()
-        # Beam's executor: daemon threads, so a stream still open when the
-        # process exits (the JVM's control stream) does not hold it up.
-        self._server = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=_GRPC_OPTIONS)
+        self._server = grpc_servers.new_server()
         beam_fn_api_pb2_grpc.add_BeamFnControlServicer_to_server(self.control, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
