@@ -103,22 +103,38 @@ SLOW_FILES = (
 )
 
 
+# Test files whose single tests take minutes (Beam Java's ValidatesRunner
+# slices): handed out first, so that neither test process is left alone
+# with one of them at the end of a run while the other idles.
+FIRST_FILES = (
+    "tests/integration/test_java_validates_runner.py",
+    "tests/integration/test_java_validates_runner_streaming.py",
+)
+
+
+def pytest_configure(config):
+    # The order pytest_collection_modifyitems sets is the schedule: without
+    # this, pytest-xdist re-sorts the files by their number of tests.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     """Marks the slow files' tests (`-m "not slow"` leaves them out) and
-    moves them first, which orders a run in one process. Under the README's
-    command pytest-xdist hands files out by their number of tests, most
-    first, so the slow files (few tests each) run late; handing them out
-    first instead (--no-loadscope-reorder) made the suite slower on 2 cores:
-    the slow files then all ran at once, competing for the cores."""
+    orders the files: FIRST_FILES, then the rest by their number of tests,
+    most first (pytest-xdist's own order, which hands the slow files, with
+    few tests each, out late: handing them out first made the suite slower
+    on 2 cores, as they then all ran at once, competing for the cores)."""
     root = str(config.rootpath) + os.sep
-    slow = []
+    by_file = {}
     for item in items:
         path = str(item.path).replace(root, "", 1)
-        if path.startswith(SLOW_FILES):
+        if path.startswith(SLOW_FILES + FIRST_FILES):
             item.add_marker(pytest.mark.slow)
-            slow.append(item)
-    marked = set(map(id, slow))
-    items[:] = slow + [item for item in items if id(item) not in marked]
+        by_file.setdefault(path, []).append(item)
+    first = [f for f in FIRST_FILES if f in by_file]
+    rest = sorted((f for f in by_file if f not in FIRST_FILES), key=lambda f: -len(by_file[f]))
+    items[:] = [item for f in first + rest for item in by_file[f]]
 
 
 @pytest.fixture

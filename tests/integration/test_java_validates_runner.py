@@ -1,36 +1,18 @@
-"""Beam Java's ValidatesRunner suite, the slice CI runs
+"""Beam Java's ValidatesRunner suite, the slice CI runs in batch
 (tools/validates_runner_slice.txt: every category the runner runs, at least
-once) in batch, and a smaller one in streaming
-(tools/validates_runner_slice_streaming.txt), through Beam Java's
-PortableRunner against this runner's job service. Each test's pipeline runs here: a pass needs the job DONE and
-every PAssert's success in the job's metrics (java/validates_runner). The
-whole suite: `python tools/java_validates_runner.py` (docs/conformance.md)."""
-
-import importlib.util
-import os
+once), through Beam Java's PortableRunner against this runner's job
+service (tests/integration/validates_runner_slices.py). The streaming
+slice: test_java_validates_runner_streaming.py. The whole suite:
+`python tools/java_validates_runner.py` (docs/conformance.md)."""
 
 import pytest
 
+from tests.integration.validates_runner_slices import run_slice, suite, vr  # noqa: F401  (suite: a fixture)
 
 pytestmark = pytest.mark.timeout(1200)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_SPEC = importlib.util.spec_from_file_location(
-    "java_validates_runner", os.path.join(REPO, "tools", "java_validates_runner.py")
-)
-vr = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(vr)
-SLICES = {"batch": vr.SLICE, "streaming": os.path.join(REPO, "tools", "validates_runner_slice_streaming.txt")}
 
-
-@pytest.fixture(scope="module")
-def suite():
-    jars = vr.resolve(vr.jar_set())
-    classpath = os.pathsep.join([vr.compiled_classes(jars)] + list(jars))
-    return classpath, vr.list_tests(classpath, vr.tests_jar(jars))
-
-
-def test_the_slice_covers_every_category_the_batch_suite_runs_and_no_excluded_test(suite):
+def test_the_slice_covers_every_category_the_batch_suite_runs_and_no_excluded_test(suite):  # noqa: F811
     _, tests = suite
     exclusions = vr.load_exclusions("batch")
     chosen = set(vr.load_slice(vr.SLICE))
@@ -45,33 +27,5 @@ def test_the_slice_covers_every_category_the_batch_suite_runs_and_no_excluded_te
     assert suite_categories - slice_categories == set()
 
 
-@pytest.mark.parametrize("mode", ["batch", "streaming"])
-def test_the_slice_of_beams_java_validates_runner_tests_passes(suite, job_endpoint, tmp_path, mode):
-    classpath, tests = suite
-    to_run, excluded = vr.plan(tests, vr.load_exclusions(mode), set(vr.load_slice(SLICES[mode])), None)
-    assert not excluded, "the %s slice holds excluded tests: %s" % (mode, [(t.id, r) for t, r in excluded])
-    expansion = None
-    if any(vr.EXPANSION_SERVICE in t.categories for t in tests if t.method in to_run.get(t.class_name, ())):
-        expansion = vr.PythonExpansionService(str(tmp_path / "expansion-service.log"))
-    try:
-        # One JVM for the whole slice: a JVM per class costs seconds each.
-        results = vr.run_tests(
-            classpath,
-            to_run,
-            job_endpoint,
-            mode,
-            900,
-            str(tmp_path),
-            "slice-" + mode,
-            expansion.port if expansion is not None else None,
-        )
-    finally:
-        if expansion is not None:
-            expansion.stop()
-    assert len(results) == sum(len(m) for m in to_run.values())
-    failed = [
-        "%s#%s: %s\n%s" % (r["class"], r["method"], r["outcome"], (r.get("message") or "")[:1500])
-        for r in results
-        if r["outcome"] != "passed"
-    ]
-    assert not failed, "\n\n".join(failed)
+def test_the_batch_slice_of_beams_java_validates_runner_tests_passes(suite, job_endpoint, tmp_path):  # noqa: F811
+    run_slice(suite, job_endpoint, tmp_path, "batch")
