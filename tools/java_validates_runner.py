@@ -91,14 +91,25 @@ def tests_jar(jars: Sequence[str], version=JAVA_VERSION) -> str:
     raise SystemExit("%s is not among the resolved jars" % name)
 
 
+def _sources():
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(JAVA_SOURCES) for f in files if f.endswith(".java"))
+
+
+def classes_dir() -> str:
+    """Where java/validates_runner's classes are cached: named by the
+    sources' contents and their names inside java/validates_runner, so a
+    checkout anywhere else with the same sources uses the same classes."""
+    digest = hashlib.sha256()
+    for path in _sources():
+        with open(path, "rb") as f:
+            digest.update(os.path.relpath(path, JAVA_SOURCES).encode() + b"\0" + f.read())
+    return os.path.join(cache_root(), "validates-runner-classes-" + digest.hexdigest()[:16])
+
+
 def compiled_classes(jars: Sequence[str]) -> str:
     """java/validates_runner compiled into the cache (once per content)."""
-    sources = sorted(os.path.join(d, f) for d, _, files in os.walk(JAVA_SOURCES) for f in files if f.endswith(".java"))
-    digest = hashlib.sha256()
-    for path in sources:
-        with open(path, "rb") as f:
-            digest.update(path.encode() + b"\0" + f.read())
-    out = os.path.join(cache_root(), "validates-runner-classes-" + digest.hexdigest()[:16])
+    sources = _sources()
+    out = classes_dir()
     if os.path.isdir(out):
         return out
     javac = shutil.which("javac")
@@ -113,7 +124,14 @@ def compiled_classes(jars: Sequence[str]) -> str:
     if done.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         raise SystemExit("javac failed on %s:\n%s" % (JAVA_SOURCES, done.stdout.decode("utf-8", "replace")))
-    os.replace(work, out)
+    try:
+        os.replace(work, out)
+    except OSError:
+        # Another process (the other test process of a run) compiled the
+        # same sources first: its classes are these.
+        if not os.path.isdir(out):
+            raise
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -175,7 +193,7 @@ def list_tests(classpath: str, jar: str) -> List[TestCase]:
     """Every test of `jar` in the ValidatesRunner category (cached per jar)."""
     listing = os.path.join(cache_root(), "validates-runner-tests-%s.jsonl" % os.path.basename(jar))
     if not os.path.exists(listing):
-        tmp = listing + ".tmp"
+        tmp = "%s.tmp%d" % (listing, os.getpid())  # another process may be listing it too
         _java(classpath, [MAIN_CLASS, "list", tmp, jar], timeout=600)
         os.replace(tmp, listing)
     cases = []

@@ -124,3 +124,42 @@ def test_a_jvm_that_dies_mid_class_reports_its_unfinished_tests_as_crashed_and_k
         ("c", "crashed"),
     ]
     assert "exit code 1" in out[2]["message"] and str(stem) + ".log" in out[2]["message"]
+
+
+def test_two_processes_compiling_the_java_sources_at_once_both_get_the_classes(tmp_path, monkeypatch):
+    """The README's test command runs the batch and the streaming slice in
+    two processes, which on a fresh machine both compile
+    java/validates_runner into the cache at once: the one that finishes
+    second uses the first one's classes instead of failing."""
+    import subprocess
+
+    monkeypatch.setattr(vr, "cache_root", lambda: str(tmp_path))
+    first_started = []
+    other = []
+
+    def javac(command, **kwargs):
+        work = command[command.index("-d") + 1]
+        open(os.path.join(work, "Compiled.class"), "w").close()
+        if not first_started:
+            first_started.append(True)
+            other.append(vr.compiled_classes([]))  # the other process, done first
+        return subprocess.CompletedProcess(command, 0, b"")
+
+    monkeypatch.setattr(vr.subprocess, "run", javac)
+    out = vr.compiled_classes([])
+    assert out == other[0] and os.listdir(out) == ["Compiled.class"]
+    assert [n for n in os.listdir(tmp_path) if n.startswith("validates-runner-classes.")] == []
+
+
+def test_the_compiled_classes_do_not_depend_on_where_the_checkout_is(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(vr, "cache_root", lambda: str(tmp_path))
+    here = vr.classes_dir()
+    elsewhere = str(tmp_path / "checkout" / "validates_runner")
+    shutil.copytree(vr.JAVA_SOURCES, elsewhere)
+    monkeypatch.setattr(vr, "JAVA_SOURCES", elsewhere)
+    assert vr.classes_dir() == here
+    with open(os.path.join(elsewhere, "beamsparkrunner", "vr", "SparkJobServiceRunner.java"), "a") as f:
+        f.write("// changed\n")
+    assert vr.classes_dir() != here
