@@ -50,9 +50,7 @@ def test_event_times_advance_at_the_fixed_rate():
 
 
 def test_beams_nexmark_parser_reads_every_kind():
-    parsed = [
-        next(iter(nexmark_util.ParseJsonEventFn().process(nexmark_events.event_json(7, i)))) for i in range(50)
-    ]
+    parsed = [next(iter(nexmark_util.ParseJsonEventFn().process(nexmark_events.event_json(7, i)))) for i in range(50)]
     kinds = collections.Counter(type(p) for p in parsed)
     assert kinds == {nexmark_model.Person: 1, nexmark_model.Auction: 3, nexmark_model.Bid: 46}
     bid = parsed[-1]
