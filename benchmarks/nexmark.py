@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -303,6 +304,8 @@ def worker(runner_name, queries, mode, count):
                 row.update(seconds=seconds, **summarize_output(query, lines))
             except Exception as e:  # noqa: BLE001 -- a failed query is a result
                 row["error"] = ("%s: %s" % (type(e).__name__, e))[:2000]
+            finally:
+                shutil.rmtree(out_dir, ignore_errors=True)
             print(json.dumps(row), flush=True)
     finally:
         runner.stop()
