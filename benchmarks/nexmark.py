@@ -315,28 +315,39 @@ def worker(runner_name, queries, mode, count):
 
 
 def _run_worker(runner_name, queries, mode, count, timeout_s):
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--worker",
-        runner_name,
-        "--queries",
-        ",".join(map(str, queries)),
-        "--mode",
-        mode,
-        "--events",
-        str(count),
-    ]
+    """Runs the runner's worker process over `queries`: (rows, seconds).
+    A worker that dies inside a query (a crash of the runner) has that
+    query recorded as failed with its exit code and the end of its stderr,
+    and a new worker runs the queries after it."""
     started = time.monotonic()
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s, cwd=REPO)
-    rows = []
-    for line in done.stdout.decode().splitlines():
-        if line.startswith("{"):
-            rows.append(json.loads(line))
-    if not rows:
-        rows.append(
-            {"runner": runner_name, "unavailable": "exit %d: %s" % (done.returncode, done.stderr.decode()[-2000:])}
-        )
+    rows, left = [], list(queries)
+    while left:
+        command = [sys.executable, os.path.abspath(__file__), "--worker", runner_name]
+        command += ["--queries", ",".join(map(str, left)), "--mode", mode, "--events", str(count)]
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s, cwd=REPO)
+        got = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
+        if not got:
+            stderr = done.stderr.decode()[-2000:]
+            return [{"runner": runner_name, "unavailable": "exit %d: %s" % (done.returncode, stderr)}], 0.0
+        if not rows:
+            rows.append(got[0])
+        answered = [row for row in got[1:] if "query" in row]
+        rows.extend(answered)
+        left = left[len(answered) :]
+        if left and done.returncode != 0:
+            stderr = done.stderr.decode().strip().splitlines()
+            rows.append(
+                {
+                    "runner": runner_name,
+                    "query": left[0],
+                    "mode": mode,
+                    "error": "the runner's process ended (exit code %d) in this query: %s"
+                    % (done.returncode, " | ".join(stderr[-3:])[-1000:]),
+                }
+            )
+            left = left[1:]
+        elif left:
+            break  # ended cleanly without answering: nothing more to learn
     return rows, time.monotonic() - started
 
 
