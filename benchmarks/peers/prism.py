@@ -27,7 +27,6 @@ Nothing here is a dependency of `beam_spark_runner`.
 
 import argparse
 import fcntl
-import glob
 import json
 import os
 import re
@@ -38,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.peers import PeerUnavailable, peers_cache_dir
+from benchmarks.peers import PeerUnavailable, checks, peers_cache_dir
 
 MODULE = "github.com/apache/beam/sdks/v2"
 COMMAND = MODULE + "/go/cmd/prism"
@@ -327,94 +326,6 @@ def pipeline_args(server):
     ]
 
 
-def _run(args, build):
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.runners.runner import PipelineState
-
-    began = time.monotonic()
-    pipeline = beam.Pipeline(options=PipelineOptions(args))
-    build(pipeline)
-    state = pipeline.run().wait_until_finish()
-    if state != PipelineState.DONE:
-        raise SystemExit("pipeline ended in state %s" % state)
-    return time.monotonic() - began
-
-
-def _read_lines(prefix):
-    lines = []
-    for path in sorted(glob.glob(prefix + "*")):
-        with open(path) as f:
-            lines.extend(line.rstrip("\n") for line in f)
-    return sorted(lines)
-
-
-def _check_group_by_key(args, workdir):
-    import apache_beam as beam
-
-    data = [("k%d" % (i % 7), i) for i in range(200)]
-    expected = {}
-    for key, value in data:
-        expected.setdefault(key, []).append(value * 3)
-    want = sorted("%s\t%d\t%d" % (k, len(v), sum(v)) for k, v in expected.items())
-    out = os.path.join(workdir, "gbk")
-
-    def summarize(kv):
-        values = list(kv[1])
-        return "%s\t%d\t%d" % (kv[0], len(values), sum(values))
-
-    def build(p):
-        (
-            p
-            | beam.Create(data)
-            | beam.Map(lambda kv: (kv[0], kv[1] * 3))
-            | beam.GroupByKey()
-            | beam.Map(summarize)
-            | beam.io.WriteToText(out, num_shards=1)
-        )
-
-    seconds = _run(args, build)
-    got = _read_lines(out)
-    if got != want:
-        raise SystemExit("GroupByKey pipeline: wrong output\n got: %s\nwant: %s" % (got, want))
-    return seconds
-
-
-def _check_windowed_combine(args, workdir):
-    import apache_beam as beam
-    from apache_beam.transforms import window
-
-    data = [("k%d" % (i % 3), i, 1_700_000_000 + 7 * i) for i in range(120)]
-    sums = {}
-    for key, value, ts in data:
-        start = ts - ts % 60
-        sums[(key, start)] = sums.get((key, start), 0) + value
-    want = sorted("%s\t%d\t%d" % (k, start, total) for (k, start), total in sums.items())
-    out = os.path.join(workdir, "windowed")
-
-    class Format(beam.DoFn):
-        def process(self, kv, w=beam.DoFn.WindowParam):
-            yield "%s\t%d\t%d" % (kv[0], int(w.start), kv[1])
-
-    def build(p):
-        (
-            p
-            | beam.Create(data)
-            | beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
-            | "Fixed60s" >> beam.WindowInto(window.FixedWindows(60))
-            | beam.CombinePerKey(sum)
-            | beam.ParDo(Format())
-            | "Global" >> beam.WindowInto(window.GlobalWindows())
-            | beam.io.WriteToText(out, num_shards=1)
-        )
-
-    seconds = _run(args, build)
-    got = _read_lines(out)
-    if got != want:
-        raise SystemExit("windowed CombinePerKey pipeline: wrong output\n got: %s\nwant: %s" % (got, want))
-    return seconds
-
-
 def check(version=None):
     """Builds (if needed) and starts Prism, runs both check pipelines on it,
     and prints what it found; exits non-zero on a wrong result."""
@@ -432,8 +343,11 @@ def check(version=None):
         print("endpoint %s, startup %.3fs" % (server.endpoint, server.startup_seconds))
         args = pipeline_args(server)
         print("args: %s" % " ".join(args))
-        print("GroupByKey pipeline: right output in %.1fs" % _check_group_by_key(args, workdir))
-        print("fixed-window CombinePerKey pipeline: right output in %.1fs" % _check_windowed_combine(args, workdir))
+        print("GroupByKey pipeline: right output in %.1fs" % checks.check_group_by_key(args, workdir))
+        print(
+            "fixed-window CombinePerKey pipeline: right output in %.1fs"
+            % checks.check_windowed_combine(args, workdir, "windowed")
+        )
     print("ok")
 
 
