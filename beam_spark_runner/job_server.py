@@ -72,7 +72,12 @@ def main(argv=None):
         host=args.host,
         restart_session=lambda: start_session(args),
     )
-    port = servicer.start_grpc_server(args.port)
+    try:
+        port = servicer.start_grpc_server(args.port)
+    except OSError as e:
+        session.stop()
+        print("beam-spark-job-server: %s" % e, file=sys.stderr, flush=True)
+        return 2
     # The line scripts wait for (the port is the real one when --port=0).
     print("beam-spark-job-server listening on %s:%d" % (args.host, port), flush=True)
     stopped = threading.Event()

@@ -72,10 +72,7 @@ class SparkJobServicer(abstract_job_service.AbstractJobServiceServicer):
     # -- server ------------------------------------------------------------------
     def start_grpc_server(self, port=0):
         """Starts serving on `host:port` (0: any free port); returns the port."""
-        self._server = grpc_servers.new_server()
-        port = self._server.add_insecure_port("%s:%d" % (self._host, port))
-        if not port:
-            raise OSError("the job service cannot listen on %s:%s" % (self._host, port))
+        self._server, port = grpc_servers.listening_server(self._host, port)
         beam_job_api_pb2_grpc.add_JobServiceServicer_to_server(self, self._server)
         beam_artifact_api_pb2_grpc.add_ArtifactStagingServiceServicer_to_server(self._artifact_service, self._server)
         beam_artifact_api_pb2_grpc.add_ArtifactRetrievalServiceServicer_to_server(

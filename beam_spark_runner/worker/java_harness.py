@@ -200,12 +200,11 @@ class JavaWorker:
         self.control = _ControlService(self.descriptors, self._died)
         self.state = _StateService()
         self._data_service = BeamFnDataServicer()
-        self._server = grpc_servers.new_server()
+        self._server, port = grpc_servers.listening_server("127.0.0.1")
         beam_fn_api_pb2_grpc.add_BeamFnControlServicer_to_server(self.control, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(_LoggingService(), self._server)
-        port = self._server.add_insecure_port("127.0.0.1:0")
         self._server.start()
         self.url = "127.0.0.1:%d" % port
         self._log_dir = tempfile.mkdtemp(prefix="beam-spark-java-harness-")

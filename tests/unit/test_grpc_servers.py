@@ -46,4 +46,79 @@ def test_the_job_service_and_the_java_harness_start_their_servers_here():
 
     for module in (servicer, java_harness):
         source = inspect.getsource(module)
-        assert "grpc_servers.new_server()" in source and "grpc.server(" not in source, module.__name__
+        assert "grpc_servers.listening_server(" in source and "grpc.server(" not in source, module.__name__
+
+
+@pytest.fixture
+def held_ipv4_port():
+    """A port some other socket listens on at 127.0.0.1 (without
+    SO_REUSEPORT), free on ::1."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    yield holder.getsockname()[1]
+    holder.close()
+
+
+def test_grpcs_default_listens_on_localhost_when_only_one_of_its_addresses_binds(held_ipv4_port):
+    """What the runner guards against: gRPC binds "localhost" on ::1 alone
+    and reports success, so a client resolving localhost to 127.0.0.1
+    reaches the other socket."""
+    server = grpc.server(None)
+    try:
+        assert server.add_insecure_port("localhost:%d" % held_ipv4_port) == held_ipv4_port
+    finally:
+        server.stop(None)
+
+
+def test_a_port_held_on_one_address_of_the_host_is_an_error_naming_it(held_ipv4_port):
+    with pytest.raises(OSError, match=r"localhost:%d: address 127\.0\.0\.1:%d is in use" % ((held_ipv4_port,) * 2)):
+        grpc_servers.listening_server("localhost", held_ipv4_port)
+
+
+def test_the_job_service_refuses_a_port_another_process_holds_on_localhost(held_ipv4_port, tmp_path):
+    from beam_spark_runner.job_service.servicer import SparkJobServicer
+
+    servicer = SparkJobServicer(spark_session=None, staging_dir=str(tmp_path))
+    with pytest.raises(OSError, match="localhost:%d" % held_ipv4_port):
+        servicer.start_grpc_server(held_ipv4_port)
+
+
+def test_any_free_port_is_one_every_address_of_the_host_listens_on():
+    server, port = grpc_servers.listening_server("localhost")
+    try:
+        server.start()
+        for address in grpc_servers.host_addresses("localhost"):
+            family = socket.AF_INET6 if address.startswith("[") else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as other:
+                with pytest.raises(OSError, match="in use"):
+                    other.bind((address.strip("[]"), port))
+    finally:
+        server.stop(None)
+
+
+def test_a_name_that_does_not_resolve_is_an_error_naming_it():
+    with pytest.raises(OSError, match="no-such-host.invalid"):
+        grpc_servers.listening_server("no-such-host.invalid")
+
+
+def test_a_wildcard_host_is_one_address():
+    assert grpc_servers.host_addresses("0.0.0.0") == ["[::]"]
+    assert grpc_servers.host_addresses("127.0.0.1") == ["127.0.0.1"]
+
+
+@pytest.fixture
+def held_ipv6_port():
+    """A port some other socket listens on at ::1, free on 127.0.0.1."""
+    if not grpc_servers.host_addresses("localhost")[1:]:
+        pytest.fail("this machine has no IPv6 loopback; the CI machine has one")
+    holder = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    holder.bind(("::1", 0))
+    holder.listen(1)
+    yield holder.getsockname()[1]
+    holder.close()
+
+
+def test_localhost_is_both_loopbacks_since_grpc_clients_try_ipv6_first(held_ipv6_port):
+    with pytest.raises(OSError, match=r"address \[::1\]:%d is in use" % held_ipv6_port):
+        grpc_servers.listening_server("localhost", held_ipv6_port)
