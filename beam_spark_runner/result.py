@@ -9,7 +9,7 @@ Spark jobs run on a background thread (like Beam's portable runners);
 import threading
 
 from apache_beam.runners import runner
-from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiMetrics
+from beam_spark_runner.worker.beam_internals import FnApiMetrics
 
 PipelineState = runner.PipelineState
 

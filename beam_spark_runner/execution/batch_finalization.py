@@ -24,7 +24,7 @@ resumes. A stateful finalizing stage keeps its residual loop inside the task
 
 import time
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from pyspark.accumulators import AccumulatorParam
 
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site

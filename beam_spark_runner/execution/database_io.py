@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue

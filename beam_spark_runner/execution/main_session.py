@@ -62,7 +62,7 @@ def main_definitions(main=None):
 def ship_main_session(spark_context):
     """Ships the driver's `__main__` classes; returns the
     file's path, or None when there are none."""
-    from apache_beam.internal import pickler
+    from beam_spark_runner.worker.beam_internals import pickler
 
     picklable = {}
     for name, value in main_definitions().items():
@@ -100,7 +100,7 @@ def _files_dir():
 
 
 def _load_new_sessions():
-    from apache_beam.internal import pickler
+    from beam_spark_runner.worker.beam_internals import pickler
 
     directory = _files_dir()
     if not directory:

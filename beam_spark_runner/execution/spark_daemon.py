@@ -7,9 +7,7 @@ runner creates; everything else is PySpark's own daemon.
 """
 
 import apache_beam  # noqa: F401
-import apache_beam.runners.worker.bundle_processor  # noqa: F401
-import apache_beam.runners.worker.sdk_worker  # noqa: F401
-import beam_spark_runner.worker.harness_stage  # noqa: F401
+import beam_spark_runner.worker.harness_stage  # noqa: F401 -- with it, Beam's SDK harness (worker/beam_internals.py)
 from beam_spark_runner.execution import main_session
 from beam_spark_runner.execution.spark_internals import run_python_daemon
 

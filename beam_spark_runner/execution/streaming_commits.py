@@ -12,7 +12,7 @@ import json
 import logging
 import pickle
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from beam_spark_runner.execution import checkpoint_files, spark_internals
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
 from beam_spark_runner.connectors.database_sink import DatabasePublication

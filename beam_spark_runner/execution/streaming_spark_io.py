@@ -33,7 +33,7 @@ import uuid
 
 import pyarrow as pa
 from apache_beam.coders.coder_impl import create_OutputStream
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP

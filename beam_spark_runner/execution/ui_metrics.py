@@ -24,7 +24,7 @@ import time
 from apache_beam.metrics.cells import DistributionResult
 from apache_beam.metrics.cells import GaugeResult
 from apache_beam.metrics.metric import MetricResults
-from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiMetrics
+from beam_spark_runner.worker.beam_internals import FnApiMetrics
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_spark_runner.execution import spark_internals

@@ -11,7 +11,7 @@ A `(stages, context) -> stages` phase.
 """
 
 from apache_beam.portability import common_urns
-from apache_beam.runners.portability.fn_api_runner import translations
+from beam_spark_runner.translation.beam_translations import translations
 
 from beam_spark_runner.plans import EnvironmentKind
 from beam_spark_runner.translation.sdk_environments import kind_of

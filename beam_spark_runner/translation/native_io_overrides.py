@@ -33,7 +33,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.coders import coders
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.io import iobase, textio
 from apache_beam.pipeline import PTransformOverride
 from apache_beam.testing.test_stream import TestStream

@@ -18,7 +18,7 @@ class only the client has), keeps Beam's expansion. The result is the same
 either way; only the speed differs.
 """
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 

@@ -18,7 +18,7 @@ Every phase is a plain function, testable on its own.
 import copy
 
 from apache_beam.portability import common_urns
-from apache_beam.runners.portability.fn_api_runner import translations
+from beam_spark_runner.translation.beam_translations import translations
 
 from beam_spark_runner.translation import (
     java_combine_values,

@@ -14,7 +14,7 @@ Pure planning: no Spark.
 from typing import Optional
 
 from apache_beam.portability import common_urns
-from apache_beam.runners.worker import bundle_processor
+from beam_spark_runner.worker import beam_internals as _beam_internals
 
 from beam_spark_runner.worker.plain_callables import plain_callable, plain_stateful_dofn
 from beam_spark_runner.worker.plain_stage import PlainStageSpec, StepSpec
@@ -45,7 +45,7 @@ def plan_plain_stage(descriptor, input_ids, output_ids) -> Optional[PlainStageSp
     steps = []
     for tid, t in transforms.items():
         urn = t.spec.urn
-        if urn in (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN):
+        if urn in (_beam_internals.DATA_INPUT_URN, _beam_internals.DATA_OUTPUT_URN):
             continue
         if len(t.inputs) != 1:
             return None

@@ -17,7 +17,7 @@ accumulators this SDK cannot build. Batch does not run this phase: a batch
 run has no late input.
 """
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.utils import proto_utils

@@ -6,7 +6,7 @@ check below is a small function of (pipeline proto) -> errors.
 
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.runners.portability.fn_api_runner import translations
+from beam_spark_runner.translation.beam_translations import translations
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError

@@ -70,11 +70,11 @@ from a RETRACTING grouping's output without passing through a combine):
 """
 
 from apache_beam.coders import coders
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners import pipeline_context
-from apache_beam.runners.portability.fn_api_runner import translations
+from beam_spark_runner.translation.beam_translations import translations
 from apache_beam.transforms import combiners, core
 
 from beam_spark_runner.errors import UnsupportedPipelineError

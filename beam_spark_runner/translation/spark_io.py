@@ -21,7 +21,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from apache_beam import pvalue
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.transforms import core, ptransform, window
 
 READ_SPARK_URN = "beam_spark_runner:transform:read_spark:v1"

@@ -17,8 +17,8 @@ from typing import Dict
 
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
-from apache_beam.runners.portability.fn_api_runner import translations
-from apache_beam.runners.worker import bundle_processor
+from beam_spark_runner.translation.beam_translations import translations
+from beam_spark_runner.worker import beam_internals as _beam_internals
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.plans import (
@@ -87,7 +87,7 @@ class StagePlanner:
         environment = stage_environment(components, stage.environment)
         for t in stage.transforms:
             t = _copy(t)
-            if t.spec.urn == bundle_processor.DATA_INPUT_URN:
+            if t.spec.urn == _beam_internals.DATA_INPUT_URN:
                 coder_id = data_coders[translations.only_element(t.outputs.values())]
                 port = _port(t, coder_id)
                 if environment.is_java:
@@ -103,7 +103,7 @@ class StagePlanner:
                     # The runner's side keeps reading `coder_id`.
                     coder_id = state_backed_group_coder(components, coder_id)
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
-            elif t.spec.urn == bundle_processor.DATA_OUTPUT_URN:
+            elif t.spec.urn == _beam_internals.DATA_OUTPUT_URN:
                 pcoll = translations.only_element(t.inputs.values())
                 coder_id = data_coders[pcoll]
                 port = _port(t, coder_id)
@@ -275,7 +275,7 @@ def runner_side_coder(components, data_coder_id, safe_coder_id) -> str:
 
 _PRECOMBINE_URN = common_urns.combine_components.COMBINE_PER_KEY_PRECOMBINE.urn
 _MERGE_URN = common_urns.combine_components.COMBINE_PER_KEY_MERGE_ACCUMULATORS.urn
-_RUNNER_IO_URNS = (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN)
+_RUNNER_IO_URNS = (_beam_internals.DATA_INPUT_URN, _beam_internals.DATA_OUTPUT_URN)
 
 
 def lifted_combines(context, stages) -> Dict[str, LiftedCombine]:

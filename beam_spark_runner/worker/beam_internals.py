@@ -27,9 +27,16 @@ from apache_beam.runners.portability.fn_api_runner.worker_handlers import (
 )
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import execution as _fn_api_execution
-from apache_beam.runners.worker import data_plane, sdk_worker, statecache
+from apache_beam.internal import pickler  # noqa: F401 -- the runner's pickler, re-exported
+from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiMetrics  # noqa: F401
+from apache_beam.runners.worker import bundle_processor, data_plane, sdk_worker, statecache, statesampler
 from apache_beam.runners.worker.statecache import StateCache
 from apache_beam.transforms import core
+
+# The runner-side transforms a ProcessBundleDescriptor reads its input from
+# and writes its output to (Beam's data plane).
+DATA_INPUT_URN = bundle_processor.DATA_INPUT_URN
+DATA_OUTPUT_URN = bundle_processor.DATA_OUTPUT_URN
 
 STATE_CACHE_BYTES = 64 << 20
 
@@ -657,6 +664,26 @@ def _timestamps_made_as_beam_makes_them():
 # (what, where the runner uses it, a check that it is still there): read by
 # tests/unit/test_private_apis.py, which fails naming each one that moved.
 PRIVATE_APIS = (
+    (
+        "apache_beam.internal.pickler.dumps and .loads",
+        "every pickled DoFn, CombineFn, coder and sink the runner ships (translation/, worker/, execution/)",
+        lambda: pickler.loads(pickler.dumps(len)) is len,
+    ),
+    (
+        "fn_runner.FnApiMetrics",
+        "result.py and execution/ui_metrics.py: MonitoringInfos queried as Beam's MetricResults",
+        lambda: callable(getattr(FnApiMetrics({}, user_metrics_only=True), "query", None)),
+    ),
+    (
+        "bundle_processor.DATA_INPUT_URN and DATA_OUTPUT_URN",
+        "stage_plans, plain_stages, harness_stage, java_harness: a stage's runner-side inputs and outputs",
+        lambda: DATA_INPUT_URN == "beam:runner:source:v1" and DATA_OUTPUT_URN == "beam:runner:sink:v1",
+    ),
+    (
+        "statesampler.StateSampler, get_current_tracker and set_current_tracker",
+        "plain_stage: the SDK's state sampler around plain Python steps",
+        lambda: all(hasattr(statesampler, n) for n in ("StateSampler", "get_current_tracker", "set_current_tracker")),
+    ),
     (
         "ExternalTransform._expansion_service, JavaJarExpansionService._classpath",
         "cross_language.expansion_services: the runner's expansion services for Beam's defaults",

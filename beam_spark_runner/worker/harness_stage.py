@@ -15,12 +15,12 @@ import time
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2
-from apache_beam.runners.worker import bundle_processor
+from beam_spark_runner.worker import beam_internals as _beam_internals
 
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.utils import proto_utils
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
@@ -319,7 +319,7 @@ class HarnessStageRunner:
         transforms = self._descriptor.transforms
         for tid, t in transforms.items():
             if pcoll in t.outputs.values():
-                if t.spec.urn == bundle_processor.DATA_INPUT_URN:
+                if t.spec.urn == _beam_internals.DATA_INPUT_URN:
                     return tid
                 if t.spec.urn == _TRUNCATE_URN:
                     return self._find_data_input(next(iter(t.inputs.values())))

@@ -38,7 +38,7 @@ import time
 
 
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
-from apache_beam.runners.worker import bundle_processor
+from beam_spark_runner.worker import beam_internals as _beam_internals
 
 from beam_spark_runner.worker import grpc_servers
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
@@ -323,7 +323,7 @@ def _with_endpoints(descriptor, descriptor_id, url):
     copy.CopyFrom(descriptor)
     copy.id = descriptor_id
     for transform in copy.transforms.values():
-        if transform.spec.urn in (bundle_processor.DATA_INPUT_URN, bundle_processor.DATA_OUTPUT_URN):
+        if transform.spec.urn in (_beam_internals.DATA_INPUT_URN, _beam_internals.DATA_OUTPUT_URN):
             port = beam_fn_api_pb2.RemoteGrpcPort.FromString(transform.spec.payload)
             port.api_service_descriptor.url = url
             transform.spec.payload = port.SerializeToString()

@@ -17,7 +17,7 @@ callable is called directly (one output per input).
 
 import inspect
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners import common as runners_common

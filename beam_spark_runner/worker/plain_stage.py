@@ -32,7 +32,7 @@ from apache_beam.metrics import monitoring_infos
 from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2
 from apache_beam.runners import common as runners_common
-from apache_beam.runners.worker import statesampler
+from beam_spark_runner.worker.beam_internals import statesampler
 from apache_beam.transforms import core
 from apache_beam.utils import proto_utils
 from apache_beam.utils.counters import Counter, CounterName

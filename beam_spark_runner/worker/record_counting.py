@@ -15,7 +15,7 @@ count of a merged accumulator is the number of records in all of them.
 """
 
 from apache_beam.coders import coders
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.transforms import core
 
 

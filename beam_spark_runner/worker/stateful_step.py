@@ -11,7 +11,7 @@ asks (`fire`): all of them at the end of bounded input, the due ones at a
 streaming step.
 """
 
-from apache_beam.internal import pickler
+from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners import common as runners_common
 from apache_beam.transforms import userstate

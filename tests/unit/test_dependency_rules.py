@@ -27,7 +27,6 @@ LAYERS = [
         [
             "beam_spark_runner.errors",
             "beam_spark_runner.metrics_merge",
-            "beam_spark_runner.result",
             "beam_spark_runner.batch_progress",
             "beam_spark_runner.progress_bar",
             "beam_spark_runner.maven_jars",
@@ -35,6 +34,8 @@ LAYERS = [
         ],
     ),
     ("worker", ["beam_spark_runner.worker"]),
+    # The PipelineResult: Beam's metrics query over MonitoringInfos (worker/beam_internals.py).
+    ("result", ["beam_spark_runner.result"]),
     # External systems' clients and exactly-once protocols, no Spark.
     ("connectors", ["beam_spark_runner.connectors"]),
     ("plans", ["beam_spark_runner.plans"]),
@@ -55,6 +56,7 @@ FORBIDDEN = {
     "core": {"pyspark", "py4j", "grpc"},
     "leaves": {"pyspark", "py4j", "grpc"},
     "worker": {"pyspark", "py4j"},
+    "result": {"pyspark", "py4j", "grpc"},
     "connectors": {"pyspark", "py4j"},
     "plans": {"pyspark", "py4j"},
     "streaming semantics": {"pyspark", "py4j"},
