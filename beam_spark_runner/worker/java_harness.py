@@ -40,7 +40,7 @@ import time
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from beam_spark_runner.worker import beam_internals as _beam_internals
 
-from beam_spark_runner.worker import grpc_servers
+from beam_spark_runner.worker import grpc_servers, java_class_archives
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
 
 _LOG = logging.getLogger(__name__)
@@ -218,9 +218,18 @@ class JavaWorker:
             PIPELINE_OPTIONS=pipeline_options or "{}",
             RUNNER_CAPABILITIES="",
         )
+        java = java_command()
+        self._class_archive = java_class_archives.for_jvm(java, self.classpath, self.jvm_options)
         with open(self._stderr_path, "wb") as stderr:
             self._process = subprocess.Popen(
-                [java_command(), *self.jvm_options, "-cp", os.pathsep.join(self.classpath), FN_HARNESS_MAIN],
+                [
+                    java,
+                    *self.jvm_options,
+                    *self._class_archive.jvm_options,
+                    "-cp",
+                    os.pathsep.join(self.classpath),
+                    FN_HARNESS_MAIN,
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
@@ -281,6 +290,7 @@ class JavaWorker:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(10)
+        self._class_archive.finish(self._process.returncode)
         self._server.stop(1)
         shutil.rmtree(self._log_dir, ignore_errors=True)
 

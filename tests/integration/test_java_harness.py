@@ -100,3 +100,19 @@ def test_a_java_stage_whose_harness_fails_on_every_attempt_fails_the_run_naming_
     message = str(e.value)
     assert "Java SDK harness" in message and "heap" in message.lower(), message[-3000:]
     assert result.state == "FAILED"
+
+
+def test_the_next_jvm_for_the_same_jars_maps_the_class_archive_the_first_wrote(tmp_path, monkeypatch):
+    classpath = resolve(harness_jars(BEAM_JAVA_VERSION))
+    monkeypatch.setenv("BEAM_SPARK_CACHE_DIR", str(tmp_path))  # the jars stay where they are
+    first = java_harness.JavaWorker(classpath)
+    first.close()
+    archives = [p for p in (tmp_path / "java-class-archives").iterdir()]
+    assert [p.suffix for p in archives] == [".jsa"], archives
+    second = java_harness.JavaWorker(classpath)
+    try:
+        assert second.alive()
+        with open("/proc/%d/maps" % second._process.pid) as f:
+            assert str(archives[0]) in f.read()
+    finally:
+        second.close()
