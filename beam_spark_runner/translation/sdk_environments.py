@@ -32,6 +32,7 @@ import os
 
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners import pipeline_context
 from apache_beam.transforms import environments
 
 from beam_spark_runner.plans import PYTHON_ENVIRONMENT, EnvironmentKind, StageEnvironment
@@ -116,6 +117,38 @@ def stage_environment(components, environment_id) -> StageEnvironment:
     if environment is None or kind_of(environment) is not EnvironmentKind.JAVA:
         return PYTHON_ENVIRONMENT
     return StageEnvironment(EnvironmentKind.JAVA, sdk_of(environment) or "", java_classpath(environment))
+
+
+def upstream_environment(components, pcoll_ids):
+    """The environment of the SDK transform nearest upstream of
+    `pcoll_ids`, through runner primitives (GroupByKey, Flatten) that have
+    none; None when there is none (an Impulse's output)."""
+    producers = {}
+    for transform in components.transforms.values():
+        if not transform.subtransforms:
+            for pcoll in transform.outputs.values():
+                producers[pcoll] = transform
+    seen, pending = set(), list(pcoll_ids)
+    while pending:
+        pcoll = pending.pop(0)
+        if pcoll in seen or pcoll not in producers:
+            continue
+        seen.add(pcoll)
+        producer = producers[pcoll]
+        if producer.environment_id:
+            return producer.environment_id
+        pending.extend(producer.inputs.values())
+    return None
+
+
+def python_decodes(components, coder_id) -> bool:
+    """Whether this Python SDK can build `coder_id` (and its components):
+    not when it is another SDK's own coder (`beam:coders:javasdk:0.1`)."""
+    try:
+        pipeline_context.PipelineContext(components).coders[coder_id]
+    except KeyError:  # Beam's registry of coder URNs has no such URN
+        return False
+    return True
 
 
 def java_environment_problems(environment, env_id, names, staged_later=False):

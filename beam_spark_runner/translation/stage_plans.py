@@ -34,7 +34,7 @@ from beam_spark_runner.plans import (
 )
 from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.translation.plain_stages import plan_plain_stage
-from beam_spark_runner.translation.sdk_environments import stage_environment
+from beam_spark_runner.translation.sdk_environments import python_decodes, stage_environment, upstream_environment
 from beam_spark_runner.translation.database_io import DATABASE_IO_URNS
 from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 from beam_spark_runner.worker.beam_internals import (
@@ -74,6 +74,22 @@ class StagePlanner:
         self._lifted = lifted_combines(context, stages)
         self.groups: Dict[str, GroupPlan] = {}
 
+    def _runner_stage_environment(self, stage):
+        """Where a stage of runner transforms only (a GroupByKey's output
+        read and written again for a stateful DoFn after it) runs: in this
+        Python SDK, unless its data's coders are another SDK's own, which
+        only that SDK can decode; then in the environment of the SDK
+        transform upstream that made them."""
+        components, data_coders = self._context.components, self._context.data_channel_coders
+        pcolls = [
+            translations.only_element(t.outputs.values())
+            for t in stage.transforms
+            if t.spec.urn == _beam_internals.DATA_INPUT_URN
+        ]
+        if all(python_decodes(components, data_coders[p]) for p in pcolls if p in data_coders):
+            return None
+        return upstream_environment(components, pcolls)
+
     def stage(self, stage, index) -> StagePlan:
         """The StagePlan of `stage`, the `index`-th of the pipeline; the
         GroupByKeys it writes join `groups`."""
@@ -84,7 +100,7 @@ class StagePlanner:
         transforms = {}
         native = None
         finalizes = False
-        environment = stage_environment(components, stage.environment)
+        environment = stage_environment(components, stage.environment or self._runner_stage_environment(stage))
         for t in stage.transforms:
             t = _copy(t)
             if t.spec.urn == _beam_internals.DATA_INPUT_URN:

@@ -173,3 +173,62 @@ def test_a_java_environment_passes_the_job_services_environment_check():
     assert sdk_environments.environment_problems(proto) == []
     embedded = sdk_environments.embed_python_environments(proto)
     assert embedded.components.environments[env_id] == proto.components.environments[env_id]
+
+
+class _TimerAfterGroup(beam.DoFn):
+    from apache_beam.transforms import userstate as _userstate
+    from apache_beam.transforms.timeutil import TimeDomain as _TimeDomain
+
+    TIMER = _userstate.TimerSpec("t", _TimeDomain.WATERMARK)
+
+    def process(self, kv, timer=beam.DoFn.TimerParam(TIMER)):
+        timer.set(1)
+        yield 3
+
+    @_userstate.on_timer(TIMER)
+    def fire(self):
+        yield 42
+
+
+def _runner_stage_environments(java_coders):
+    """The environment kind of each planned stage of a pipeline whose every
+    SDK transform runs in a Java environment (a GroupByKey, then a DoFn
+    with a timer: the runner writes the grouping's output again, in a stage
+    of runner transforms only, for the stateful DoFn to read keyed)."""
+    from beam_spark_runner.translation import phases
+    from beam_spark_runner.translation.planner import pipeline_proto_of
+    from beam_spark_runner.translation.stage_plans import StagePlanner
+
+    p = beam.Pipeline()
+    _ = p | beam.Create([(1, 37)]) | "Group" >> beam.GroupByKey() | "Timers" >> beam.ParDo(_TimerAfterGroup())
+    proto = pipeline_proto_of(p)
+    proto.components.environments["java"].CopyFrom(_java_environment([]))
+    for transform in proto.components.transforms.values():
+        if transform.environment_id:
+            transform.environment_id = "java"
+    if java_coders:
+        # The elements' coders are the Java SDK's own, as a Java pipeline's are.
+        for coder in proto.components.coders.values():
+            if coder.spec.urn == "beam:coder:varint:v1":
+                coder.spec.urn = "beam:coders:javasdk:0.1"
+                coder.spec.payload = b"serialized Java coder"
+    context, stages = phases.create_stages(proto)
+    planner = StagePlanner(context, stages)
+    return {stage.name: planner.stage(stage, i).environment.kind for i, stage in enumerate(stages)}
+
+
+def test_a_runner_stage_holding_another_sdks_coders_runs_in_the_sdk_that_made_them():
+    from beam_spark_runner.plans import EnvironmentKind
+
+    kinds = _runner_stage_environments(java_coders=True)
+    (runner_stage,) = [name for name in kinds if name.startswith("(Group/Read)")]
+    assert kinds[runner_stage] is EnvironmentKind.JAVA
+    assert set(kinds.values()) == {EnvironmentKind.JAVA}
+
+
+def test_a_runner_stage_this_sdk_can_decode_stays_in_python():
+    from beam_spark_runner.plans import EnvironmentKind
+
+    kinds = _runner_stage_environments(java_coders=False)
+    (runner_stage,) = [name for name in kinds if name.startswith("(Group/Read)")]
+    assert kinds[runner_stage] is EnvironmentKind.PYTHON
