@@ -158,6 +158,8 @@ class StagePlanner:
             environments=dict(components.environments.items()),
             timer_api_service_descriptor=fake_timer_endpoint(),
         )
+        if environment.is_java:
+            wrap_windowed_element_coders(descriptor)
         return StagePlan(
             name=stage.name,
             descriptor=descriptor.SerializeToString(),
@@ -177,6 +179,34 @@ class StagePlanner:
             finalizes=finalizes,
             environment=environment,
         )
+
+
+_WINDOWED_VALUE_CODERS = (common_urns.coders.WINDOWED_VALUE.urn, common_urns.coders.PARAM_WINDOWED_VALUE.urn)
+
+
+def wrap_windowed_element_coders(descriptor):
+    """Gives each PCollection of a Java stage's `descriptor` whose elements
+    are windowed values (what `Create.windowedValues` reads, what
+    `Reify.windows` makes) its coder length-prefixed. Beam's Java harness
+    takes a windowed-value PCollection coder for one a runner wrapped and
+    measures the elements with the value coder inside it, which fails on a
+    WindowedValue element (a ClassCastException to the value's type); a
+    length prefix around it is kept, and encodes the same elements. The
+    coders of the data ports, the only bytes that leave the harness, are
+    other coder ids and unchanged."""
+    for pcoll in descriptor.pcollections.values():
+        coder = descriptor.coders.get(pcoll.coder_id)
+        if coder is None or coder.spec.urn not in _WINDOWED_VALUE_CODERS:
+            continue
+        wrapped = pcoll.coder_id + "_length_prefixed"
+        if wrapped not in descriptor.coders:
+            descriptor.coders[wrapped].CopyFrom(
+                beam_runner_api_pb2.Coder(
+                    spec=beam_runner_api_pb2.FunctionSpec(urn=common_urns.coders.LENGTH_PREFIX.urn),
+                    component_coder_ids=[pcoll.coder_id],
+                )
+            )
+        pcoll.coder_id = wrapped
 
 
 def state_backed_group_coder(components, coder_id) -> str:

@@ -232,3 +232,58 @@ def test_a_runner_stage_this_sdk_can_decode_stays_in_python():
     kinds = _runner_stage_environments(java_coders=False)
     (runner_stage,) = [name for name in kinds if name.startswith("(Group/Read)")]
     assert kinds[runner_stage] is EnvironmentKind.PYTHON
+
+
+def _windowed_elements_plan(java):
+    """The planned stages of Create -> "Reify" -> "Use", where Reify's
+    output elements are windowed values (its coder a windowed-value coder,
+    as `Reify.windows` and `Create.windowedValues` make in Beam Java)."""
+    from apache_beam.portability import common_urns
+
+    from beam_spark_runner.translation import phases
+    from beam_spark_runner.translation.planner import pipeline_proto_of
+    from beam_spark_runner.translation.stage_plans import StagePlanner
+
+    p = beam.Pipeline()
+    _ = p | beam.Create([1, 2]) | "Reify" >> beam.Map(lambda x: x) | "Use" >> beam.Map(lambda x: x)
+    proto = pipeline_proto_of(p)
+    reify = next(t for t in proto.components.transforms.values() if t.unique_name == "Reify")
+    pcoll = proto.components.pcollections[next(iter(reify.outputs.values()))]
+    window_coder = next(
+        cid for cid, c in proto.components.coders.items() if c.spec.urn == common_urns.coders.GLOBAL_WINDOW.urn
+    )
+    proto.components.coders["windowed_element"].CopyFrom(
+        beam_runner_api_pb2.Coder(
+            spec=beam_runner_api_pb2.FunctionSpec(urn=common_urns.coders.WINDOWED_VALUE.urn),
+            component_coder_ids=[pcoll.coder_id, window_coder],
+        )
+    )
+    pcoll.coder_id = "windowed_element"
+    if java:
+        proto.components.environments["java"].CopyFrom(_java_environment([]))
+        for transform in proto.components.transforms.values():
+            if transform.environment_id:
+                transform.environment_id = "java"
+    context, stages = phases.create_stages(proto)
+    planner = StagePlanner(context, stages)
+    return next(iter(reify.outputs.values())), [planner.stage(stage, i) for i, stage in enumerate(stages)]
+
+
+def test_a_java_stage_gets_windowed_value_elements_length_prefixed():
+    """Beam's Java harness reads a windowed-value PCollection coder as one a
+    runner wrapped and measures the elements with the value coder inside
+    (a ClassCastException on a WindowedValue element): a Java stage's
+    descriptor gives that coder length-prefixed; Python's stays as it is."""
+    from apache_beam.portability import common_urns
+    from apache_beam.portability.api import beam_fn_api_pb2
+
+    for java in (True, False):
+        pcoll_id, stages = _windowed_elements_plan(java)
+        (stage,) = [s for s in stages if "Reify" in s.sdk_transforms]
+        descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(stage.descriptor)
+        coder = descriptor.coders[descriptor.pcollections[pcoll_id].coder_id]
+        if java:
+            assert coder.spec.urn == common_urns.coders.LENGTH_PREFIX.urn
+            assert list(coder.component_coder_ids) == ["windowed_element"]
+        else:
+            assert descriptor.pcollections[pcoll_id].coder_id == "windowed_element"
