@@ -135,7 +135,7 @@ def _arrow_to_blocks(config, components, ports, in_process, payloads):
     fields = config.schema["fields"]
     readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     names = [f["name"] for f in fields]
-    event_time = operator.itemgetter(names.index(config.timestamp_column)) if config.timestamp_column else None
+    event_time = _event_time(config, names)
     with bulk_data_gc():
         for (payload,) in payloads:
             for batch in pa.ipc.open_stream(pa.py_buffer(payload)):
@@ -146,6 +146,18 @@ def _arrow_to_blocks(config, components, ports, in_process, payloads):
                 else:
                     for index, codec in codecs:
                         yield index, codec.encode(runs)
+
+
+def _event_time(config, names):
+    """A function giving a row's event time from its `timestamp_column`
+    (a timestamp, or a number of `timestamp_unit`s), or None without one."""
+    if not config.timestamp_column:
+        return None
+    index = names.index(config.timestamp_column)
+    if config.timestamp_unit is None:
+        return operator.itemgetter(index)
+    read = spark_rows.numeric_event_time(config.timestamp_unit, config.timestamp_column, config.label)
+    return lambda row: read(row[index])
 
 
 def _runs(rows, timestamps):

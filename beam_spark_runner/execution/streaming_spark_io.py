@@ -96,6 +96,9 @@ def source_rows(source, pickled_plan, key_groups, reader, batches):
     row_type = spark_rows.row_type(config.schema)
     readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
+    event_time = None
+    if ts_index is not None and config.timestamp_unit is not None:
+        event_time = spark_rows.numeric_event_time(config.timestamp_unit, config.timestamp_column, config.label)
     partition_indexes = [names.index(c) for c in config.partition_columns]
     glob = (window.GlobalWindow(),)
     newest = {}
@@ -103,7 +106,12 @@ def source_rows(source, pickled_plan, key_groups, reader, batches):
         for start in range(0, batch.num_rows, BLOCK_ROWS):
             part = batch.slice(start, BLOCK_ROWS)
             columns = [read(part.column(i)) for i, read in enumerate(readers)]
-            times = columns[ts_index] if ts_index is not None else _timestamps(part.column(len(fields)))
+            if ts_index is None:
+                times = _timestamps(part.column(len(fields)))
+            elif event_time is not None:
+                times = list(map(event_time, columns[ts_index]))
+            else:
+                times = columns[ts_index]
             if partition_indexes:
                 keys = [columns[i] for i in partition_indexes]
                 partitions = ["/".join(map(str, values)) for values in zip(*keys)]

@@ -91,10 +91,13 @@ class ReadFromSpark(beam.PTransform):
     catalog `table`; `options` are the source's (Spark's `.options`);
     `schema` (a DDL string, a pyspark StructType or its JSON form) skips
     reading the schema from the source when the pipeline is built.
-    `timestamp_column`: a timestamp column whose value is each element's
-    event time (else the minimum timestamp in batch, the micro-batch's time
-    in streaming). Rows are in the global window; their type maps Spark's
-    types as worker/spark_rows.py says.
+    `timestamp_column`: a column whose value is each element's event time
+    (else the minimum timestamp in batch, the micro-batch's time in
+    streaming): of Spark type timestamp, or numeric (integer, floating point
+    or decimal) counting `timestamp_unit`s since the epoch: "s" (seconds),
+    "ms" (milliseconds) or "us" (microseconds), which a numeric column needs
+    and a timestamp column refuses. Rows are in the global window; their
+    type maps Spark's types as worker/spark_rows.py says.
 
     In a streaming pipeline the source is `spark.readStream` (a file
     source's schema is read from the files there when the pipeline is built
@@ -116,9 +119,22 @@ class ReadFromSpark(beam.PTransform):
         max_out_of_orderness=None,
         idle_timeout=None,
         partition_columns=None,
+        timestamp_unit=None,
     ):
         super().__init__()
         self._label = "ReadFromSpark(%s)" % _describe(format, path, table)
+        if timestamp_unit is not None and timestamp_unit not in spark_rows.TIMESTAMP_UNITS:
+            raise ValueError(
+                "%s: timestamp_unit must be one of %s (what the numeric timestamp_column %r counts since the "
+                "epoch), got %r"
+                % (self._label, ", ".join(map(repr, spark_rows.TIMESTAMP_UNITS)), timestamp_column, timestamp_unit)
+            )
+        if timestamp_unit is not None and timestamp_column is None:
+            raise ValueError(
+                "%s: timestamp_unit=%r says what a numeric timestamp_column counts; no timestamp_column is given"
+                % (self._label, timestamp_unit)
+            )
+        self._timestamp_unit = timestamp_unit
         if path is not None and table is not None:
             raise ValueError("%s: give a path or a table, not both" % self._label)
         if path is None and table is None and format is None:
@@ -148,6 +164,7 @@ class ReadFromSpark(beam.PTransform):
             self._timestamp_column,
             self._label,
             streaming=streaming,
+            timestamp_unit=self._timestamp_unit,
             out_of_orderness_us=self._out_of_orderness_us or 0,
             idle_timeout_us=self._idle_timeout_us,
             partition_columns=self._partition_columns
@@ -200,10 +217,22 @@ class ReadFromSpark(beam.PTransform):
             )
         if self._timestamp_column is None:
             return
-        if types.get(self._timestamp_column) != "timestamp":
+        column, found = self._timestamp_column, types.get(self._timestamp_column)
+        if found == "timestamp" and self._timestamp_unit is not None:
             raise UnsupportedPipelineError(
-                "%s: timestamp_column %r must be a column of Spark type timestamp; the source has %s"
-                % (self._label, self._timestamp_column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
+                "%s: timestamp_unit=%r is for a numeric timestamp_column; %r is of Spark type timestamp "
+                "(leave timestamp_unit out)" % (self._label, self._timestamp_unit, column)
+            )
+        if spark_rows.is_numeric(found) and self._timestamp_unit is None:
+            raise UnsupportedPipelineError(
+                "%s: timestamp_column %r is numeric (%s): give timestamp_unit='s', 'ms' or 'us' to say what it "
+                "counts since the epoch" % (self._label, column, found)
+            )
+        if found != "timestamp" and not spark_rows.is_numeric(found):
+            raise UnsupportedPipelineError(
+                "%s: timestamp_column %r must be a column of Spark type timestamp, or numeric with a "
+                "timestamp_unit; the source has %s"
+                % (self._label, column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
             )
 
 

@@ -50,6 +50,9 @@ class SparkReadConfig:
     out_of_orderness_us: int = 0
     idle_timeout_us: Optional[int] = None
     partition_columns: Tuple[str, ...] = ()
+    # A numeric timestamp_column counts these ("s", "ms", "us") since the
+    # epoch; None for a column of Spark type timestamp.
+    timestamp_unit: Optional[str] = None
 
     def describe(self):
         return "table %s" % self.table if self.table else "%s at %s" % (self.format, self.path)

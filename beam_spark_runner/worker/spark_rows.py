@@ -68,6 +68,13 @@ class UnmappableType(ValueError):
     names the column and the type."""
 
 
+class ColumnTypeError(ValueError):
+    """A value a column cannot take, or cannot be read as; the message names
+    the transform, the column and the value (or types) that did not fit.
+    The runner reports it as the run's error wherever it was raised (a
+    Spark task, the driver)."""
+
+
 def _logical(python_type):
     """Beam's FieldType for a logical type, as Beam itself writes it."""
     return schemas.typing_to_runner_api(python_type)
@@ -222,6 +229,49 @@ def _to_timestamp(value):
         value = value.replace(tzinfo=datetime.timezone.utc)
     delta = value - _EPOCH
     return Timestamp(micros=(delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
+# What a numeric timestamp column counts, in microseconds (ReadFromSpark's
+# `timestamp_unit`).
+TIMESTAMP_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double")
+
+
+def is_numeric(spark_type):
+    return spark_type in NUMERIC_TYPES or (isinstance(spark_type, str) and spark_type.startswith("decimal"))
+
+
+def numeric_event_time(unit, column, label):
+    """A function turning a value of a numeric timestamp column counting
+    `unit`s ("s", "ms", "us") since the epoch into a Beam Timestamp (None
+    for None), rounded to the microsecond; a value outside Beam's
+    timestamps, or not finite, raises ColumnTypeError naming `label`, the
+    column and the value."""
+    from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+
+    factor = TIMESTAMP_UNITS[unit]
+    low, high = MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros
+
+    def read(value):
+        if value is None:
+            return None
+        if isinstance(value, int):
+            micros = value * factor
+        elif isinstance(value, decimal.Decimal) and value.is_finite():
+            micros = int((value * factor).to_integral_value(decimal.ROUND_HALF_EVEN))
+        elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+            micros = round(value * factor)
+        else:
+            micros = None
+        if micros is None or not low <= micros <= high:
+            raise ColumnTypeError(
+                "%s: timestamp_column %r holds %r, which is no time Beam holds as %s since the epoch "
+                "(timestamp_unit=%r)"
+                % (label, column, value, {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}[unit], unit)
+            )
+        return Timestamp(micros=micros)
+
+    return read
 
 
 def _from_timestamp(value):
