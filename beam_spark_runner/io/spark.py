@@ -22,6 +22,7 @@ from apache_beam.utils.timestamp import Duration
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
 from beam_spark_runner.worker import spark_rows
+from beam_spark_runner.worker.untyped_columns import untyped_columns
 
 _MODES = ("append", "overwrite", "ignore", "error", "errorifexists")
 _RETRACTING = 3
@@ -270,7 +271,7 @@ class WriteToSpark(beam.PTransform):
                 % (self._label, self._table and "a table" or "a %s directory" % self._format)
             )
         try:
-            schema = spark_rows.spark_schema_of(pcoll.element_type)
+            schema = spark_rows.spark_schema_of(pcoll.element_type, untyped=True)
         except TypeError as e:
             raise UnsupportedPipelineError(
                 "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
@@ -292,7 +293,12 @@ class WriteToSpark(beam.PTransform):
             self._partition_by,
             schema,
             self._label,
+            untyped=untyped_columns(schema),
         )
+        if config.untyped:
+            # Rows with fields Beam types Any keep their own coder (a
+            # RowCoder for beam.Row); the write types those fields when it runs.
+            return pcoll | SparkWrite(config)
         row_type = spark_rows.row_type(schema)
         if pcoll.element_type is not row_type:
             # Beam encodes a NamedTuple that was never registered with a

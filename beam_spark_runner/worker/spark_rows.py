@@ -60,6 +60,10 @@ _MICROS_URN = schemas.MicrosInstant.urn()
 _MILLIS_URN = schemas.MillisInstant.urn()
 _DECIMAL_URN = schemas.DecimalLogicalType.urn()
 DEFAULT_DECIMAL = "decimal(38,18)"
+# The type a write's schema gives a top-level field Beam types Any: not a
+# Spark type; the write takes its type from the target or the data when it
+# runs (worker/untyped_columns.py).
+UNTYPED = "beam:untyped"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -138,10 +142,12 @@ def row_type(spark_schema):
     return t
 
 
-def spark_schema_of(element_type):
+def spark_schema_of(element_type, untyped=False):
     """The Spark StructType (JSON form) for rows of `element_type`: the one a
     row type made by `row_type` remembers, else derived from its Beam schema.
-    Raises UnmappableType for a field with no Spark type, TypeError for an
+    With `untyped`, a top-level field Beam types Any gets the type UNTYPED
+    (the write resolves it when it runs); without, it is refused. Raises
+    UnmappableType for a field with no Spark type, TypeError for an
     element type without a schema."""
     kept = getattr(element_type, "__spark_schema__", None)
     if kept is not None:
@@ -152,17 +158,21 @@ def spark_schema_of(element_type):
         raise TypeError(
             "%s has no schema (use beam.Row, a NamedTuple or a type with a Beam schema)" % element_type
         ) from e
-    return _spark_struct(schema, "")
+    return _spark_struct(schema, "", untyped)
 
 
-def _spark_struct(schema, prefix):
+def _is_any(field):
+    return field.WhichOneof("type_info") == "logical_type" and field.logical_type.urn == schemas.PYTHON_ANY_URN
+
+
+def _spark_struct(schema, prefix, untyped=False):
     return {
         "type": "struct",
         "fields": [
             {
                 "name": f.name,
-                "type": _spark_type(f.type, prefix + f.name),
-                "nullable": f.type.nullable,
+                "type": UNTYPED if untyped and _is_any(f.type) else _spark_type(f.type, prefix + f.name),
+                "nullable": True if untyped and _is_any(f.type) else f.type.nullable,
                 "metadata": {},
             }
             for f in schema.fields
