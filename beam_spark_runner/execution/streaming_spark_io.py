@@ -196,7 +196,7 @@ class SparkSinkWrites:
         database_sinks = [s for s in self._sinks if s.urn == WRITE_DATABASE_URN]
         self._databases = MicroBatchStaging(self._run, self._components, files) if database_sinks else None
         if database_sinks:
-            MicroBatchStaging.prepare(database_sinks)
+            self._databases.prepare(database_sinks)
         # Database sinks only: their rows come to the driver with the batch's
         # other rows, in one Spark job (see `_collect_for_databases`).
         self._databases_only = bool(database_sinks) and len(database_sinks) == len(self._sinks)

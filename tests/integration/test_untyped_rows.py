@@ -1,8 +1,8 @@
 """Rows whose fields Beam types Any (`beam.Row(k=kv[0], total=kv[1])` after a
-CombinePerKey) written by WriteToSpark, batch and streaming: into an
-existing Parquet directory they take its column types, into a new
-directory the data's; a value the column cannot hold, or values of two
-types, fail the run naming the column."""
+CombinePerKey) written by WriteToSpark and WriteToDatabase, batch and
+streaming: into an existing Parquet directory or PostgreSQL table they take
+its column types, into a new directory the data's; a value the column
+cannot hold, or values of two types, fail the run naming the column."""
 
 import json
 import os
@@ -16,8 +16,10 @@ from pyspark.sql import Row
 from pyspark.sql import types as T
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+from beam_spark_runner.connectors.sql_dialects import dialect_of
+from beam_spark_runner.io import ReadFromSpark, WriteToDatabase, WriteToSpark
 from beam_spark_runner.result import PipelineState
+from tests.services import drop_table, execute, unique_table
 
 # (key, amount) pairs; the totals per key are KEY_TOTALS.
 PAIRS = [("k%d" % (i % 5), i) for i in range(100)]
@@ -270,3 +272,91 @@ def test_a_micro_batch_whose_values_disagree_with_earlier_ones_fails_naming_both
     ):
         result.wait_until_finish()
     assert _parquet(spark_session, out)[1] == [("a", 1)]
+
+
+# --- WriteToDatabase -------------------------------------------------------------------
+
+
+def _pg_totals_table(url):
+    table = unique_table()
+    execute(url, 'CREATE TABLE "%s" (k VARCHAR(10), total INTEGER)' % table)
+    return table
+
+
+def _table_rows(url, table):
+    return sorted(tuple(r) for r in execute(url, "SELECT k, total FROM %s" % dialect_of(url).quote(table)))
+
+
+def test_rows_typed_any_take_the_column_types_of_an_existing_postgresql_table(postgresql_url):
+    table = _pg_totals_table(postgresql_url)
+    try:
+        with _batch() as p:
+            _ = _totals_as_rows(p | beam.Create(PAIRS)) | WriteToDatabase(postgresql_url, table)
+        assert _table_rows(postgresql_url, table) == KEY_TOTALS
+    finally:
+        drop_table(postgresql_url, table)
+
+
+def test_streamed_rows_typed_any_take_the_column_types_of_an_existing_postgresql_table(
+    postgresql_url, tmp_path, spark_session
+):
+    """The same rows into the table and into a new Parquet directory (a
+    query with database and file sinks stages the table's rows with a
+    Spark job)."""
+    table = _pg_totals_table(postgresql_url)
+    out = str(tmp_path / "totals")
+    try:
+
+        def build(pairs):
+            rows = _totals_as_rows(pairs)
+            _ = rows | WriteToDatabase(postgresql_url, table)
+            _ = rows | WriteToSpark(format="parquet", path=out)
+
+        result = _stream(tmp_path, build, lambda: len(_table_rows(postgresql_url, table)))
+        assert result.state == PipelineState.DRAINED
+        assert _table_rows(postgresql_url, table) == _window_totals(WINDOWS)
+        assert _parquet(spark_session, out)[1] == _window_totals(WINDOWS)
+    finally:
+        drop_table(postgresql_url, table)
+
+
+def test_a_value_the_table_cannot_hold_fails_naming_the_column_the_value_and_the_table(postgresql_url, tmp_path):
+    table = _pg_totals_table(postgresql_url)
+    where = r"WriteToDatabase\(%s at postgresql://.*\): column 'total' cannot hold " % table
+    try:
+        p = _batch()
+        _ = (
+            p
+            | beam.Create([("big", 2**31), ("small", 1)])
+            | beam.CombinePerKey(sum)
+            | beam.Map(lambda kv: beam.Row(k=kv[0], total=kv[1]))
+            | WriteToDatabase(postgresql_url, table)
+        )
+        with pytest.raises(Exception, match=where + r"2147483648 \(int\): its column in table %s at .* is int" % table):
+            p.run().wait_until_finish()
+        assert _table_rows(postgresql_url, table) == []  # nothing written
+        result = _stream(
+            tmp_path,
+            lambda pairs: (
+                pairs | beam.CombinePerKey(sum) | beam.Map(_b_as_text) | WriteToDatabase(postgresql_url, table)
+            ),
+            lambda: len(_table_rows(postgresql_url, table)),
+            windows=[[("a", 1)], [("b", 2)], [("c", 3)]],
+        )
+        assert result.state == PipelineState.FAILED
+        with pytest.raises(Exception, match=where + r"'2' \(str\): its column in table %s at .* is int" % table):
+            result.wait_until_finish()
+        # The micro-batch before the bad one is in the table, and nothing of the bad one.
+        assert _table_rows(postgresql_url, table) == [("a", 1)]
+    finally:
+        drop_table(postgresql_url, table)
+
+
+def test_rows_typed_any_into_a_new_table_take_the_types_of_the_data(database_url, tmp_path):
+    table = unique_table()
+    try:
+        with _batch() as p:
+            _ = _totals_as_rows(p | beam.Create(PAIRS)) | WriteToDatabase(database_url, table)
+        assert _table_rows(database_url, table) == KEY_TOTALS
+    finally:
+        drop_table(database_url, table)
