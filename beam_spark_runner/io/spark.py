@@ -246,7 +246,10 @@ class WriteToSpark(beam.PTransform):
     writer's; `partition_by`: columns to partition the output by. The
     input's element type must have a Beam schema (beam.Row, a NamedTuple,
     rows read with ReadFromSpark); RETRACTING panes are refused (these
-    formats cannot apply them). The output is the destination written."""
+    formats cannot apply them). A field Beam types Any (a beam.Row built in
+    a lambda) takes its type when the write runs: the existing target's
+    column, else the data's (execution/untyped_writes.py). The output is the
+    destination written."""
 
     def __init__(self, format=None, path=None, table=None, mode="append", options=None, partition_by=None):
         super().__init__()
