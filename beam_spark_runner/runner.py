@@ -297,7 +297,13 @@ def _drain_refusal(plan):
     )
 
 
-_STAGE_FAILED = re.compile(r"(beam_spark_runner\.worker\.harness_stage\.)?StageFailed: (.*?)(?=\n\s*\tat |\Z)", re.S)
+# A stage's failure, or a value a write's column could not take
+# (spark_rows.ColumnTypeError), inside Spark's error.
+_STAGE_FAILED = re.compile(
+    r"(beam_spark_runner\.worker\.(?:harness_stage|spark_rows)\.)?(?:StageFailed|ColumnTypeError): "
+    r"(.*?)(?=\n\s*\tat |\Z)",
+    re.S,
+)
 
 
 def _user_error(exc):

@@ -49,6 +49,7 @@ import triggers
 
 from beam_spark_runner.connectors import postgresql_copy
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, first_line, dialect_of
+from beam_spark_runner.worker import untyped_columns
 
 MARKER_TABLE = "beam_spark_runner_commits"
 COMMIT_ATTEMPTS = 5
@@ -81,7 +82,10 @@ class DatabaseWriteConfig:
     """What a WriteToDatabase writes: `schema` is the rows' Spark StructType
     (JSON form, worker/spark_rows.py), `key_columns` the table's unique key
     the rows are upserted on (none: appended), `row_encoding` what its
-    input elements are."""
+    input elements are, `untyped` the fields Beam types Any, whose types
+    (spark_rows.UNTYPED in `schema` until the write runs) are the table's
+    columns' or, for a new table, the data's (execution/untyped_writes.py),
+    and whose values are converted to them (`db_rows`)."""
 
     url: str
     table: str
@@ -89,6 +93,7 @@ class DatabaseWriteConfig:
     schema: dict
     label: str = "WriteToDatabase"
     row_encoding: RowEncoding = RowEncoding.ROWS
+    untyped: Tuple[str, ...] = ()
 
     @property
     def columns(self):
@@ -182,9 +187,12 @@ def prepare_tables(config: DatabaseWriteConfig):
 def db_rows(config: DatabaseWriteConfig, values):
     """(retract, row tuple in the table's column order, as the client
     writes it; a named tuple of the table's columns as it is) for each of
-    `values` (rows, or `triggers.Retraction`s of rows)."""
+    `values` (rows, or `triggers.Retraction`s of rows). A field Beam types
+    Any is converted to its column's type first, or refused
+    (untyped_columns.ColumnTypeError, naming the column, the value and the
+    table)."""
     dialect = dialect_of(config.url)
-    converters = [(f["name"], dialect.to_db(f["type"])) for f in config.schema["fields"]]
+    converters = [(f["name"], _to_db(config, dialect, f)) for f in config.schema["fields"]]
     names = tuple(name for name, _ in converters)
     plain = not any(convert for _, convert in converters)
     as_they_are = set()  # tuple types whose fields are the table's columns, in order
@@ -203,6 +211,20 @@ def db_rows(config: DatabaseWriteConfig, values):
                 retract,
                 tuple(convert(getattr(row, name)) if convert else getattr(row, name) for name, convert in converters),
             )
+
+
+def _to_db(config, dialect, field):
+    """A function turning a field's value into what the client writes (None:
+    as it is)."""
+    to_db = dialect.to_db(field["type"])
+    if field["name"] not in config.untyped:
+        return to_db
+    convert = untyped_columns.converter(
+        field["type"], field["name"], config.label, "its column in %s" % config.describe(), field.get("nullable", True)
+    )
+    if to_db is None:
+        return convert
+    return lambda value: to_db(convert(value))
 
 
 def _staging_insert(cursor, dialect, config, head, rows):

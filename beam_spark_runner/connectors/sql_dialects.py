@@ -183,6 +183,12 @@ class Dialect:
         """{column: data type} of an existing table, or None if it is missing."""
         raise NotImplementedError
 
+    def table_spark_types(self, cursor, table):
+        """{column: (Spark type, nullable)} of an existing table's columns
+        (the type None for a column no row field holds), or None if it is
+        missing."""
+        raise NotImplementedError
+
     def unique_keys(self, cursor, table):
         """The column sets (frozensets) of the table's unique indexes."""
         raise NotImplementedError
@@ -257,6 +263,40 @@ class PostgreSQL(Dialect):
         )
         found = cursor.fetchall()
         return {c: t for c, t in found} if found else None
+
+    _column_types = {
+        "smallint": "short",
+        "integer": "integer",
+        "bigint": "long",
+        "real": "float",
+        "double precision": "double",
+        "text": "string",
+        "character varying": "string",
+        "character": "string",
+        "name": "string",
+        "boolean": "boolean",
+        "bytea": "binary",
+        "date": "date",
+        "timestamp with time zone": "timestamp",
+        "timestamp without time zone": "timestamp",  # as UTC
+    }
+
+    def table_spark_types(self, cursor, table):
+        schema, name = self.split_table(table)
+        cursor.execute(
+            "SELECT column_name, data_type, numeric_precision, numeric_scale, is_nullable = 'YES' "
+            "FROM information_schema.columns WHERE table_schema = COALESCE(%s, current_schema()) "
+            "AND table_name = %s ORDER BY ordinal_position",
+            (schema, name),
+        )
+        found = {}
+        for column, data_type, precision, scale, nullable in cursor.fetchall():
+            if data_type == "numeric":
+                spark = "decimal(%d,%d)" % (precision, scale or 0) if precision else DEFAULT_DECIMAL
+            else:
+                spark = self._column_types.get(data_type)
+            found[column] = (spark, bool(nullable))
+        return found or None
 
     def unique_keys(self, cursor, table):
         cursor.execute(
@@ -531,20 +571,33 @@ class MariaDB(Dialect):
         columns = []
         for row in described:
             column, declared = row[0], row[1].lower()
-            base = declared.split("(")[0].split(" ")[0]
-            if declared.startswith("tinyint(1)"):
-                spark = "boolean"
-            elif base in ("decimal", "numeric"):
-                match = re.match(r"\w+\((\d+),(\d+)\)", declared)
-                spark = "decimal(%s,%s)" % match.groups() if match else DEFAULT_DECIMAL
-            elif "unsigned" in declared and base in self._unsigned:
-                spark = self._unsigned[base]
-            elif base in self._read_types:
-                spark = self._read_types[base]
-            else:
+            spark = self._declared_type(declared)
+            if spark is None:
                 raise UnmappableColumn(_unreadable(column, declared))
             columns.append((column, spark))
         return columns
+
+    def _declared_type(self, declared):
+        """The Spark type of a column declared `declared` (lower case), or None."""
+        base = declared.split("(")[0].split(" ")[0]
+        if declared.startswith("tinyint(1)"):
+            return "boolean"
+        if base in ("decimal", "numeric"):
+            match = re.match(r"\w+\((\d+),(\d+)\)", declared)
+            return "decimal(%s,%s)" % match.groups() if match else DEFAULT_DECIMAL
+        if "unsigned" in declared and base in self._unsigned:
+            return self._unsigned[base]
+        return self._read_types.get(base)
+
+    def table_spark_types(self, cursor, table):
+        schema, name = self.split_table(table)
+        cursor.execute(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'YES' FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (schema, name),
+        )
+        found = {c: (self._declared_type(t.lower()), bool(n)) for c, t, n in cursor.fetchall()}
+        return found or None
 
     def from_db(self, spark_type):
         return bool_or_none if spark_type == "boolean" else super().from_db(spark_type)

@@ -12,6 +12,7 @@ input's blocks back into Arrow batches with `mapInArrow` and hands the
 DataFrame to Spark's writer in one Spark job.
 """
 
+import dataclasses
 import functools
 import operator
 
@@ -21,7 +22,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.execution import spark_internals
+from beam_spark_runner.execution import spark_internals, untyped_writes
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
@@ -135,7 +136,7 @@ def _arrow_to_blocks(config, components, ports, in_process, payloads):
     fields = config.schema["fields"]
     readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     names = [f["name"] for f in fields]
-    event_time = operator.itemgetter(names.index(config.timestamp_column)) if config.timestamp_column else None
+    event_time = _event_time(config, names)
     with bulk_data_gc():
         for (payload,) in payloads:
             for batch in pa.ipc.open_stream(pa.py_buffer(payload)):
@@ -146,6 +147,18 @@ def _arrow_to_blocks(config, components, ports, in_process, payloads):
                 else:
                     for index, codec in codecs:
                         yield index, codec.encode(runs)
+
+
+def _event_time(config, names):
+    """A function giving a row's event time from its `timestamp_column`
+    (a timestamp, or a number of `timestamp_unit`s), or None without one."""
+    if not config.timestamp_column:
+        return None
+    index = names.index(config.timestamp_column)
+    if config.timestamp_unit is None:
+        return operator.itemgetter(index)
+    read = spark_rows.numeric_event_time(config.timestamp_unit, config.timestamp_column, config.label)
+    return lambda row: read(row[index])
 
 
 def _runs(rows, timestamps):
@@ -171,22 +184,27 @@ def write_spark_rdd(execution, stage):
     config = decode_payload(stage.native.payload)
     spark, sc = execution.spark, execution.sc
     (port,) = stage.inputs
-    spark_schema = StructType.fromJson(config.schema)
-    decode = functools.partial(blocks_to_arrow, config.schema, execution.plan.components, port.coder_id)
     execution.check_not_cancelled()
     sc.setJobDescription("Beam: %s" % stage.display_name)
     with spark_call_site(sc, stage.display_name):
-        blocks = execution.input_rdd(stage).map(_block_row)
+        inputs = execution.input_rdd(stage)
+        convert = {}
+        if config.untyped:
+            config, convert = _resolved(execution, config, inputs, port.coder_id)
+        spark_schema = StructType.fromJson(config.schema)
+        decode = functools.partial(blocks_to_arrow, config.schema, execution.plan.components, port.coder_id, convert)
+        blocks = inputs.map(_block_row)
         with spark_internals.keeping_active_session(spark):
             frame = spark.createDataFrame(blocks, "block binary").mapInArrow(decode, spark_schema)
         writer = spark_writer(frame, config, config.mode)
         try:
-            if config.table:
-                writer.saveAsTable(config.table)
-            else:
-                writer.save(config.path)
+            with untyped_writes.raising_column_errors():
+                if config.table:
+                    writer.saveAsTable(config.table)
+                else:
+                    writer.save(config.path)
         except Exception as e:  # noqa: BLE001 -- Spark's writer errors come in several classes
-            if _is_user_code_failure(e):
+            if _is_user_code_failure(e) or isinstance(e, untyped_writes.ColumnTypeError):
                 raise
             raise UnsupportedPipelineError(
                 "%s (%s): Spark's writer failed: %s" % (config.label, config.describe(), first_line(e))
@@ -199,6 +217,18 @@ def write_spark_rdd(execution, stage):
         (i, RunCodec(ctx.coders[p.coder_id]).encode([(final, [destination])])) for i, p in enumerate(stage.outputs)
     ]
     return sc.parallelize(blocks, 1)
+
+
+def _resolved(execution, config, inputs, coder_id):
+    """(`config` with its untyped fields typed, their converters): the
+    target's column types, else the types of every row of `inputs`."""
+    target = untyped_writes.spark_target_types(execution.spark, config)
+
+    def infer(columns):
+        return untyped_writes.batch_input_types(execution, inputs, coder_id, columns, config.label)
+
+    schema, convert = untyped_writes.resolve(config, config.untyped, target, infer, config.describe())
+    return dataclasses.replace(config, schema=schema), convert
 
 
 def spark_writer(frame, config, mode):
@@ -223,15 +253,16 @@ def _block_row(pair):
     return (bytes(pair[1]),)
 
 
-def blocks_to_arrow(schema, components, coder_id, frames):
+def blocks_to_arrow(schema, components, coder_id, convert, frames):
     """mapInArrow body: the blocks of encoded Beam rows as Arrow batches of
-    the Spark schema."""
+    the Spark schema; `convert`: {column: converter} of the fields Beam
+    types Any (worker/untyped_columns.py)."""
     from pyspark.sql.types import StructType
 
     arrow_schema = spark_internals.arrow_schema(StructType.fromJson(schema))
     codec = RunCodec(context.components_context(components).coders[coder_id])
     fields = schema["fields"]
-    writers = [(f["name"], spark_rows.writer_of(f["type"])) for f in fields]
+    writers = [(f["name"], converting_writer(f["type"], convert.get(f["name"]))) for f in fields]
     for frame in frames:
         for block in frame.column(0).to_pylist():
             rows = [row for _, run in codec.decode(block) for row in run]
@@ -241,6 +272,14 @@ def blocks_to_arrow(schema, components, coder_id, frames):
             yield pa.RecordBatch.from_arrays(
                 [pa.array(col, type=arrow_schema.field(i).type) for i, col in enumerate(columns)], schema=arrow_schema
             )
+
+
+def converting_writer(spark_type, convert):
+    """spark_rows.writer_of(spark_type), after `convert` (if any)."""
+    write = spark_rows.writer_of(spark_type)
+    if convert is None:
+        return write
+    return lambda value: write(convert(value))
 
 
 SPARK_IO_STAGES = {

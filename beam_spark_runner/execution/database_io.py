@@ -49,7 +49,7 @@ from beam_spark_runner.connectors.database_sink import (
     prepare_tables,
     stage_rows,
 )
-from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.execution import checkpoint_files, untyped_writes
 from beam_spark_runner.execution.naming import spark_call_site
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN, decode_payload
@@ -93,14 +93,20 @@ def write_database_rdd(execution, stage):
     config = decode_payload(stage.native.payload)
     sc = execution.sc
     (port,) = stage.inputs
+    inputs = execution.input_rdd(stage)
+    if config.untyped:
+        config = untyped_writes.resolve_database_write(
+            config,
+            lambda columns: untyped_writes.batch_input_types(execution, inputs, port.coder_id, columns, config.label),
+        )
     prepare_tables(config)
     writer = uuid.uuid4().hex[:16]
     sink = "batch-%s-%s" % (writer, digest(stage.name)[:8])
     body = functools.partial(_stage_blocks, config, sink, writer, execution.plan.components, port.coder_id)
     execution.check_not_cancelled()
     sc.setJobDescription("Beam: %s" % stage.display_name)
-    with spark_call_site(sc, stage.display_name):
-        execution.input_rdd(stage).mapPartitions(body).collect()
+    with spark_call_site(sc, stage.display_name), untyped_writes.raising_column_errors():
+        inputs.mapPartitions(body).collect()
     execution.after_spark_job()
     DatabasePublication(config, sink, 0, writer)()
     final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))
@@ -141,16 +147,54 @@ class MicroBatchStaging:
         self._run = run  # the checkpoint's run id: the same for every restart of it
         self._components = components
         self._files = files
+        self._configs = {}  # sink name -> its config, with its untyped fields typed
 
-    @staticmethod
-    def prepare(sinks):
+    def prepare(self, sinks):
+        """Creates what each sink's table needs. A sink with fields Beam
+        types Any takes their types from its table, or, when the table does
+        not exist yet, from its first micro-batch's rows (`_typed`)."""
         for sink in sinks:
-            prepare_tables(decode_payload(sink.payload))
+            config = decode_payload(sink.payload)
+            if config.untyped:
+                if untyped_writes.database_target_types(config) is None:
+                    continue
+                config = untyped_writes.resolve_database_write(config, lambda columns: {})
+            prepare_tables(config)
+            self._configs[sink.name] = config
+
+    def _typed(self, sink, values):
+        """The sink's config, its untyped fields typed (by `values()`, the
+        batch's rows, when its table is new), with every one of the batch's
+        values converted to its column's type now: a value the table cannot
+        take fails the batch, never its commit."""
+        config = self._configs.get(sink.name)
+        if config is None:
+            untyped = decode_payload(sink.payload)
+            batch = list(values())
+            config = untyped_writes.resolve_database_write(
+                untyped, lambda columns: untyped_writes.sample_values(columns, untyped.label, batch)
+            )
+            prepare_tables(config)
+            self._configs[sink.name] = config
+        if config.untyped:
+            for _ in db_rows(config, values()):
+                pass
+        return config
+
+    def _sink_values(self, sink, table):
+        """A function giving the values of the sink's (kind, payload) rows in
+        the Arrow `table`."""
+        impl = context.coder_impl(self._components, sink.coder_id)
+        return lambda: (
+            v for batch in table.select(["kind", "payload"]).to_batches() for v in query_values(batch, impl)
+        )
 
     def stage(self, selected, sink, batch_id):
         """Stages the sink's rows of the batch (`selected`: its DATA and
         KEYED query rows) under the checkpoint and returns the FINALIZE row
         carrying the publication."""
+        if decode_payload(sink.payload).untyped:
+            self._typed(sink, self._sink_values(sink, selected.select("kind", "payload").toArrow()))
         sink_id, relative = self._where(sink, batch_id)
         # The query rows as they are, in the task's order: no Python runs in
         # the staging job; the commit decodes them.
@@ -166,6 +210,8 @@ class MicroBatchStaging:
         collected on the driver (an Arrow table with `kind`, `payload` and
         the `part` that made each row, in the order collect() gives them):
         the driver writes them under the checkpoint as one staged file."""
+        if decode_payload(sink.payload).untyped:
+            self._typed(sink, self._sink_values(sink, rows))
         sink_id, relative = self._where(sink, batch_id)
         table = pa.table(
             {
@@ -193,7 +239,7 @@ class MicroBatchStaging:
 
     def _finalize(self, sink, sink_id, batch_id, relative):
         """The FINALIZE row carrying the batch's publication."""
-        config = decode_payload(sink.payload)
+        config = self._configs.get(sink.name) or decode_payload(sink.payload)
         coder = context.components_context(self._components).coders[sink.coder_id]
         publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))

@@ -25,6 +25,7 @@ checkpoint coordinator runs it once the batch is a completed checkpoint
 one published file.
 """
 
+import dataclasses
 import functools
 import os
 import pickle
@@ -39,8 +40,8 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.execution import checkpoint_files, spark_internals
-from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, spark_reader, spark_writer
+from beam_spark_runner.execution import checkpoint_files, spark_internals, untyped_writes
+from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
 from beam_spark_runner.execution.database_io import MicroBatchStaging, query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
@@ -96,6 +97,9 @@ def source_rows(source, pickled_plan, key_groups, reader, batches):
     row_type = spark_rows.row_type(config.schema)
     readers = [spark_rows.column_reader_of(f["type"]) for f in fields]
     ts_index = names.index(config.timestamp_column) if config.timestamp_column else None
+    event_time = None
+    if ts_index is not None and config.timestamp_unit is not None:
+        event_time = spark_rows.numeric_event_time(config.timestamp_unit, config.timestamp_column, config.label)
     partition_indexes = [names.index(c) for c in config.partition_columns]
     glob = (window.GlobalWindow(),)
     newest = {}
@@ -103,7 +107,12 @@ def source_rows(source, pickled_plan, key_groups, reader, batches):
         for start in range(0, batch.num_rows, BLOCK_ROWS):
             part = batch.slice(start, BLOCK_ROWS)
             columns = [read(part.column(i)) for i, read in enumerate(readers)]
-            times = columns[ts_index] if ts_index is not None else _timestamps(part.column(len(fields)))
+            if ts_index is None:
+                times = _timestamps(part.column(len(fields)))
+            elif event_time is not None:
+                times = list(map(event_time, columns[ts_index]))
+            else:
+                times = columns[ts_index]
             if partition_indexes:
                 keys = [columns[i] for i in partition_indexes]
                 partitions = ["/".join(map(str, values)) for values in zip(*keys)]
@@ -179,12 +188,15 @@ class SparkSinkWrites:
         self._components = plan.components
         self._run = run_id(files) if self._sinks else None
         self._dests = {}  # dest text -> the sinks reading it (one PCollection may have several)
+        # sink name -> (its target's types, the types its untyped fields took
+        # from this run's earlier batches): see `_typed`.
+        self._untyped = {}
         for sink in self._sinks:
             self._dests.setdefault(R.dest_text(sink.dest), []).append(sink)
         database_sinks = [s for s in self._sinks if s.urn == WRITE_DATABASE_URN]
         self._databases = MicroBatchStaging(self._run, self._components, files) if database_sinks else None
         if database_sinks:
-            MicroBatchStaging.prepare(database_sinks)
+            self._databases.prepare(database_sinks)
         # Database sinks only: their rows come to the driver with the batch's
         # other rows, in one Spark job (see `_collect_for_databases`).
         self._databases_only = bool(database_sinks) and len(database_sinks) == len(self._sinks)
@@ -255,13 +267,13 @@ class SparkSinkWrites:
         if sink.urn == WRITE_DATABASE_URN:
             with spark_internals.keeping_active_session(self._spark):
                 return self._databases.stage(selected, sink, batch_id)
-        config = decode_payload(sink.payload)
+        config, convert = self._typed(selected, sink, decode_payload(sink.payload), batch_id)
         writer_id = "%s-%s" % (self._run, digest(sink.name)[:8])
         window_prefix = checkpoint_files.join(config.path, STAGING_DIR, writer_id, "batch")
         publication = Publication(config.label, window_prefix, batch_id, ())
         staging = publication.staging_dir
-        to_arrow = functools.partial(sink_batches, config.schema, self._components, sink.coder_id)
-        with spark_internals.keeping_active_session(self._spark):
+        to_arrow = functools.partial(sink_batches, config.schema, self._components, sink.coder_id, convert)
+        with spark_internals.keeping_active_session(self._spark), untyped_writes.raising_column_errors():
             rows = selected.select("kind", "payload").mapInArrow(to_arrow, StructType.fromJson(config.schema))
             spark_writer(rows, config, "overwrite").save(staging)
         moves = tuple(
@@ -270,6 +282,29 @@ class SparkSinkWrites:
         )
         publication = Publication(config.label, window_prefix, batch_id, moves)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
+
+    def _typed(self, selected, sink, config, batch_id):
+        """(`config` with its untyped fields typed, their converters): the
+        target's column types as the run's first write of the sink found
+        them, else the types of the batch's rows, which must agree with
+        those the run's earlier batches wrote."""
+        if not config.untyped:
+            return config, {}
+        if sink.name not in self._untyped:
+            self._untyped[sink.name] = (untyped_writes.spark_target_types(self._spark, config), {})
+        target, earlier = self._untyped[sink.name]
+
+        def infer(columns):
+            body = functools.partial(
+                untyped_writes.sample_query_rows, self._components, sink.coder_id, tuple(columns), config.label
+            )
+            with untyped_writes.raising_column_errors():
+                found = selected.select("kind", "payload").mapInArrow(body, "types string").collect()
+            now = untyped_writes.merged([row.types for row in found], columns, config.label)
+            return untyped_writes.agreeing(earlier, now, config.label, batch_id)
+
+        schema, convert = untyped_writes.resolve(config, config.untyped, target, infer, config.describe())
+        return dataclasses.replace(config, schema=schema), convert
 
 
 def _staged_files(staging):
@@ -291,14 +326,15 @@ def _final_name(path, staging, staged, writer_id, batch_id, index):
     return checkpoint_files.join(path, directory, name) if directory else checkpoint_files.join(path, name)
 
 
-def sink_batches(schema, components, coder_id, batches):
+def sink_batches(schema, components, coder_id, convert, batches):
     """mapInArrow body: a sink's DATA and KEYED query rows (kind, payload)
-    as Arrow batches of its Spark schema."""
+    as Arrow batches of its Spark schema; `convert`: {column: converter} of
+    the fields Beam types Any."""
     from pyspark.sql.types import StructType
 
     arrow_schema = spark_internals.arrow_schema(StructType.fromJson(schema))
     impl = context.coder_impl(components, coder_id)
-    writers = [(f["name"], spark_rows.writer_of(f["type"])) for f in schema["fields"]]
+    writers = [(f["name"], converting_writer(f["type"], convert.get(f["name"]))) for f in schema["fields"]]
     for batch in batches:
         values = list(query_values(batch, impl))
         for start in range(0, len(values), BLOCK_ROWS):

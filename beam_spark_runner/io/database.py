@@ -25,6 +25,7 @@ from beam_spark_runner.connectors.sql_dialects import PostgreSQL, UnmappableColu
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.database_io import DatabaseWrite
 from beam_spark_runner.worker import spark_rows
+from beam_spark_runner.worker.untyped_columns import untyped_columns
 
 _RETRACTING = triggers.RETRACTING
 
@@ -43,7 +44,12 @@ class WriteToDatabase(beam.PTransform):
     are upserted, and a RETRACTING pane's retractions
     (`triggers.Retraction(row)`) delete the row with their key, so the table
     holds the current answer; RETRACTING input without `key_columns` is
-    refused. The output is the table's name."""
+    refused. A field Beam types Any (a beam.Row built in a lambda) takes
+    its type when the write runs: the existing table's column, or, for a
+    table the write creates, the data's (every row in batch, the first
+    micro-batch with rows in streaming); each value is converted to the
+    column's type or refused naming the column, the value and the table.
+    The output is the table's name."""
 
     def __init__(self, url, table, key_columns=None):
         super().__init__()
@@ -55,7 +61,7 @@ class WriteToDatabase(beam.PTransform):
     def expand(self, pcoll):
         label = self._label
         try:
-            schema = spark_rows.spark_schema_of(pcoll.element_type)
+            schema = spark_rows.spark_schema_of(pcoll.element_type, untyped=True)
         except TypeError as e:
             raise UnsupportedPipelineError(
                 "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
@@ -67,7 +73,10 @@ class WriteToDatabase(beam.PTransform):
         missing = [c for c in self._key_columns if c not in names]
         if missing:
             raise UnsupportedPipelineError("%s: key_columns names columns its rows do not have: %s" % (label, missing))
+        untyped = untyped_columns(schema)
         for f in schema["fields"]:
+            if f["name"] in untyped:
+                continue  # typed when the write runs: the table's column, or the data's type
             try:
                 self._dialect.column_type(f["type"], f["name"])
             except UnmappableColumn as e:
@@ -77,8 +86,13 @@ class WriteToDatabase(beam.PTransform):
                 "%s: its input has RETRACTING panes; give key_columns so a retraction deletes the row it "
                 "retracts, or use DISCARDING or ACCUMULATING panes" % label
             )
-        config = DatabaseWriteConfig(self._url, self._table, self._key_columns, schema, label)
+        config = DatabaseWriteConfig(self._url, self._table, self._key_columns, schema, label, untyped=untyped)
         check_table(config)
+        if untyped:
+            # The rows themselves reach the sink, in their own coder (a
+            # RowCoder for beam.Row): their untyped fields are converted to
+            # the table's column types there.
+            return pcoll | DatabaseWrite(config)
         if isinstance(self._dialect, PostgreSQL):
             # The rows become COPY text in the stage that produces them;
             # the commit writes those bytes as they are.

@@ -22,6 +22,7 @@ from apache_beam.utils.timestamp import Duration
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
 from beam_spark_runner.worker import spark_rows
+from beam_spark_runner.worker.untyped_columns import untyped_columns
 
 _MODES = ("append", "overwrite", "ignore", "error", "errorifexists")
 _RETRACTING = 3
@@ -91,10 +92,13 @@ class ReadFromSpark(beam.PTransform):
     catalog `table`; `options` are the source's (Spark's `.options`);
     `schema` (a DDL string, a pyspark StructType or its JSON form) skips
     reading the schema from the source when the pipeline is built.
-    `timestamp_column`: a timestamp column whose value is each element's
-    event time (else the minimum timestamp in batch, the micro-batch's time
-    in streaming). Rows are in the global window; their type maps Spark's
-    types as worker/spark_rows.py says.
+    `timestamp_column`: a column whose value is each element's event time
+    (else the minimum timestamp in batch, the micro-batch's time in
+    streaming): of Spark type timestamp, or numeric (integer, floating point
+    or decimal) counting `timestamp_unit`s since the epoch: "s" (seconds),
+    "ms" (milliseconds) or "us" (microseconds), which a numeric column needs
+    and a timestamp column refuses. Rows are in the global window; their
+    type maps Spark's types as worker/spark_rows.py says.
 
     In a streaming pipeline the source is `spark.readStream` (a file
     source's schema is read from the files there when the pipeline is built
@@ -116,9 +120,22 @@ class ReadFromSpark(beam.PTransform):
         max_out_of_orderness=None,
         idle_timeout=None,
         partition_columns=None,
+        timestamp_unit=None,
     ):
         super().__init__()
         self._label = "ReadFromSpark(%s)" % _describe(format, path, table)
+        if timestamp_unit is not None and timestamp_unit not in spark_rows.TIMESTAMP_UNITS:
+            raise ValueError(
+                "%s: timestamp_unit must be one of %s (what the numeric timestamp_column %r counts since the "
+                "epoch), got %r"
+                % (self._label, ", ".join(map(repr, spark_rows.TIMESTAMP_UNITS)), timestamp_column, timestamp_unit)
+            )
+        if timestamp_unit is not None and timestamp_column is None:
+            raise ValueError(
+                "%s: timestamp_unit=%r says what a numeric timestamp_column counts; no timestamp_column is given"
+                % (self._label, timestamp_unit)
+            )
+        self._timestamp_unit = timestamp_unit
         if path is not None and table is not None:
             raise ValueError("%s: give a path or a table, not both" % self._label)
         if path is None and table is None and format is None:
@@ -148,6 +165,7 @@ class ReadFromSpark(beam.PTransform):
             self._timestamp_column,
             self._label,
             streaming=streaming,
+            timestamp_unit=self._timestamp_unit,
             out_of_orderness_us=self._out_of_orderness_us or 0,
             idle_timeout_us=self._idle_timeout_us,
             partition_columns=self._partition_columns
@@ -200,10 +218,22 @@ class ReadFromSpark(beam.PTransform):
             )
         if self._timestamp_column is None:
             return
-        if types.get(self._timestamp_column) != "timestamp":
+        column, found = self._timestamp_column, types.get(self._timestamp_column)
+        if found == "timestamp" and self._timestamp_unit is not None:
             raise UnsupportedPipelineError(
-                "%s: timestamp_column %r must be a column of Spark type timestamp; the source has %s"
-                % (self._label, self._timestamp_column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
+                "%s: timestamp_unit=%r is for a numeric timestamp_column; %r is of Spark type timestamp "
+                "(leave timestamp_unit out)" % (self._label, self._timestamp_unit, column)
+            )
+        if spark_rows.is_numeric(found) and self._timestamp_unit is None:
+            raise UnsupportedPipelineError(
+                "%s: timestamp_column %r is numeric (%s): give timestamp_unit='s', 'ms' or 'us' to say what it "
+                "counts since the epoch" % (self._label, column, found)
+            )
+        if found != "timestamp" and not spark_rows.is_numeric(found):
+            raise UnsupportedPipelineError(
+                "%s: timestamp_column %r must be a column of Spark type timestamp, or numeric with a "
+                "timestamp_unit; the source has %s"
+                % (self._label, column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
             )
 
 
@@ -216,7 +246,10 @@ class WriteToSpark(beam.PTransform):
     writer's; `partition_by`: columns to partition the output by. The
     input's element type must have a Beam schema (beam.Row, a NamedTuple,
     rows read with ReadFromSpark); RETRACTING panes are refused (these
-    formats cannot apply them). The output is the destination written."""
+    formats cannot apply them). A field Beam types Any (a beam.Row built in
+    a lambda) takes its type when the write runs: the existing target's
+    column, else the data's (execution/untyped_writes.py). The output is the
+    destination written."""
 
     def __init__(self, format=None, path=None, table=None, mode="append", options=None, partition_by=None):
         super().__init__()
@@ -241,7 +274,7 @@ class WriteToSpark(beam.PTransform):
                 % (self._label, self._table and "a table" or "a %s directory" % self._format)
             )
         try:
-            schema = spark_rows.spark_schema_of(pcoll.element_type)
+            schema = spark_rows.spark_schema_of(pcoll.element_type, untyped=True)
         except TypeError as e:
             raise UnsupportedPipelineError(
                 "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
@@ -263,7 +296,12 @@ class WriteToSpark(beam.PTransform):
             self._partition_by,
             schema,
             self._label,
+            untyped=untyped_columns(schema),
         )
+        if config.untyped:
+            # Rows with fields Beam types Any keep their own coder (a
+            # RowCoder for beam.Row); the write types those fields when it runs.
+            return pcoll | SparkWrite(config)
         row_type = spark_rows.row_type(schema)
         if pcoll.element_type is not row_type:
             # Beam encodes a NamedTuple that was never registered with a

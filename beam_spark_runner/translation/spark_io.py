@@ -50,6 +50,9 @@ class SparkReadConfig:
     out_of_orderness_us: int = 0
     idle_timeout_us: Optional[int] = None
     partition_columns: Tuple[str, ...] = ()
+    # A numeric timestamp_column counts these ("s", "ms", "us") since the
+    # epoch; None for a column of Spark type timestamp.
+    timestamp_unit: Optional[str] = None
 
     def describe(self):
         return "table %s" % self.table if self.table else "%s at %s" % (self.format, self.path)
@@ -58,7 +61,9 @@ class SparkReadConfig:
 @dataclasses.dataclass(frozen=True)
 class SparkWriteConfig:
     """Where a WriteToSpark writes; `schema` the Spark StructType (JSON form)
-    of the rows it writes."""
+    of the rows it writes, `untyped` the fields whose type is
+    spark_rows.UNTYPED there (Beam types them Any), which the write takes
+    from the target or the data when it runs (execution/untyped_writes.py)."""
 
     format: Optional[str]
     path: Optional[str]
@@ -68,6 +73,7 @@ class SparkWriteConfig:
     partition_by: Tuple[str, ...]
     schema: dict
     label: str = "WriteToSpark"
+    untyped: Tuple[str, ...] = ()
 
     def describe(self):
         return "table %s" % self.table if self.table else "%s at %s" % (self.format or "parquet", self.path)

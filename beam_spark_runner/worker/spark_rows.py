@@ -60,12 +60,23 @@ _MICROS_URN = schemas.MicrosInstant.urn()
 _MILLIS_URN = schemas.MillisInstant.urn()
 _DECIMAL_URN = schemas.DecimalLogicalType.urn()
 DEFAULT_DECIMAL = "decimal(38,18)"
+# The type a write's schema gives a top-level field Beam types Any: not a
+# Spark type; the write takes its type from the target or the data when it
+# runs (worker/untyped_columns.py).
+UNTYPED = "beam:untyped"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 class UnmappableType(ValueError):
     """A column whose type has no Beam (or Spark) counterpart; the message
     names the column and the type."""
+
+
+class ColumnTypeError(ValueError):
+    """A value a column cannot take, or cannot be read as; the message names
+    the transform, the column and the value (or types) that did not fit.
+    The runner reports it as the run's error wherever it was raised (a
+    Spark task, the driver)."""
 
 
 def _logical(python_type):
@@ -131,10 +142,12 @@ def row_type(spark_schema):
     return t
 
 
-def spark_schema_of(element_type):
+def spark_schema_of(element_type, untyped=False):
     """The Spark StructType (JSON form) for rows of `element_type`: the one a
     row type made by `row_type` remembers, else derived from its Beam schema.
-    Raises UnmappableType for a field with no Spark type, TypeError for an
+    With `untyped`, a top-level field Beam types Any gets the type UNTYPED
+    (the write resolves it when it runs); without, it is refused. Raises
+    UnmappableType for a field with no Spark type, TypeError for an
     element type without a schema."""
     kept = getattr(element_type, "__spark_schema__", None)
     if kept is not None:
@@ -145,17 +158,21 @@ def spark_schema_of(element_type):
         raise TypeError(
             "%s has no schema (use beam.Row, a NamedTuple or a type with a Beam schema)" % element_type
         ) from e
-    return _spark_struct(schema, "")
+    return _spark_struct(schema, "", untyped)
 
 
-def _spark_struct(schema, prefix):
+def _is_any(field):
+    return field.WhichOneof("type_info") == "logical_type" and field.logical_type.urn == schemas.PYTHON_ANY_URN
+
+
+def _spark_struct(schema, prefix, untyped=False):
     return {
         "type": "struct",
         "fields": [
             {
                 "name": f.name,
-                "type": _spark_type(f.type, prefix + f.name),
-                "nullable": f.type.nullable,
+                "type": UNTYPED if untyped and _is_any(f.type) else _spark_type(f.type, prefix + f.name),
+                "nullable": True if untyped and _is_any(f.type) else f.type.nullable,
                 "metadata": {},
             }
             for f in schema.fields
@@ -222,6 +239,49 @@ def _to_timestamp(value):
         value = value.replace(tzinfo=datetime.timezone.utc)
     delta = value - _EPOCH
     return Timestamp(micros=(delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+
+# What a numeric timestamp column counts, in microseconds (ReadFromSpark's
+# `timestamp_unit`).
+TIMESTAMP_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+NUMERIC_TYPES = ("byte", "short", "integer", "long", "float", "double")
+
+
+def is_numeric(spark_type):
+    return spark_type in NUMERIC_TYPES or (isinstance(spark_type, str) and spark_type.startswith("decimal"))
+
+
+def numeric_event_time(unit, column, label):
+    """A function turning a value of a numeric timestamp column counting
+    `unit`s ("s", "ms", "us") since the epoch into a Beam Timestamp (None
+    for None), rounded to the microsecond; a value outside Beam's
+    timestamps, or not finite, raises ColumnTypeError naming `label`, the
+    column and the value."""
+    from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+
+    factor = TIMESTAMP_UNITS[unit]
+    low, high = MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros
+
+    def read(value):
+        if value is None:
+            return None
+        if isinstance(value, int):
+            micros = value * factor
+        elif isinstance(value, decimal.Decimal) and value.is_finite():
+            micros = int((value * factor).to_integral_value(decimal.ROUND_HALF_EVEN))
+        elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+            micros = round(value * factor)
+        else:
+            micros = None
+        if micros is None or not low <= micros <= high:
+            raise ColumnTypeError(
+                "%s: timestamp_column %r holds %r, which is no time Beam holds as %s since the epoch "
+                "(timestamp_unit=%r)"
+                % (label, column, value, {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}[unit], unit)
+            )
+        return Timestamp(micros=micros)
+
+    return read
 
 
 def _from_timestamp(value):

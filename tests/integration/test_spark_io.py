@@ -196,6 +196,54 @@ def test_event_times_come_from_the_timestamp_column(tmp_path):
     _run(build)
 
 
+def test_event_times_come_from_a_numeric_column_in_seconds_or_milliseconds(tmp_path):
+    spark = _spark()
+    source = str(tmp_path / "events")
+    start_s = int(datetime.datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+    # Seconds as a long and as a double (with a fraction), milliseconds as a long; one null.
+    events = [
+        Row(i=i, s=start_s + 7 * i, f=start_s + 7 * i + 0.25, ms=(start_s + 7 * i) * 1000 + 5) for i in range(10)
+    ] + [Row(i=10, s=None, f=None, ms=None)]
+    spark.createDataFrame(events, "i long, s long, f double, ms long").write.parquet(source)
+    base_us = start_s * 1_000_000
+    expected = {
+        ("s", "s"): [(i, base_us + 7 * i * 1_000_000) for i in range(10)],
+        ("f", "s"): [(i, base_us + 7 * i * 1_000_000 + 250_000) for i in range(10)],
+        ("ms", "ms"): [(i, base_us + 7 * i * 1_000_000 + 5_000) for i in range(10)],
+    }
+
+    def build(p):
+        for (column, unit), times in expected.items():
+            stamps = (
+                p
+                | "read %s" % column
+                >> ReadFromSpark(format="parquet", path=source, timestamp_column=column, timestamp_unit=unit)
+                | "times %s" % column >> beam.Map(lambda row, ts=beam.DoFn.TimestampParam: (row.i, ts.micros))
+            )
+            # A null event time is the minimum timestamp.
+            minimum = (10, beam.utils.timestamp.MIN_TIMESTAMP.micros)
+            assert_that(stamps, equal_to(times + [minimum]), label="event times of %s" % column)
+
+    _run(build)
+
+
+def test_a_numeric_timestamp_column_needs_a_known_unit(tmp_path):
+    spark = _spark()
+    source = str(tmp_path / "events")
+    spark.createDataFrame([Row(i=1, at=1_767_225_600, ts=WHEN)]).write.parquet(source)
+    p = beam.Pipeline(runner=SparkRunner())
+    with pytest.raises(
+        UnsupportedPipelineError, match=r"timestamp_column 'at' is numeric \(long\): give timestamp_unit"
+    ):
+        p | "no unit" >> ReadFromSpark(format="parquet", path=source, timestamp_column="at")
+    with pytest.raises(ValueError, match=r"timestamp_unit must be one of 's', 'ms', 'us'.*column 'at'.*got 'h'"):
+        ReadFromSpark(format="parquet", path=source, timestamp_column="at", timestamp_unit="h")
+    with pytest.raises(ValueError, match=r"timestamp_unit='s' says what a numeric timestamp_column counts; no "):
+        ReadFromSpark(format="parquet", path=source, timestamp_unit="s")
+    with pytest.raises(UnsupportedPipelineError, match=r"timestamp_unit='ms' is for a numeric timestamp_column; 'ts'"):
+        p | "timestamp" >> ReadFromSpark(format="parquet", path=source, timestamp_column="ts", timestamp_unit="ms")
+
+
 def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
     spark = _spark()
     p = beam.Pipeline(runner=SparkRunner())
@@ -221,9 +269,9 @@ def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
     with pytest.raises(UnsupportedPipelineError, match=r"WriteToSpark\(.*RETRACTING panes"):
         retracting | "retracted" >> WriteToSpark(format="parquet", path=str(tmp_path / "r"))
     with pytest.raises(
-        UnsupportedPipelineError, match=r"timestamp_column 'id' must be a column of Spark type timestamp"
+        UnsupportedPipelineError, match=r"timestamp_column 'ntz' must be a column of Spark type timestamp, or numeric"
     ):
-        p | "bad ts" >> ReadFromSpark(format="parquet", path=ntz, schema="id int", timestamp_column="id")
+        p | "bad ts" >> ReadFromSpark(format="parquet", path=ntz, schema="ntz string", timestamp_column="ntz")
     assert not os.path.exists(tmp_path / "o")
 
 
