@@ -22,6 +22,7 @@ from beam_spark_runner.translation.beam_translations import translations
 
 from beam_spark_runner.translation import (
     java_combine_values,
+    processing_time_triggers,
     native_io_overrides,
     record_counting,
     retracting,
@@ -43,6 +44,8 @@ def apply_pipeline_overrides(pipeline):
 
 # Before Beam's phases, in this order; each a pure `proto -> proto`.
 PROTO_REWRITES = (
+    # AfterProcessingTime with exactly the one delay Python's trigger reads.
+    processing_time_triggers.normalize_processing_time_delays,
     # RETRACTING: coders that carry retractions, combines that consume them.
     retracting.rewrite_retracting,
     # CombinePerKeys whose timestamp combiner lifting would change.

@@ -7,6 +7,7 @@ check below is a small function of (pipeline proto) -> errors.
 from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from beam_spark_runner.translation.beam_translations import translations
+from beam_spark_runner.translation.processing_time_triggers import processing_time_trigger_problems
 from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
@@ -164,9 +165,11 @@ def check_windowing(pipeline):
     custom one) is refused, where it would otherwise fail the run."""
     errors = []
     components = pipeline.components
+    groupings = []
     for tid, t in _leaf_transforms(pipeline):
         if t.spec.urn not in _GROUPING_URNS or len(t.inputs) != 1:
             continue
+        groupings.append((t.unique_name or tid, t.spec.urn, translations.only_element(t.inputs.values())))
         pcoll = components.pcollections[translations.only_element(t.inputs.values())]
         strategy = components.windowing_strategies[pcoll.windowing_strategy_id]
         if (
@@ -186,7 +189,7 @@ def check_windowing(pipeline):
                 "%s: %s reads PCollection %s whose windowing strategy %s is not supported: %s"
                 % (t.unique_name or tid, t.spec.urn, pcoll.unique_name or t.inputs, pcoll.windowing_strategy_id, e)
             )
-    return errors
+    return errors + processing_time_trigger_problems(pipeline, groupings)
 
 
 def check_requirements(pipeline):
