@@ -269,6 +269,12 @@ def run_tests(classpath, to_run, endpoint, mode, timeout, work, name, expansion_
             process.wait()
             ended = "the time limit of %d s ran out" % timeout
             outcome_of_unfinished = "timeout"
+        except BaseException:
+            # The tool itself is stopped (SIGTERM, Ctrl-C): its test JVM,
+            # in a session of its own, goes with it.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     results = {}
     if os.path.exists(stem + ".jsonl"):
         with open(stem + ".jsonl") as f:
@@ -424,6 +430,9 @@ def main(argv=None):
     parser.add_argument("--class-timeout", type=int, default=900, help="seconds per test class (default 900)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "validates-runner"), help="results directory")
     args = parser.parse_args(argv)
+    # Stopped with SIGTERM (a `timeout`, a CI job's end), the tool unwinds
+    # as on Ctrl-C: the test JVM and the job server it started stop too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     modes = args.mode or list(MODES)
     os.makedirs(args.out, exist_ok=True)
 
