@@ -107,18 +107,21 @@ def test_a_wildcard_host_is_one_address():
     assert grpc_servers.host_addresses("127.0.0.1") == ["127.0.0.1"]
 
 
-@pytest.fixture
-def held_ipv6_port():
-    """A port some other socket listens on at ::1, free on 127.0.0.1."""
+def test_localhost_is_both_loopbacks_since_grpc_clients_try_ipv6_first():
+    """A port held on ::1 alone is refused on "localhost". The same port on
+    127.0.0.1 may be held by another process of a busy machine, which is
+    refused too but names the other address: then another port is tried."""
     if not grpc_servers.host_addresses("localhost")[1:]:
         pytest.fail("this machine has no IPv6 loopback; the CI machine has one")
-    holder = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    holder.bind(("::1", 0))
-    holder.listen(1)
-    yield holder.getsockname()[1]
-    holder.close()
-
-
-def test_localhost_is_both_loopbacks_since_grpc_clients_try_ipv6_first(held_ipv6_port):
-    with pytest.raises(OSError, match=r"address \[::1\]:%d is in use" % held_ipv6_port):
-        grpc_servers.listening_server("localhost", held_ipv6_port)
+    for _ in range(20):
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as holder:
+            holder.bind(("::1", 0))
+            holder.listen(1)
+            port = holder.getsockname()[1]
+            with pytest.raises(OSError, match=r"cannot listen on localhost:%d: address " % port) as refused:
+                grpc_servers.listening_server("localhost", port)
+            if "127.0.0.1:%d" % port in str(refused.value):
+                continue
+            assert "address [::1]:%d is in use" % port in str(refused.value)
+            return
+    pytest.fail("every port tried was held on 127.0.0.1 by another process too")
