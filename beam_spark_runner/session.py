@@ -17,6 +17,9 @@ RUNNER_JAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "b
 # Hadoop's local file system setting permissions in the JVM rather than by
 # running `chmod` once per file (java/beamsparkrunner/fs/).
 LOCAL_FILE_SYSTEM = "beamsparkrunner.fs.NioLocalFileSystem"
+# Spark SQL's setting whose default gives its Python workers an environment,
+# hence a worker daemon, of their own (runner_spark_conf).
+SHARED_DAEMON_KEY = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
 # The driver JVM's logging when the runner starts it (conf/log4j2.properties).
 LOG4J_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "log4j2.properties")
 _LOG4J_PROPERTY = "-Dlog4j2.configurationFile="
@@ -53,6 +56,15 @@ def runner_spark_conf(master="local[*]"):
         "spark.executorEnv.PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         # Forked Python workers start with Beam already imported.
         "spark.python.daemon.module": "beam_spark_runner.execution.spark_daemon",
+        # One daemon for every Python worker of the session. Spark keeps a
+        # daemon per set of worker environment variables, and its SQL Python
+        # runners (a streaming query's mapInArrow and transformWithState, a
+        # ReadFromSpark's conversion) add SPARK_SIMPLIFIED_TRACEBACK=1 where
+        # RDD tasks (batch stages) do not: a session running both started a
+        # second daemon, which imported Beam again (2-4 s of CPU) on the
+        # critical path of its first streaming micro-batch. Without it a
+        # failed Python task's traceback also lists PySpark's worker frames.
+        SHARED_DAEMON_KEY: "false",
         # The JVM helpers: Beam metrics and watermarks in the Spark UI
         # (execution/ui_metrics.py, execution/ui_watermarks.py).
         "spark.jars": RUNNER_JAR,

@@ -44,3 +44,12 @@ def test_the_committed_jar_is_what_java_sources_build(tmp_path):
     )
     with open(session.RUNNER_JAR, "rb") as committed:
         assert built.read_bytes() == committed.read(), "run tools/build_jar.sh and commit the jar"
+
+
+def test_sql_python_tasks_share_the_rdd_tasks_worker_daemon_unless_the_user_says_otherwise():
+    """Spark SQL's simplified tracebacks give its Python workers an
+    environment, hence a daemon, of their own (session.SHARED_DAEMON_KEY)."""
+    assert session.runner_spark_conf("local[2]")[session.SHARED_DAEMON_KEY] == "false"
+    assert session.runner_spark_conf("yarn")[session.SHARED_DAEMON_KEY] == "false"
+    mine = session.merged_spark_conf({session.SHARED_DAEMON_KEY: "true"}, "local[*]")
+    assert mine[session.SHARED_DAEMON_KEY] == "true"
