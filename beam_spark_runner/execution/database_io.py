@@ -51,9 +51,10 @@ from beam_spark_runner.connectors.database_sink import (
 )
 from beam_spark_runner.execution import checkpoint_files, untyped_writes
 from beam_spark_runner.execution.naming import spark_call_site
+from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN, decode_payload
-from beam_spark_runner.worker import context, grouping
+from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
 from beam_spark_runner.worker.transactional_files import digest
 
@@ -243,16 +244,6 @@ class MicroBatchStaging:
         coder = context.components_context(self._components).coders[sink.coder_id]
         publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
         return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
-
-
-def query_values(batch, impl):
-    """The values of an Arrow batch of a sink's DATA and KEYED query rows
-    (kind, payload), decoded with the element coder `impl`."""
-    for kind, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-        if kind == R.KEYED:
-            # A keyed reader beside the sink: its elements, each with its key.
-            payload = b"".join(element for _, element in R.keyed_entries(payload))
-        yield from grouping.decode_values(payload, impl)
 
 
 def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):

@@ -42,7 +42,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, spark_internals, untyped_writes
 from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
-from beam_spark_runner.execution.database_io import MicroBatchStaging, query_values
+from beam_spark_runner.execution.database_io import MicroBatchStaging
+from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter

@@ -24,6 +24,7 @@ import pyarrow as pa
 import triggers
 
 from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
 from beam_spark_runner.worker.untyped_columns import ColumnTypeError, TypeSample, converters, resolved_schema
@@ -116,8 +117,6 @@ def sample_values(columns, where, values):
 def sample_query_rows(components, coder_id, columns, where, batches):
     """mapInArrow body: the merged types (one JSON string) of `columns` over
     a sink's (kind, payload) query rows, decoded with its element coder."""
-    from beam_spark_runner.execution.database_io import query_values
-
     impl = context.coder_impl(components, coder_id)
     types = sample_values(columns, where, (v for batch in batches for v in query_values(batch, impl)))
     yield pa.RecordBatch.from_arrays([pa.array([json.dumps(types)])], names=["types"])
