@@ -50,6 +50,7 @@ import triggers
 from beam_spark_runner.connectors import postgresql_copy
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, first_line, dialect_of
 from beam_spark_runner.worker import untyped_columns
+from beam_spark_runner.worker.sink_commits import SinkCommit
 
 MARKER_TABLE = "beam_spark_runner_commits"
 COMMIT_ATTEMPTS = 5
@@ -367,7 +368,7 @@ def _close(conn):
 
 
 @dataclasses.dataclass(frozen=True)
-class DatabasePublication:
+class DatabasePublication(SinkCommit):
     """Commits the rows `writer` staged for (`sink`, `epoch`) into the
     table, exactly once (the module's docstring). Idempotent: a lost
     connection is tried again (`COMMIT_ATTEMPTS`, backing off from
@@ -380,7 +381,7 @@ class DatabasePublication:
     epoch: int
     writer: str
 
-    def __call__(self):
+    def commit(self, context):
         _committed_with_retries(self.config, self.epoch, self._commit_once, self.sleep)
 
     def _commit_once(self):

@@ -21,9 +21,7 @@ from beam_spark_runner.execution import metrics_accumulator as spark_metrics
 from beam_spark_runner.execution import spark_internals, ui_metrics
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.execution.batch_native_io import NATIVE_STAGES
-from beam_spark_runner.execution.batch_spark_io import SPARK_IO_STAGES
-from beam_spark_runner.execution.database_io import DATABASE_IO_STAGES
+from beam_spark_runner.execution import runner_io_glue
 from beam_spark_runner import plans
 from beam_spark_runner.worker import context, grouped_values, grouping, log_forwarding
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
@@ -36,10 +34,6 @@ from beam_spark_runner.worker.harness_stage import HarnessStageRunner
 def key_partition(key: bytes) -> int:
     """Deterministic across processes (unlike hash() of bytes)."""
     return zlib.crc32(key)
-
-
-# The stages holding one runner-native transform, by its URN.
-_NATIVE_STAGES = {**NATIVE_STAGES, **SPARK_IO_STAGES, **DATABASE_IO_STAGES}
 
 
 class BatchExecution:
@@ -68,7 +62,7 @@ class BatchExecution:
         self.log_settings = log_settings
         self.metrics = self.sc.accumulator({}, spark_metrics.MonitoringInfosParam())
         self.warnings = self.sc.accumulator([], spark_metrics.WarningsParam())
-        self.finalizer = batch_finalization.Finalizer(self.sc)
+        self.finalizer = batch_finalization.Finalizer(self.spark)
         self._written = {}  # BufferRef -> [RDD of blocks]
         self._grouped = {}  # BufferRef -> RDD of blocks after the shuffle
         self._persisted = []
@@ -139,7 +133,7 @@ class BatchExecution:
 
     def _stage_rdd(self, stage):
         if stage.native is not None:
-            return _NATIVE_STAGES[stage.native.urn](self, stage)
+            return runner_io_glue.batch_stage(stage.native.urn)(self, stage)
         side_entries = self._side_input_entries(stage)
         rounds = stage.finalizes and not stage.stateful
         with spark_call_site(self.sc, stage.display_name):

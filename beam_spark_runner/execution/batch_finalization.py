@@ -10,7 +10,8 @@ the driver runs the callbacks that job's tasks handed over
 persisted blocks or the job's result), so a callback that acknowledges
 input to an external system cannot lose data. Callbacks run in the driver
 process, in the order their tasks finished; a failing callback is logged and
-does not fail the pipeline, as in the SDK harness. A callback that cannot
+does not fail the pipeline, as in the SDK harness, but for a sink's commit
+(worker/sink_commits.py), which must succeed: one that fails fails the run. A callback that cannot
 be pickled runs in the worker when its bundle ends, with a warning.
 
 A finalizing stage without keyed state runs in rounds (`run_in_rounds`):
@@ -27,7 +28,9 @@ import time
 from beam_spark_runner.worker.beam_internals import pickler
 from pyspark.accumulators import AccumulatorParam
 
+from beam_spark_runner.execution import checkpoint_files
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
+from beam_spark_runner.worker import sink_commits
 from beam_spark_runner.worker.harness_stage import RESIDUAL, run_finalization_callbacks
 
 
@@ -44,10 +47,12 @@ class FinalizationsParam(AccumulatorParam):
 
 class Finalizer:
     """The driver's side: the accumulator tasks add to, and the callbacks
-    not yet run."""
+    not yet run. `spark`: the session whose file systems the sinks'
+    commits read through."""
 
-    def __init__(self, sc):
-        self.accumulator = sc.accumulator([], FinalizationsParam())
+    def __init__(self, spark):
+        self.accumulator = spark.sparkContext.accumulator([], FinalizationsParam())
+        self._context = sink_commits.CommitContext(lambda root: checkpoint_files.open_checkpoint_files(spark, root))
         self._done = 0
 
     def run_new(self):
@@ -57,9 +62,10 @@ class Finalizer:
         new, self._done = handed[self._done :], len(handed)
         ran = 0
         for stage_name, blob in new:
-            callbacks = pickler.loads(blob)
-            run_finalization_callbacks(callbacks, stage_name)
-            ran += len(callbacks)
+            commits, others = sink_commits.split(pickler.loads(blob))
+            ran += sink_commits.run_commits(commits, self._context)
+            run_finalization_callbacks(others, stage_name)
+            ran += len(others)
         return ran
 
 

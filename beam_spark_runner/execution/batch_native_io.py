@@ -1,6 +1,6 @@
 """Spark glue for the runner's own reads and writes (translation/native_io_overrides.py).
 
-Each entry of `NATIVE_STAGES` builds the RDD of `(output index, block)` of a
+Each stage registered here (execution/runner_io_glue.py) builds the RDD of `(output index, block)` of a
 stage holding one native transform, like a fused stage's `mapPartitions`:
 - read_text: one partition per group of byte ranges (balanced by size on
   the driver), each reading its ranges and encoding the lines into blocks;
@@ -17,6 +17,7 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beam_spark_runner.execution import runner_io_glue
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.native_io_overrides import READ_TEXT_URN, WRITE_FILES_URN, decode_payload
 from beam_spark_runner.worker import context, files
@@ -96,7 +97,5 @@ def _second(pair):
     return pair[1]
 
 
-NATIVE_STAGES = {
-    READ_TEXT_URN: read_text_rdd,
-    WRITE_FILES_URN: write_files_rdd,
-}
+runner_io_glue.register_batch_stage(READ_TEXT_URN, read_text_rdd)
+runner_io_glue.register_batch_stage(WRITE_FILES_URN, write_files_rdd)

@@ -22,7 +22,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.execution import spark_internals, untyped_writes
+from beam_spark_runner.execution import runner_io_glue, spark_internals, untyped_writes
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
@@ -282,7 +282,5 @@ def converting_writer(spark_type, convert):
     return lambda value: write(convert(value))
 
 
-SPARK_IO_STAGES = {
-    READ_SPARK_URN: read_spark_rdd,
-    WRITE_SPARK_URN: write_spark_rdd,
-}
+runner_io_glue.register_batch_stage(READ_SPARK_URN, read_spark_rdd)
+runner_io_glue.register_batch_stage(WRITE_SPARK_URN, write_spark_rdd)

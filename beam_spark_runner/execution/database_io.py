@@ -35,7 +35,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
@@ -49,13 +48,13 @@ from beam_spark_runner.connectors.database_sink import (
     prepare_tables,
     stage_rows,
 )
-from beam_spark_runner.execution import checkpoint_files, untyped_writes
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue, untyped_writes
 from beam_spark_runner.execution.naming import spark_call_site
 from beam_spark_runner.execution.sink_rows import query_values
-from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN, decode_payload
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
+from beam_spark_runner.worker.sink_commits import SinkCommit
 from beam_spark_runner.worker.transactional_files import digest
 
 _STAGED_SCHEMA = "part int, rows long"
@@ -125,7 +124,7 @@ def _stage_blocks(config, sink, writer, components, coder_id, pairs):
     yield stage_rows(config, sink, writer, 0, part, attempt, values)
 
 
-DATABASE_IO_STAGES = {WRITE_DATABASE_URN: write_database_rdd}
+runner_io_glue.register_batch_stage(WRITE_DATABASE_URN, write_database_rdd)
 
 
 # --- streaming ----------------------------------------------------------------
@@ -137,12 +136,17 @@ def staged_epoch_dir(sink_id: str, batch_id: int) -> str:
     return checkpoint_files.join(STAGED_DIR, sink_id, "batch-%08d" % batch_id)
 
 
-class MicroBatchStaging:
+class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
     """A streaming query's database sinks: `prepare()` at the query's start,
     then per micro-batch with rows for a sink `stage(frame, sink, batch_id)`
     (a Spark job writes them) or `stage_collected(rows, sink, batch_id)`
-    (the driver, which collected them, writes them). `files`: the
-    checkpoint's files (execution/checkpoint_files.py)."""
+    (the driver, which collected them, writes them); each returns the
+    batch's `StagedEpochPublication`. `files`: the checkpoint's files
+    (execution/checkpoint_files.py)."""
+
+    @classmethod
+    def of_query(cls, context: runner_io_glue.StagingContext):
+        return cls(context.run_id, context.components, context.files)
 
     def __init__(self, run, components, files):
         self._run = run  # the checkpoint's run id: the same for every restart of it
@@ -192,8 +196,7 @@ class MicroBatchStaging:
 
     def stage(self, selected, sink, batch_id):
         """Stages the sink's rows of the batch (`selected`: its DATA and
-        KEYED query rows) under the checkpoint and returns the FINALIZE row
-        carrying the publication."""
+        KEYED query rows) under the checkpoint and returns the publication."""
         if decode_payload(sink.payload).untyped:
             self._typed(sink, self._sink_values(sink, selected.select("kind", "payload").toArrow()))
         sink_id, relative = self._where(sink, batch_id)
@@ -204,7 +207,7 @@ class MicroBatchStaging:
         # whatever an earlier run of it staged; Spark's commit protocol
         # publishes one attempt of each task.
         rows.write.mode("overwrite").parquet(self._files.uri(relative))
-        return self._finalize(sink, sink_id, batch_id, relative)
+        return self._publication(sink, sink_id, batch_id, relative)
 
     def stage_collected(self, rows, sink, batch_id):
         """`stage` for the sink's DATA and KEYED query rows of the batch
@@ -231,19 +234,20 @@ class MicroBatchStaging:
         # earlier run of it staged.
         self._files.delete(relative)
         self._files.write(checkpoint_files.join(relative, "part-00000" + ARROW_SUFFIX), out.getvalue())
-        return self._finalize(sink, sink_id, batch_id, relative)
+        return self._publication(sink, sink_id, batch_id, relative)
 
     def _where(self, sink, batch_id):
         """(the sink's id in this checkpoint, the batch's staging directory)."""
         sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
         return sink_id, staged_epoch_dir(sink_id, batch_id)
 
-    def _finalize(self, sink, sink_id, batch_id, relative):
-        """The FINALIZE row carrying the batch's publication."""
+    def _publication(self, sink, sink_id, batch_id, relative):
         config = self._configs.get(sink.name) or decode_payload(sink.payload)
         coder = context.components_context(self._components).coders[sink.coder_id]
-        publication = StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
-        return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
+        return StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
+
+
+runner_io_glue.register_micro_batch_staging(WRITE_DATABASE_URN, MicroBatchStaging.of_query)
 
 
 def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):
@@ -268,7 +272,7 @@ def staged_blocks(config, values, part, block_rows=BLOCK_ROWS):
 
 
 @dataclasses.dataclass(frozen=True)
-class StagedEpochPublication:
+class StagedEpochPublication(SinkCommit):
     """Commits the rows a streaming sink staged for one batch under the
     checkpoint (`root`, `relative`) into the table, exactly once
     (`EpochCommit`), then removes them. Run again after a restart that
@@ -285,22 +289,11 @@ class StagedEpochPublication:
     relative: str
     coder: Any = None
 
-    def __call__(self):
-        files = _checkpoint_files(self.root)
+    def commit(self, context):
+        files = context.open_files(self.root)
         staged = StagedRows(files, self.relative, self.config, self.coder)
         EpochCommit(self.config, self.sink, self.epoch)(staged.rows)
         files.delete(self.relative)
-
-
-def _checkpoint_files(root):
-    """The checkpoint's files; Spark's Hadoop file system (through the
-    driver's SparkSession) only for a checkpoint that is not local."""
-    spark = None
-    if not checkpoint_files.is_local(root):
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.getOrCreate()
-    return checkpoint_files.open_checkpoint_files(spark, root)
 
 
 class StagedRows:

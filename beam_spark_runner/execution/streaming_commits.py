@@ -14,10 +14,8 @@ import pickle
 
 from beam_spark_runner.worker.beam_internals import pickler
 from beam_spark_runner.execution import checkpoint_files, spark_internals
+from beam_spark_runner.worker import sink_commits
 from beam_spark_runner.worker.harness_stage import run_finalization_callbacks
-from beam_spark_runner.connectors.database_sink import DatabasePublication
-from beam_spark_runner.execution.database_io import StagedEpochPublication
-from beam_spark_runner.worker.transactional_files import Publication
 
 _LOG = logging.getLogger(__name__)
 _COMMITS_DIR = checkpoint_files.join(checkpoint_files.SPARK_DIR, "commits")
@@ -133,24 +131,23 @@ def _json_problem(text):
     return None
 
 
-# The exactly-once sinks' commits: files renamed, database rows moved or
-# loaded from the checkpoint.
-_PUBLICATIONS = (Publication, DatabasePublication, StagedEpochPublication)
+def commit_context(spark):
+    """The context the driver's sink commits run in: the checkpoint's files
+    through the query's own Spark session."""
+    return sink_commits.CommitContext(lambda root: checkpoint_files.open_checkpoint_files(spark, root))
 
 
-def release(effects):
+def release(effects, context):
     """Runs a durable batch's bundle finalization callbacks on the driver.
-    Publications of the exactly-once sinks run first and must succeed:
-    one that fails fails the run, and the batch's pending record stays, so
-    the next run publishes again. Other callbacks that fail are logged, as
-    in Beam's SDK harness."""
+    The sinks' commits (worker/sink_commits.py) of each stage run first and
+    must succeed: one that fails fails the run, and the batch's pending
+    record stays, so the next run publishes again. Other callbacks that
+    fail are logged, as in Beam's SDK harness."""
     for payload in effects.finalizers:
         stage_name, blob = pickle.loads(payload)
-        callbacks = pickler.loads(blob)
-        for publication in callbacks:
-            if isinstance(publication, _PUBLICATIONS):
-                publication()
-        run_finalization_callbacks([c for c in callbacks if not isinstance(c, _PUBLICATIONS)], stage_name)
+        commits, others = sink_commits.split(pickler.loads(blob))
+        sink_commits.run_commits(commits, context)
+        run_finalization_callbacks(others, stage_name)
 
 
 def abort(effects):

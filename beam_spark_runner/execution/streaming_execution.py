@@ -7,6 +7,7 @@ the operators (streaming/operators.py), each batch's plan
 (streaming/source_planner.py).
 """
 
+import functools
 import logging
 import shutil
 import tempfile
@@ -72,7 +73,7 @@ class StreamingExecution:
         checkpointing = checkpointing or CheckpointSettings()
         self._coordinator = CheckpointCoordinator(
             self._files,
-            streaming_commits.release,
+            functools.partial(streaming_commits.release, context=streaming_commits.commit_context(spark)),
             streaming_commits.abort,
             release_policy=checkpointing.release_policy(),
         )

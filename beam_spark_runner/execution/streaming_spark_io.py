@@ -40,16 +40,14 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.execution import checkpoint_files, spark_internals, untyped_writes
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue, spark_internals, untyped_writes
 from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
-from beam_spark_runner.execution.database_io import MicroBatchStaging
 from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import SPARK_SOURCE_SEQ
-from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
-from beam_spark_runner.translation.spark_io import decode_payload
+from beam_spark_runner.translation.spark_io import WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
 from beam_spark_runner.worker.transactional_files import Move, Publication, digest
 
@@ -177,30 +175,32 @@ def run_id(files):
 
 
 class SparkSinkWrites:
-    """The foreachBatch end of a query with Spark sinks: `collect(batch_df,
-    batch_id)` writes each sink's rows of the batch to its staging
-    directory and returns the batch's other rows plus one FINALIZE row per
-    sink written (its Publication). `files`: the checkpoint's files, where
-    the run id lives."""
+    """The foreachBatch end of a query with runner sinks: `collect(batch_df,
+    batch_id)` has each sink's rows of the batch staged by its URN's
+    staging (execution/runner_io_glue.py) and returns the batch's other
+    rows plus one FINALIZE row per sink staged, carrying the `SinkCommit`
+    that publishes them. `files`: the checkpoint's files, where the run id
+    lives."""
 
     def __init__(self, spark, plan, files):
         self._spark = spark
         self._sinks = plan.spark_sinks
-        self._components = plan.components
-        self._run = run_id(files) if self._sinks else None
         self._dests = {}  # dest text -> the sinks reading it (one PCollection may have several)
-        # sink name -> (its target's types, the types its untyped fields took
-        # from this run's earlier batches): see `_typed`.
-        self._untyped = {}
         for sink in self._sinks:
             self._dests.setdefault(R.dest_text(sink.dest), []).append(sink)
-        database_sinks = [s for s in self._sinks if s.urn == WRITE_DATABASE_URN]
-        self._databases = MicroBatchStaging(self._run, self._components, files) if database_sinks else None
-        if database_sinks:
-            self._databases.prepare(database_sinks)
-        # Database sinks only: their rows come to the driver with the batch's
-        # other rows, in one Spark job (see `_collect_for_databases`).
-        self._databases_only = bool(database_sinks) and len(database_sinks) == len(self._sinks)
+        self._stagings = {}  # URN -> its MicroBatchSinkStaging
+        if self._sinks:
+            context = runner_io_glue.StagingContext(spark, run_id(files), plan.components, files)
+            for urn in sorted({sink.urn for sink in self._sinks}):
+                staging = runner_io_glue.micro_batch_staging(urn, context)
+                staging.prepare([sink for sink in self._sinks if sink.urn == urn])
+                self._stagings[urn] = staging
+        # Sinks that all stage rows collected on the driver: their rows come
+        # to the driver with the batch's other rows, in one Spark job (see
+        # `_collect_on_driver`).
+        self._driver_collected = bool(self._stagings) and all(
+            isinstance(staging, runner_io_glue.DriverCollectedStaging) for staging in self._stagings.values()
+        )
 
     @functools.cached_property
     def _columns(self):
@@ -223,9 +223,9 @@ class SparkSinkWrites:
     def collect(self, batch_df, batch_id):
         if not self._sinks:
             return batch_df.collect()
-        if self._databases_only:
-            return self._collect_for_databases(batch_df, batch_id)
-        without_sink_payloads, _ = self._columns
+        if self._driver_collected:
+            return self._collect_on_driver(batch_df, batch_id)
+        without_sink_payloads, of_sink = self._columns
         # Materialized once: the sinks' writes and the collect below read it
         # without running the batch's operators again.
         frame = batch_df.localCheckpoint(eager=True)
@@ -233,16 +233,19 @@ class SparkSinkWrites:
         written = sorted({row.dest for row in collected if row.kind in R.DATA_KINDS and row.dest in self._dests})
         rows = [row for row in collected if not (row.kind in R.DATA_KINDS and row.dest in self._dests)]
         for dest in written:
-            rows.extend(self._write(frame, sink, batch_id) for sink in self._dests[dest])
+            selected = frame.filter(of_sink[dest])
+            for sink in self._dests[dest]:
+                with spark_internals.keeping_active_session(self._spark):
+                    commit = self._stagings[sink.urn].stage(selected, sink, batch_id)
+                rows.append(_finalize_row(sink, commit))
         return rows
 
-    def _collect_for_databases(self, batch_df, batch_id):
+    def _collect_on_driver(self, batch_df, batch_id):
         """The batch in one Spark job: every row comes to the driver as
         Arrow (the sinks' payloads are not pickled), each with the
-        partition that made it, and the driver stages the database sinks'
-        rows under the checkpoint itself. A database sink's commit reads
-        them on the driver anyway; this spares the batch a materialization
-        and a write job per sink."""
+        partition that made it, and the driver stages the sinks' rows
+        itself. A database sink's commit reads them on the driver anyway;
+        this spares the batch a materialization and a write job per sink."""
         import pyarrow.compute as pc
         from pyspark.sql import Row
         from pyspark.sql import functions as F
@@ -255,34 +258,52 @@ class SparkSinkWrites:
             # partitions' and within each its task's.
             of_sink = table.filter(pc.and_(is_data, pc.equal(table.column("dest"), dest)))
             if of_sink.num_rows:
-                rows.extend(self._databases.stage_collected(of_sink, sink, batch_id) for sink in self._dests[dest])
+                for sink in self._dests[dest]:
+                    commit = self._stagings[sink.urn].stage_collected(of_sink, sink, batch_id)
+                    rows.append(_finalize_row(sink, commit))
         is_sink = pc.and_(is_data, pc.is_in(table.column("dest"), pa.array(sorted(self._dests), pa.string())))
         others = table.filter(pc.invert(pc.fill_null(is_sink, False)))
         rows.extend(Row(**row) for row in others.to_pylist())
         return rows
 
-    def _write(self, frame, sink, batch_id):
+
+def _finalize_row(sink, commit):
+    """The FINALIZE row handing the driver sink a sink's commit, which the
+    checkpoint coordinator runs once the batch is a completed checkpoint."""
+    return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([commit]))))
+
+
+class SparkWriterStaging(runner_io_glue.MicroBatchSinkStaging):
+    """A query's WriteToSpark sinks: each batch's rows written with Spark's
+    writer to a staging directory named by the sink and the batch (a
+    replay of the batch overwrites its own attempt); the `Publication`
+    renames the staged files to final names carrying the run and the
+    batch."""
+
+    def __init__(self, context: runner_io_glue.StagingContext):
+        self._spark = context.spark
+        self._run = context.run_id
+        self._components = context.components
+        # sink name -> (its target's types, the types its untyped fields took
+        # from this run's earlier batches): see `_typed`.
+        self._untyped = {}
+
+    def stage(self, selected, sink, batch_id):
         from pyspark.sql.types import StructType
 
-        selected = frame.filter(self._columns[1][R.dest_text(sink.dest)])
-        if sink.urn == WRITE_DATABASE_URN:
-            with spark_internals.keeping_active_session(self._spark):
-                return self._databases.stage(selected, sink, batch_id)
         config, convert = self._typed(selected, sink, decode_payload(sink.payload), batch_id)
         writer_id = "%s-%s" % (self._run, digest(sink.name)[:8])
         window_prefix = checkpoint_files.join(config.path, STAGING_DIR, writer_id, "batch")
-        publication = Publication(config.label, window_prefix, batch_id, ())
-        staging = publication.staging_dir
+        staging = Publication(config.label, window_prefix, batch_id, ()).staging_dir
         to_arrow = functools.partial(sink_batches, config.schema, self._components, sink.coder_id, convert)
-        with spark_internals.keeping_active_session(self._spark), untyped_writes.raising_column_errors():
+        with untyped_writes.raising_column_errors():
             rows = selected.select("kind", "payload").mapInArrow(to_arrow, StructType.fromJson(config.schema))
             spark_writer(rows, config, "overwrite").save(staging)
         moves = tuple(
             Move(path, _final_name(config.path, staging, path, writer_id, batch_id, i))
             for i, path in enumerate(_staged_files(staging))
         )
-        publication = Publication(config.label, window_prefix, batch_id, moves)
-        return R.finalize(sink.name, pickle.dumps((sink.display_name, pickler.dumps([publication]))))
+        return Publication(config.label, window_prefix, batch_id, moves)
 
     def _typed(self, selected, sink, config, batch_id):
         """(`config` with its untyped fields typed, their converters): the
@@ -306,6 +327,9 @@ class SparkSinkWrites:
 
         schema, convert = untyped_writes.resolve(config, config.untyped, target, infer, config.describe())
         return dataclasses.replace(config, schema=schema), convert
+
+
+runner_io_glue.register_micro_batch_staging(WRITE_SPARK_URN, SparkWriterStaging)
 
 
 def _staged_files(staging):

@@ -12,7 +12,9 @@ expands it; another runner refuses the unknown URN.
 """
 
 from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig
+from beam_spark_runner.translation import runner_io
 from beam_spark_runner.translation.spark_io import SparkWrite, decode_payload
+from triggers.driver import RETRACTING
 
 WRITE_DATABASE_URN = "beam_spark_runner:transform:write_database:v1"
 DATABASE_IO_URNS = frozenset([WRITE_DATABASE_URN])
@@ -25,3 +27,27 @@ class DatabaseWrite(SparkWrite):
     the table written."""
 
     urn = WRITE_DATABASE_URN
+
+
+def _check_write(name, transform, pipeline, streaming):
+    """RETRACTING panes need key columns: without them a retraction has no
+    row to delete."""
+    config = decode_payload(transform.spec.payload)
+    components = pipeline.components
+    strategies = [
+        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
+        for p in transform.inputs.values()
+    ]
+    if not config.key_columns and any(s.accumulation_mode == RETRACTING for s in strategies):
+        return [
+            "%s: its input has RETRACTING panes; give key_columns so a retraction deletes the row it "
+            "retracts, or use DISCARDING or ACCUMULATING panes" % name
+        ]
+    return []
+
+
+runner_io.register(
+    runner_io.RunnerIO(
+        WRITE_DATABASE_URN, runner_io.IORole.SINK, lambda payload: decode_payload(payload).label, check=_check_write
+    )
+)

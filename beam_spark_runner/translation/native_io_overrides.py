@@ -39,11 +39,15 @@ from apache_beam.pipeline import PTransformOverride
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import core, window
 
+from beam_spark_runner.translation import runner_io
 from beam_spark_runner.worker.beam_internals import MISSING, read_from_text_source, text_source_fields
 
 READ_TEXT_URN = "beam_spark_runner:transform:read_text:v1"
 WRITE_FILES_URN = "beam_spark_runner:transform:write_files:v1"
 NATIVE_IO_URNS = frozenset([READ_TEXT_URN, WRITE_FILES_URN])
+# Batch only: Beam's own expansions run in a streaming pipeline.
+runner_io.register(runner_io.RunnerIO(READ_TEXT_URN, runner_io.IORole.SOURCE, streaming=False))
+runner_io.register(runner_io.RunnerIO(WRITE_FILES_URN, runner_io.IORole.SINK, streaming=False))
 
 
 @dataclasses.dataclass(frozen=True)

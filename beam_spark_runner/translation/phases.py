@@ -26,12 +26,10 @@ from beam_spark_runner.translation import (
     native_io_overrides,
     record_counting,
     retracting,
+    runner_io,
     stable_order,
     unliftable_combines,
 )
-from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
-from beam_spark_runner.translation.database_io import DATABASE_IO_URNS
-from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
 
 
 def apply_pipeline_overrides(pipeline):
@@ -52,18 +50,20 @@ PROTO_REWRITES = (
     unliftable_combines.keep_timestamp_combiners,
 )
 
-# Transforms the runner (Spark) executes itself rather than the SDK harness.
-RUNNER_URNS = (
-    frozenset(
-        [
-            common_urns.primitives.FLATTEN.urn,
-            common_urns.primitives.GROUP_BY_KEY.urn,
-        ]
-    )
-    | NATIVE_IO_URNS
-    | SPARK_IO_URNS
-    | DATABASE_IO_URNS
-)
+# Transforms the runner (Spark) executes itself rather than the SDK harness,
+# besides its I/O transforms (translation/runner_io.py).
+_RUNNER_PRIMITIVES = frozenset([common_urns.primitives.FLATTEN.urn, common_urns.primitives.GROUP_BY_KEY.urn])
+
+
+def runner_urns(streaming=False):
+    """The URNs fusion leaves to the runner: its primitives and the I/O
+    transforms registered for the kind of pipeline; in streaming also
+    TestStream, a runner-side source (the micro-batch reader), which must
+    not be fused into an SDK stage."""
+    if streaming:
+        return _RUNNER_PRIMITIVES | runner_io.urns(streaming=True) | {common_urns.primitives.TEST_STREAM.urn}
+    return _RUNNER_PRIMITIVES | runner_io.urns(streaming=False)
+
 
 BATCH_PHASES = (
     translations.annotate_downstream_side_inputs,
@@ -91,10 +91,6 @@ BATCH_PHASES = (
     translations.populate_data_channel_coders,
 )
 
-
-# Streaming: TestStream is a runner-side source (the micro-batch reader), so
-# it must not be fused into an SDK stage.
-STREAMING_RUNNER_URNS = (RUNNER_URNS - NATIVE_IO_URNS) | {common_urns.primitives.TEST_STREAM.urn}
 
 _SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
 
@@ -166,7 +162,7 @@ _STREAMING_BEFORE = {
 STREAMING_PHASES = tuple(phase for p in BATCH_PHASES for phase in (*_STREAMING_BEFORE.get(p, ()), p))
 
 
-def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=RUNNER_URNS):
+def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, streaming=False):
     """Returns (TransformContext, ordered stages) for a pipeline proto.
 
     `drain`: splittable DoFns get a truncate step, so unbounded restrictions
@@ -176,7 +172,7 @@ def create_stages(pipeline_proto, phases=BATCH_PHASES, drain=False, runner_urns=
     return translations.create_and_optimize_stages(
         copy.deepcopy(pipeline_proto),
         phases=list(phases),
-        known_runner_urns=runner_urns,
+        known_runner_urns=runner_urns(streaming),
         use_state_iterables=False,
         is_drain=drain,
     )

@@ -12,12 +12,9 @@ from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import EnvironmentKind
-from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
-from beam_spark_runner.translation import database_io, sdk_environments, spark_io
-from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
+from beam_spark_runner.translation import runner_io, sdk_environments
 from beam_spark_runner.worker.beam_internals import PYTHON_WINDOW_FN_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
-from triggers.driver import RETRACTING as RETRACTING_MODE
 
 
 _P = common_urns.primitives
@@ -94,51 +91,14 @@ def check_transforms(pipeline, streaming=False):
             continue
         if urn == _P.TEST_STREAM.urn:
             errors.append("%s: TestStream (%s) needs a streaming run: pass --streaming" % (name, urn))
-        elif urn in NATIVE_IO_URNS and streaming:
-            errors.append("%s: %s is a batch-only runner transform" % (name, urn))
-        elif urn in NATIVE_IO_URNS:
-            continue
-        elif urn in SPARK_IO_URNS:
-            errors.extend(_check_spark_io(name, t, streaming))
-        elif urn in database_io.DATABASE_IO_URNS:
-            errors.extend(_check_database_write(name, t, pipeline))
+        elif runner_io.lookup(urn) is not None:
+            io = runner_io.lookup(urn)
+            errors.extend(runner_io.engine_problems(name, io, streaming) or io.check(name, t, pipeline, streaming))
         elif urn not in SUPPORTED_LEAF_URNS:
             errors.append("%s: transform URN %s is not supported by the Spark runner" % (name, urn or "<empty>"))
         elif urn in translations.PAR_DO_URNS:
             errors.extend(_check_pardo(name, t))
     return errors
-
-
-def _check_spark_io(name, transform, streaming):
-    """A ReadFromSpark expanded for a batch pipeline reads with spark.read,
-    one for a streaming pipeline with spark.readStream: the pipeline run
-    must be the kind it was built for."""
-    config = spark_io.decode_payload(transform.spec.payload)
-    built_streaming = bool(getattr(config, "streaming", False))
-    if transform.spec.urn == spark_io.READ_SPARK_URN and built_streaming != streaming:
-        return [
-            "%s: it was built for a %s pipeline and cannot run in a %s one: build the pipeline with the "
-            "options it runs with (--streaming)"
-            % (name, "streaming" if built_streaming else "batch", "streaming" if streaming else "batch")
-        ]
-    return []
-
-
-def _check_database_write(name, transform, pipeline):
-    """RETRACTING panes need key columns: without them a retraction has no
-    row to delete."""
-    config = database_io.decode_payload(transform.spec.payload)
-    components = pipeline.components
-    strategies = [
-        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
-        for p in transform.inputs.values()
-    ]
-    if not config.key_columns and any(s.accumulation_mode == RETRACTING_MODE for s in strategies):
-        return [
-            "%s: its input has RETRACTING panes; give key_columns so a retraction deletes the row it "
-            "retracts, or use DISCARDING or ACCUMULATING panes" % name
-        ]
-    return []
 
 
 def _check_pardo(name, transform):

@@ -24,6 +24,9 @@ from apache_beam import pvalue
 from beam_spark_runner.worker.beam_internals import pickler
 from apache_beam.transforms import core, ptransform, window
 
+from beam_spark_runner.plans import Dest, SparkSource
+from beam_spark_runner.translation import runner_io
+
 READ_SPARK_URN = "beam_spark_runner:transform:read_spark:v1"
 WRITE_SPARK_URN = "beam_spark_runner:transform:write_spark:v1"
 SPARK_IO_URNS = frozenset([READ_SPARK_URN, WRITE_SPARK_URN])
@@ -106,21 +109,54 @@ class SparkRead(ptransform.PTransform):
         return READ_SPARK_URN, encode_payload(self.config)
 
 
-class SparkWrite(ptransform.PTransform):
+class SparkWrite(runner_io.SinkPrimitive):
     """The write primitive; its output is the destination written. A
     subclass with another `urn` is another sink's primitive."""
 
     urn = WRITE_SPARK_URN
 
     def __init__(self, config):
-        super().__init__()
+        super().__init__(self.urn, encode_payload(config))
         self.config = config
 
-    def expand(self, pcoll):
-        return pvalue.PCollection(pcoll.pipeline, element_type=str, is_bounded=pcoll.is_bounded)
 
-    def get_windowing(self, inputs):
-        return core.Windowing(window.GlobalWindows())
+def _label(payload):
+    return decode_payload(payload).label
 
-    def to_runner_api_parameter(self, context):
-        return self.urn, encode_payload(self.config)
+
+def _check_read(name, transform, pipeline, streaming):
+    """A ReadFromSpark expanded for a batch pipeline reads with spark.read,
+    one for a streaming pipeline with spark.readStream: the pipeline run
+    must be the kind it was built for."""
+    built_streaming = bool(getattr(decode_payload(transform.spec.payload), "streaming", False))
+    if built_streaming != streaming:
+        return [
+            "%s: it was built for a %s pipeline and cannot run in a %s one: build the pipeline with the "
+            "options it runs with (--streaming)"
+            % (name, "streaming" if built_streaming else "batch", "streaming" if streaming else "batch")
+        ]
+    return []
+
+
+def _streaming_source(plan):
+    """A ReadFromSpark stage of a streaming pipeline: its rows enter the
+    query at the destination its one output feeds."""
+    config = decode_payload(plan.native.payload)
+    (port,) = plan.outputs
+    return SparkSource(
+        plan.native.transform_id,
+        config.label,
+        plan.native.payload,
+        Dest.written_to(port.buffer),
+        port.coder_id,
+        out_of_orderness_us=config.out_of_orderness_us,
+        idle_timeout_us=config.idle_timeout_us,
+    )
+
+
+runner_io.register(
+    runner_io.RunnerIO(
+        READ_SPARK_URN, runner_io.IORole.SOURCE, _label, check=_check_read, plan_streaming_source=_streaming_source
+    )
+)
+runner_io.register(runner_io.RunnerIO(WRITE_SPARK_URN, runner_io.IORole.SINK, _label))

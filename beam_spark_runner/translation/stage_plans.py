@@ -32,11 +32,9 @@ from beam_spark_runner.plans import (
     SideInputPlan,
     StagePlan,
 )
-from beam_spark_runner.translation.native_io_overrides import NATIVE_IO_URNS
 from beam_spark_runner.translation.plain_stages import plan_plain_stage
 from beam_spark_runner.translation.sdk_environments import python_decodes, stage_environment, upstream_environment
-from beam_spark_runner.translation.database_io import DATABASE_IO_URNS
-from beam_spark_runner.translation.spark_io import SPARK_IO_URNS
+from beam_spark_runner.translation import runner_io
 from beam_spark_runner.worker.beam_internals import (
     GENERIC_NON_MERGING_WINDOW_FN_URN,
     PYTHON_WINDOW_FN_URNS,
@@ -130,7 +128,7 @@ class StagePlanner:
                 t.spec.payload = beam_fn_api_pb2.RemoteGrpcPort(coder_id=coder_id).SerializeToString()
             else:
                 names.append(t.unique_name)
-                if t.spec.urn in NATIVE_IO_URNS or t.spec.urn in SPARK_IO_URNS or t.spec.urn in DATABASE_IO_URNS:
+                if runner_io.lookup(t.spec.urn) is not None:
                     native = NativeTransform(t.unique_name, t.spec.urn, t.spec.payload)
                 if t.spec.urn in translations.PAR_DO_URNS:
                     payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)

@@ -46,10 +46,8 @@ from beam_spark_runner.plans import (
 )
 from beam_spark_runner.streaming.watermark_lanes import plan_lanes
 from beam_spark_runner.streaming.watermarks import StageInputs
-from beam_spark_runner.translation import phases
-from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
+from beam_spark_runner.translation import phases, runner_io
 from beam_spark_runner.translation.same_batch_watermarks import same_batch_stages
-from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.translation.stage_plans import StagePlanner
 from beam_spark_runner.translation.watermark_percentiles import operator_percentiles
 
@@ -62,9 +60,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
     translation/requirements.py). `watermark_percentile`: what keyed
     operators run under unless their transforms ask for another
     (translation/watermark_percentiles.py)."""
-    context, stages = phases.create_stages(
-        pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, runner_urns=phases.STREAMING_RUNNER_URNS
-    )
+    context, stages = phases.create_stages(pipeline_proto, phases=phases.STREAMING_PHASES, drain=drain, streaming=True)
     planner = StagePlanner(context, stages, plain_python=plain_python)
     planned = [(stage, planner.stage(stage, index)) for index, stage in enumerate(stages)]
     sources, operators, impulse_dests, spark_sources, spark_sinks = [], [], [], [], []
@@ -83,11 +79,12 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
         if test_stream is not None:
             sources.append(_test_stream_source(plan, test_stream, stage))
             continue
-        if plan.native is not None and plan.native.urn == READ_SPARK_URN:
-            spark_sources.append(_spark_source(plan))
+        io = runner_io.lookup(plan.native.urn) if plan.native is not None else None
+        if io is not None and io.role is runner_io.IORole.SOURCE:
+            spark_sources.append(io.plan_streaming_source(plan))
             continue
-        if plan.native is not None and plan.native.urn in (WRITE_SPARK_URN, WRITE_DATABASE_URN):
-            spark_sinks.append(_spark_sink(plan, read_buffers))
+        if io is not None and io.role is runner_io.IORole.SINK:
+            spark_sinks.append(_spark_sink(plan, io, read_buffers))
             continue
         inputs = []
         for port in plan.inputs:
@@ -160,22 +157,6 @@ def _with_percentiles(operators, graph, spark_sources, components, default):
     ]
 
 
-def _spark_source(plan):
-    """A ReadFromSpark stage: its rows enter the query at the destination its
-    one output feeds."""
-    config = decode_payload(plan.native.payload)
-    (port,) = plan.outputs
-    return SparkSource(
-        plan.native.transform_id,
-        config.label,
-        plan.native.payload,
-        Dest.written_to(port.buffer),
-        port.coder_id,
-        out_of_orderness_us=config.out_of_orderness_us,
-        idle_timeout_us=config.idle_timeout_us,
-    )
-
-
 def _with_fused_reader(source, operators, sink_dests, keyed_dests, broadcast):
     """The source with `fused_operator` set when one plain-Python stateless
     operator alone reads its rows (no side inputs, no rebalancing, no other
@@ -195,12 +176,13 @@ def _with_fused_reader(source, operators, sink_dests, keyed_dests, broadcast):
     return dataclasses.replace(source, fused_operator=op.name) if fusable else source
 
 
-def _spark_sink(plan, read_buffers):
-    """A WriteToSpark or WriteToDatabase stage: the rows addressed to its
-    input are written at the end of each micro-batch. Its output (the destination written) has no
-    micro-batch to be produced in: a pipeline reading it is refused."""
+def _spark_sink(plan, io, read_buffers):
+    """A runner sink's stage (`io`, registered in translation/runner_io.py):
+    the rows addressed to its input are staged at the end of each
+    micro-batch. Its output (the destination written) has no micro-batch
+    to be produced in: a pipeline reading it is refused."""
     (port,) = plan.inputs
-    label = decode_payload(plan.native.payload).label
+    label = io.label_of(plan.native.payload)
     if any(out.buffer in read_buffers for out in plan.outputs):
         raise UnsupportedPipelineError(
             "%s: in a streaming pipeline its output (the destination written) cannot be read by another "

@@ -37,6 +37,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
+from beam_spark_runner.worker.sink_commits import SinkCommit
 from beam_spark_runner.worker.file_names import FileBasedSinkNames, destination_file_name
 from triggers.retractions import is_retraction
 
@@ -81,7 +82,7 @@ class Move:
 
 
 @dataclasses.dataclass(frozen=True)
-class Publication:
+class Publication(SinkCommit):
     """Publishes one pane: renames its staged files to their final names.
 
     Idempotent: a staged file that is gone while its final file exists was
@@ -101,7 +102,7 @@ class Publication:
     def staging_dir(self):
         return pane_dir(self.window_prefix, self.pane_index)
 
-    def __call__(self):
+    def commit(self, context):
         pending = [m for m in self.moves if FileSystems.exists(m.staged)]
         lost = [m for m in self.moves if m not in pending and not FileSystems.exists(m.final)]
         if lost:

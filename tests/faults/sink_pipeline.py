@@ -62,10 +62,10 @@ def install(fault, marker):
     elif fault == "before_publish":
         original_release = streaming_commits.release
 
-        def release(effects):
+        def release(effects, context):
             if effects:
                 _die_once(marker)
-            original_release(effects)
+            original_release(effects, context)
 
         streaming_commits.release = release
     elif fault == "mid_publish":

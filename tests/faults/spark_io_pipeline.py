@@ -6,8 +6,9 @@
 (`nats://...#STREAM`) or a Kafka topic read with `ReadFromSpark(format=
 "kafka")` (`kafka://HOST:PORT#TOPIC`: Spark's own connector, its jars named
 by $BEAM_SPARK_TEST_SPARK_JARS), event time from the data every way; OUT is a
-directory `WriteToSpark` writes Parquet into, or a table `WriteToDatabase`
-writes (`URL#TABLE`). Run as a script, in its own process group (the test
+directory `WriteToSpark` writes Parquet into, a table `WriteToDatabase`
+writes (`URL#TABLE`), or a directory the test-only connector
+tests/toy_connector.py writes JSON lines into (`lines://DIR`). Run as a script, in its own process group (the test
 SIGKILLs the group: this driver and its Spark JVM):
 
     python spark_io_pipeline.py CHECKPOINT SOURCE OUT [SOURCE OUT ...]
@@ -91,12 +92,20 @@ class _Branch(beam.PTransform):
                 | "Read" >> ReadFromSpark(format="json", path=source, schema=SCHEMA, timestamp_column="ts")
                 | beam.Map(lambda r: (r.user, r.score))
             )
+        if out.startswith("lines://"):
+            from tests.toy_connector import WriteLines
+
+            write = WriteLines(out[len("lines://") :])
+        elif "#" in out:
+            write = WriteToDatabase(*out.split("#"))
+        else:
+            write = WriteToSpark(format="parquet", path=out)
         return (
             scores
             | beam.WindowInto(window.FixedWindows(WINDOW_S))
             | beam.CombinePerKey(sum)
             | beam.ParDo(WindowTotal()).with_output_types(Total)
-            | "Write" >> (WriteToDatabase(*out.split("#")) if "#" in out else WriteToSpark(format="parquet", path=out))
+            | "Write" >> write
         )
 
 

@@ -1,7 +1,9 @@
-"""One streaming pipeline with three branches, each a source -> windowed
-count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet), NATS
+"""One streaming pipeline with four branches, each a source -> windowed
+count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet),
+ReadFromSpark (files) -> a connector the runner does not ship, written
+only against the I/O contract (tests/toy_connector.py: JSON lines), NATS
 JetStream -> WriteToDatabase (PostgreSQL), Redis Streams ->
-WriteToDatabase (MariaDB); the same without the files branch, a query
+WriteToDatabase (MariaDB); the same without the files branches, a query
 whose sinks are all databases (their rows staged by the driver); and Spark's
 own Kafka source (ReadFromSpark(format="kafka")) -> WriteToSpark, where
 Maven Central serves Spark's connector for the installed Spark. The driver
@@ -9,9 +11,9 @@ is SIGKILLed at seeded random moments while input keeps arriving (twice;
 once in the databases-only query), each restart a fresh process in
 another working directory given only the checkpoint URI: what each sink
 published equals the batch answer, no row lost or written twice, and
-nothing staged is left behind. (One driver serves the three pairs: each
-kill cuts all three at whatever point of the batch each had reached, at a
-third of the driver starts three separate runs would take.)"""
+nothing staged is left behind. (One driver serves the pairs: each kill
+cuts all of them at whatever point of the batch each had reached, for
+the driver starts of one run.)"""
 
 import asyncio
 import collections
@@ -26,7 +28,7 @@ import pytest
 
 from beam_spark_runner.connectors.database_sink import staging_table
 from beam_spark_runner import versions
-from tests import services, spark_kafka
+from tests import services, spark_kafka, toy_connector
 from tests.faults import drivers, spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
@@ -152,6 +154,8 @@ def _expected():
 def _published(out):
     import pyarrow.parquet as pq
 
+    if out.startswith("lines://"):
+        return toy_connector.published(out[len("lines://") :])
     if "#" in out:
         url, table = out.split("#")
         from beam_spark_runner.connectors.sql_dialects import dialect_of
@@ -176,6 +180,8 @@ def _staged(out, checkpoint_dir):
     """What a sink staged and never published: a database sink's rows in
     its staging table or batch directories under the checkpoint; a Parquet
     sink's files in its staging directory."""
+    if out.startswith("lines://"):
+        return toy_connector.staged(out[len("lines://") :])
     if "#" in out:
         url, table = out.split("#")
         in_table = services.execute(url, "SELECT * FROM %s" % staging_table(table))
@@ -202,6 +208,7 @@ def ends(request, tmp_path):
     import redis
 
     os.makedirs(tmp_path / "in")
+    os.makedirs(tmp_path / "in-lines")
     postgresql = services.require(request, services.POSTGRESQL)
     nats_url = services.require(request, services.NATS)
     mariadb = services.require(request, services.MARIADB)
@@ -209,7 +216,14 @@ def ends(request, tmp_path):
     pg_table, maria_table = services.unique_table("faults"), services.unique_table("faults")
     stream = pg_table.upper()
     asyncio.run(_publish(nats_url, stream, [], create=True))
-    files = [(str(tmp_path / "in"), str(tmp_path / "out"))] if request.param == "files-and-databases" else []
+    files = []
+    if request.param == "files-and-databases":
+        files = [
+            (str(tmp_path / "in"), str(tmp_path / "out")),
+            # A sink the runner does not ship, registered only through the
+            # I/O contract (tests/toy_connector.py).
+            (str(tmp_path / "in-lines"), "lines://%s" % (tmp_path / "lines")),
+        ]
     yield (
         files
         + [

@@ -3,6 +3,7 @@
 after the Spark job that ran their bundle succeeded, in the driver; a
 splittable DoFn is resumed only after its earlier bundles were finalized."""
 
+import dataclasses
 import json
 import os
 import time
@@ -10,11 +11,13 @@ import time
 import apache_beam as beam
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.options.pipeline_options import PipelineOptions
+import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.core import RestrictionProvider
 
 from beam_spark_runner import SparkRunner
 from beam_spark_runner.result import PipelineState
+from beam_spark_runner.worker import sink_commits
 
 
 def _pipeline(*args):
@@ -154,6 +157,50 @@ def test_a_callback_that_cannot_be_pickled_still_runs_when_its_bundle_ends(tmp_p
     (event,) = _events(log)
     assert event["element"] == 1
     assert event["pid"] != os.getpid()  # in the worker, when the bundle ended
+
+
+@dataclasses.dataclass(frozen=True)
+class _RefusedCommit(sink_commits.SinkCommit):
+    """A sink's commit whose target refuses the epoch."""
+
+    log: str
+
+    def commit(self, context):
+        _record(self.log, {"what": "commit tried", "pid": os.getpid()})
+        raise RuntimeError("toy sink: the target refused epoch 0")
+
+
+class _RegistersCallbacks(beam.DoFn):
+    def __init__(self, log):
+        self._log = log
+
+    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
+        log = self._log
+
+        def failing_callback():
+            _record(log, {"what": "callback tried", "pid": os.getpid()})
+            raise RuntimeError("an acknowledgement the source refused")
+
+        finalizer.register(failing_callback if element == "callback" else _RefusedCommit(log))
+        yield element
+
+
+def test_a_failing_callback_is_logged_but_a_failing_sink_commit_fails_the_run(tmp_path):
+    """As in Beam's SDK harness a finalization callback that fails does not
+    fail the pipeline; a sink's commit (worker/sink_commits.py) that fails
+    does: its rows would otherwise never be published."""
+    log = str(tmp_path / "events")
+    with _pipeline() as p:
+        assert_that(p | beam.Create(["callback"]) | beam.ParDo(_RegistersCallbacks(log)), equal_to(["callback"]))
+    assert [e["what"] for e in _events(log)] == ["callback tried"]
+
+    os.remove(log)
+    p = _pipeline()
+    _ = p | beam.Create(["commit"]) | beam.ParDo(_RegistersCallbacks(log))
+    with pytest.raises(Exception, match="toy sink: the target refused epoch 0"):
+        p.run().wait_until_finish()
+    (event,) = _events(log)
+    assert event == {"what": "commit tried", "pid": os.getpid()}  # in the driver
 
 
 def _commits(checkpoint):

@@ -23,7 +23,8 @@ import triggers
 from beam_spark_runner.connectors.database_sink import EpochCommit, RowEncoding, prepare_tables
 from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
 from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
-from beam_spark_runner.execution import database_io
+from beam_spark_runner.execution import checkpoint_files, database_io
+from beam_spark_runner.worker.sink_commits import CommitContext
 from beam_spark_runner.execution.database_io import StagedEpochPublication, StagedRows, staged_epoch_dir
 from beam_spark_runner.streaming import rows as query_rows
 from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
@@ -157,10 +158,10 @@ def test_a_staged_batch_is_published_once_however_often_released(database_url, c
     config = config_of(database_url)
     parts = [[Total("a", i, i) for i in range(25)], [Total("b", 0, 1)], []]
     publication, directory = _stage(str(tmp_path), config, 7, parts, staged_format)
-    publication()
+    publication.commit(_context())
     assert table_rows(config) == sorted(map(tuple, parts[0] + parts[1]))
     assert not os.path.exists(directory)
-    publication()  # a release the coordinator runs again after a restart
+    publication.commit(_context())  # a release the coordinator runs again after a restart
     assert table_rows(config) == sorted(map(tuple, parts[0] + parts[1]))
 
 
@@ -173,14 +174,17 @@ def test_a_commit_that_landed_before_its_files_were_removed_is_not_written_again
     staged = StagedRows(_files(tmp_path), publication.relative, config, publication.coder)
     EpochCommit(config, config.table, 3)(staged.rows)
     assert os.path.exists(directory)
-    publication()
+    publication.commit(_context())
     assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
     assert not os.path.exists(directory)
 
 
-def _files(tmp_path):
-    from beam_spark_runner.execution import checkpoint_files
+def _context():
+    """What the driver's execution gives a commit: the checkpoint's files."""
+    return CommitContext(lambda root: checkpoint_files.open_checkpoint_files(None, root))
 
+
+def _files(tmp_path):
     return checkpoint_files.open_checkpoint_files(None, str(tmp_path))
 
 
@@ -188,15 +192,17 @@ def test_batches_published_out_of_order_each_keep_their_rows(database_url, confi
     config = config_of(database_url)
     first, _ = _stage(str(tmp_path), config, 1, [[Total("a", 0, 1)]], staged_format)
     second, _ = _stage(str(tmp_path), config, 2, [[Total("b", 0, 2)]], staged_format)
-    second()
-    first()
+    second.commit(_context())
+    first.commit(_context())
     assert table_rows(config) == [("a", 0, 1), ("b", 0, 2)]
 
 
 def test_retractions_delete_rows_published_by_earlier_batches(database_url, config_of, tmp_path, staged_format):
     config = config_of(database_url, keys=("user", "start"))
     root = str(tmp_path)
-    _stage(root, config, 1, [[Total("k", 1, 5), Total("k", 10, 7), Total("j", 1, 1)]], staged_format)[0]()
+    _stage(root, config, 1, [[Total("k", 1, 5), Total("k", 10, 7), Total("j", 1, 1)]], staged_format)[0].commit(
+        _context()
+    )
     assert table_rows(config) == [("j", 1, 1), ("k", 1, 5), ("k", 10, 7)]
     # The sessions [1, 6) and [10, 15) merged into [1, 15): both retracted,
     # the merged one added; j's pane replaced by a later one (a later block
@@ -208,9 +214,9 @@ def test_retractions_delete_rows_published_by_earlier_batches(database_url, conf
         2,
         [[R(Total("k", 10, 7)), R(Total("k", 1, 5)), Total("k", 1, 15)], [R(Total("j", 1, 1)), Total("j", 1, 2)]],
         staged_format,
-    )[0]()
+    )[0].commit(_context())
     assert table_rows(config) == [("j", 1, 2), ("k", 1, 15)]
-    _stage(root, config, 3, [[R(Total("k", 1, 15))]], staged_format)[0]()
+    _stage(root, config, 3, [[R(Total("k", 1, 15))]], staged_format)[0].commit(_context())
     assert table_rows(config) == [("j", 1, 2)]
     assert staged_count(config) == 0
 
@@ -221,10 +227,10 @@ def test_a_refused_commit_names_the_sink_and_keeps_the_staged_rows(database_url,
     q = dialect_of(config.url).quote
     execute(config.url, "ALTER TABLE %s DROP COLUMN %s" % (q(config.table), q("total")))
     with pytest.raises(DatabaseError, match="test sink: cannot commit micro-batch 5 into table %s" % config.table):
-        publication()
+        publication.commit(_context())
     assert os.path.exists(directory)
     execute(config.url, "ALTER TABLE %s ADD COLUMN %s BIGINT" % (q(config.table), q("total")))
-    publication()  # the next run publishes them, once
+    publication.commit(_context())  # the next run publishes them, once
     assert table_rows(config) == [("a", 0, 1)]
 
 
@@ -234,6 +240,6 @@ def test_staged_rows_of_another_format_are_refused_and_nothing_is_written(
     config = config_of(database_url)
     publication, directory = _stage(str(tmp_path), config, 4, [[Total("a", 0, 1)]], staged_format, fmt=99)
     with pytest.raises(DatabaseError, match=r"format \[99\]; this runner reads formats 1 and 2"):
-        publication()
+        publication.commit(_context())
     assert table_rows(config) == []
     assert os.path.exists(directory)

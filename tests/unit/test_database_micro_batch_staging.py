@@ -6,11 +6,8 @@ staged. A batch the query replays after a restart may spread its rows over
 tasks differently (and read further); were an earlier run's staged files
 kept beside the replay's, rows would be doubled or stale rows published."""
 
-import pickle
-
 import pyarrow as pa
 from apache_beam import coders
-from apache_beam.internal import pickler
 from apache_beam.runners import pipeline_context
 from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
@@ -46,12 +43,6 @@ class _Frame:
         self.writes.append((self._mode, uri))
 
 
-def _publication(row):
-    _, blob = pickle.loads(row.payload)
-    (publication,) = pickler.loads(blob)
-    return publication
-
-
 _CONFIG = DatabaseWriteConfig(
     "postgresql://u@h/db", "t", (), {"type": "struct", "fields": []}, "sink", RowEncoding.POSTGRESQL_COPY_TEXT
 )
@@ -70,9 +61,9 @@ def test_each_run_of_a_batch_replaces_what_an_earlier_run_staged(tmp_path):
     coder = _CODER
     staging, sink = _staging(tmp_path)
     frame = _Frame()
-    first = _publication(staging.stage(frame, sink, 7))
-    replay = _publication(staging.stage(frame, sink, 7))
-    later = _publication(staging.stage(frame, sink, 8))
+    first = staging.stage(frame, sink, 7)
+    replay = staging.stage(frame, sink, 7)
+    later = staging.stage(frame, sink, 8)
     assert isinstance(first, StagedEpochPublication)
     assert first == replay
     assert first.coder == coder  # the commit decodes the staged query rows with it
@@ -99,11 +90,11 @@ def _collected(blocks):
 def test_rows_the_driver_collected_are_staged_in_collect_order_and_a_replay_replaces_them(tmp_path):
     staging, sink = _staging(tmp_path)
     files = open_checkpoint_files(None, str(tmp_path))
-    first = _publication(staging.stage_collected(_collected([(0, b"a\n"), (0, b"b\n"), (1, b"c\n")]), sink, 7))
+    first = staging.stage_collected(_collected([(0, b"a\n"), (0, b"b\n"), (1, b"c\n")]), sink, 7)
     assert isinstance(first, StagedEpochPublication) and first.epoch == 7
     assert list(StagedRows(files, first.relative, _CONFIG, first.coder).rows()) == [b"a\n", b"b\n", b"c\n"]
     # A replay of the batch after a restart, its rows spread differently.
-    replay = _publication(staging.stage_collected(_collected([(0, b"c\n"), (1, b"a\n")]), sink, 7))
+    replay = staging.stage_collected(_collected([(0, b"c\n"), (1, b"a\n")]), sink, 7)
     assert replay == first
     assert files.list(first.relative) == ["part-00000.arrow"]
     assert list(StagedRows(files, replay.relative, _CONFIG, replay.coder).rows()) == [b"c\n", b"a\n"]

@@ -31,6 +31,7 @@ LAYERS = [
             "beam_spark_runner.progress_bar",
             "beam_spark_runner.maven_jars",
             "beam_spark_runner.versions",
+            "beam_spark_runner.builtin_modules",
         ],
     ),
     ("worker", ["beam_spark_runner.worker"]),

@@ -61,7 +61,7 @@ def _stream_with(combine):
 
 def _precombine(phase_list, proto):
     """The Precombine transform after planning, and the coder of its output."""
-    context, stages = phases.create_stages(proto, phases=phase_list, runner_urns=phases.STREAMING_RUNNER_URNS)
+    context, stages = phases.create_stages(proto, phases=phase_list, streaming=True)
     found = [t for s in stages for t in s.transforms if t.spec.urn == _PRECOMBINE]
     assert len(found) == 1
     coders_ = context.components.coders

@@ -76,7 +76,7 @@ def _stages_of(build):
     build(p)
     proto = planner.pipeline_proto_of(p)
     phase_list = [ph for ph in phases.STREAMING_PHASES if ph is not stable_order.stable_stage_order]
-    return phases.create_stages(proto, phases=phase_list, runner_urns=phases.STREAMING_RUNNER_URNS)
+    return phases.create_stages(proto, phases=phase_list, streaming=True)
 
 
 def _build(p):

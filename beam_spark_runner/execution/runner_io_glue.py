@@ -1,0 +1,113 @@
+"""The Spark side of the runner's I/O transforms (translation/runner_io.py),
+by URN: what runs a source's or a sink's stage in a batch job, and what
+stages a sink's rows at the end of each micro-batch of a streaming query.
+
+A connector registers its glue here (`register_batch_stage`,
+`register_micro_batch_staging`); the batch execution and the streaming
+query's foreachBatch end (execution/streaming_spark_io.SparkSinkWrites)
+ask this registry and never name a connector. The built-in connectors'
+glue modules are listed in `_BUILTINS` and loaded on first use.
+
+A sink's streaming side is a `MicroBatchSinkStaging`: per micro-batch it
+stages the sink's rows where a replay of the batch overwrites them and
+returns the `SinkCommit` (worker/sink_commits.py) that publishes them,
+which the checkpoint coordinator runs once the batch is a completed
+checkpoint (Spark's `StreamingWrite.commit(epoch)`; an abandoned epoch is
+overwritten by its replay).
+"""
+
+import abc
+import dataclasses
+import threading
+from typing import Any, Callable, Dict
+
+from beam_spark_runner.builtin_modules import BuiltinModules
+from beam_spark_runner.worker.sink_commits import SinkCommit
+
+
+@dataclasses.dataclass(frozen=True)
+class StagingContext:
+    """What a query gives its sinks' staging: its Spark session, the id its
+    checkpoint names staged files with (the same for every restart of the
+    checkpoint), the pipeline's components (coders) and the checkpoint's
+    files (execution/checkpoint_files.py)."""
+
+    spark: Any
+    run_id: str
+    components: Any
+    files: Any
+
+
+class MicroBatchSinkStaging(abc.ABC):
+    """The sinks of one URN in one streaming query."""
+
+    def prepare(self, sinks) -> None:
+        """At the query's start, with every sink of the URN (plans.SparkSink):
+        creates what their targets need."""
+
+    @abc.abstractmethod
+    def stage(self, selected, sink, batch_id: int) -> SinkCommit:
+        """Stages the sink's rows of micro-batch `batch_id` (`selected`: a
+        DataFrame of its DATA and KEYED query rows) where a replay of the
+        batch overwrites them; returns the commit that publishes them."""
+
+
+class DriverCollectedStaging(MicroBatchSinkStaging):
+    """A staging that can also stage rows the driver already collected: a
+    query whose sinks all are of this kind brings each batch to the driver
+    in one Spark job (SparkSinkWrites)."""
+
+    @abc.abstractmethod
+    def stage_collected(self, rows, sink, batch_id: int) -> SinkCommit:
+        """`stage` for the sink's rows collected on the driver (an Arrow
+        table with `kind`, `payload` and the `part` that made each row, in
+        collect order)."""
+
+
+# The Spark glue modules of the connectors the runner ships: each
+# registers when imported.
+_BUILTINS = BuiltinModules(
+    "beam_spark_runner.execution.batch_native_io",
+    "beam_spark_runner.execution.batch_spark_io",
+    "beam_spark_runner.execution.streaming_spark_io",
+    "beam_spark_runner.execution.database_io",
+)
+_BATCH_STAGES: Dict[str, Callable] = {}
+_STAGINGS: Dict[str, Callable[[StagingContext], MicroBatchSinkStaging]] = {}
+_LOCK = threading.Lock()
+
+
+def _register(table, urn, value, what):
+    with _LOCK:
+        known = table.get(urn)
+        if known is not None and known is not value:
+            raise ValueError("%s of runner I/O URN %s is already registered" % (what, urn))
+        table[urn] = value
+
+
+def register_batch_stage(urn: str, run_stage: Callable) -> None:
+    """`run_stage(execution, stage)`: the RDD of the stage's (output index,
+    block) records, as execution/batch_execution.py's stages give them."""
+    _register(_BATCH_STAGES, urn, run_stage, "the batch stage")
+
+
+def register_micro_batch_staging(urn: str, factory: Callable[[StagingContext], MicroBatchSinkStaging]) -> None:
+    """`factory(context)`: the staging of the URN's sinks in one query."""
+    _register(_STAGINGS, urn, factory, "the micro-batch staging")
+
+
+def batch_stage(urn: str) -> Callable:
+    _BUILTINS.load()
+    try:
+        return _BATCH_STAGES[urn]
+    except KeyError:
+        raise ValueError("runner I/O URN %s has no batch stage registered" % urn) from None
+
+
+def micro_batch_staging(urn: str, context: StagingContext) -> MicroBatchSinkStaging:
+    _BUILTINS.load()
+    try:
+        factory = _STAGINGS[urn]
+    except KeyError:
+        raise ValueError("runner sink URN %s has no micro-batch staging registered" % urn) from None
+    return factory(context)
