@@ -321,6 +321,8 @@ class SparkSource:
     # in the source's own task on the rows as read (never encoded), and not
     # again in the chain. None: the rows are encoded and addressed to `dest`.
     fused_operator: Optional[str] = None
+    # Its transform's URN: the glue that reads it (execution/runner_io_glue.py).
+    urn: str = "beam_spark_runner:transform:read_spark:v1"
 
 
 @dataclasses.dataclass(frozen=True)

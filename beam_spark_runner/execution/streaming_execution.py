@@ -20,7 +20,7 @@ from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution.stream_interruption import quiet_py4j_callback_log, stops_reported
 from beam_spark_runner.execution.streaming_checkpoint import HoldFiles, check_resumable
 from beam_spark_runner.execution.streaming_query import QuerySettings, start_query
-from beam_spark_runner.execution.streaming_spark_io import SparkSinkWrites
+from beam_spark_runner.execution.query_sinks import SparkSinkWrites
 from beam_spark_runner.execution.ui_watermarks import WatermarkTab
 from beam_spark_runner.result import RunCancelled
 from beam_spark_runner.streaming import plan_fingerprint

@@ -21,7 +21,7 @@ import os
 import pickle
 import urllib.parse
 
-from beam_spark_runner.execution import checkpoint_files, spark_internals, streaming_spark_io
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue, spark_internals
 from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT,
     BeamStreamSource,
@@ -127,8 +127,9 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
     pickled_ops = {op.name: pickle.dumps((op, shared, key_groups)) for op in plan.operators}
     fused = {s.fused_operator for s in plan.spark_sources if s.fused_operator}
     readers = {op.name: (token, pickled_ops[op.name], (log_settings, op.display_name)) for op in plan.operators}
-    for frame in streaming_spark_io.source_frames(spark, plan, key_groups, readers):
-        df = df.union(frame)
+    for source in plan.spark_sources:
+        reader = readers.get(source.fused_operator) if source.fused_operator else None
+        df = df.union(runner_io_glue.streaming_source_frame(spark, plan, source, key_groups, reader))
     for op in plan.operators:
         if op.name in fused:
             continue  # runs in its Spark source's tasks

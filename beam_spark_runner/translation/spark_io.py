@@ -151,6 +151,7 @@ def _streaming_source(plan):
         port.coder_id,
         out_of_orderness_us=config.out_of_orderness_us,
         idle_timeout_us=config.idle_timeout_us,
+        urn=plan.native.urn,
     )
 
 
