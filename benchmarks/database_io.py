@@ -71,7 +71,7 @@ def _event(i):
 
 
 def _execute(*statements):
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
+    from beam_spark_runner.io.database.sql_dialects import dialect_of
 
     with dialect_of(POSTGRESQL).connect() as conn:
         cursor = conn.cursor()
@@ -83,7 +83,7 @@ def _execute(*statements):
 
 
 def _drop(table):
-    from beam_spark_runner.connectors.database_sink import staging_table
+    from beam_spark_runner.io.database.sink_protocol import staging_table
 
     _execute('DROP TABLE IF EXISTS "%s"' % table, 'DROP TABLE IF EXISTS "%s"' % staging_table(table))
 
@@ -120,8 +120,8 @@ class _TableRows:
     being measured."""
 
     def __init__(self, table):
-        from beam_spark_runner.connectors.database_sink import MARKER_TABLE
-        from beam_spark_runner.connectors.sql_dialects import dialect_of
+        from beam_spark_runner.io.database.sink_protocol import MARKER_TABLE
+        from beam_spark_runner.io.database.sql_dialects import dialect_of
 
         self._table, self._markers = table, MARKER_TABLE
         self._conn = dialect_of(POSTGRESQL).connect()
@@ -273,8 +273,8 @@ def _stage_files(config, root, epoch, rows):
     from apache_beam.transforms import window
     from apache_beam.utils.windowed_value import WindowedValue
 
-    from beam_spark_runner.connectors.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
-    from beam_spark_runner.execution.database_io import RAW_FORMAT, StagedEpochPublication, staged_epoch_dir
+    from beam_spark_runner.io.database.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
+    from beam_spark_runner.io.database.spark_glue import RAW_FORMAT, StagedEpochPublication, staged_epoch_dir
     from beam_spark_runner.streaming import rows as query_rows
 
     encoder = CopyTextEncoder(config.schema, keyed=bool(config.key_columns))
@@ -308,7 +308,7 @@ def _stage_files(config, root, epoch, rows):
 
 
 def _sink_config(prefix):
-    from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, RowEncoding, prepare_tables
+    from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, RowEncoding, prepare_tables
     from beam_spark_runner.worker import spark_rows
 
     table = "%s_%s" % (prefix, uuid.uuid4().hex[:8])
@@ -326,8 +326,8 @@ def protocol_rates(rows):
     staging table, then moved by the commit)."""
     import tempfile
 
-    from beam_spark_runner.connectors.database_sink import DatabasePublication, stage_rows
-    from beam_spark_runner.connectors.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
+    from beam_spark_runner.io.database.sink_protocol import DatabasePublication, stage_rows
+    from beam_spark_runner.io.database.postgresql_copy import BLOCK_ROWS, CopyTextEncoder
 
     config = _sink_config("bench_protocol")
     encoder = CopyTextEncoder(config.schema, keyed=False)

@@ -136,7 +136,7 @@ def sessions(scores, gap_seconds=10):
 
 
 def table_rows(database, table):
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
+    from beam_spark_runner.io.database.sql_dialects import dialect_of
 
     dialect = dialect_of(database)
     with dialect.connect() as conn:

@@ -74,7 +74,7 @@ def unique_table(prefix="t"):
 def execute(url, *statements):
     """Runs statements on `url` in one committed transaction; returns the
     last one's rows (if it returns any)."""
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
+    from beam_spark_runner.io.database.sql_dialects import dialect_of
 
     with dialect_of(url).connect() as conn:
         cursor = conn.cursor()
@@ -105,8 +105,8 @@ def create_slow_insert_table(url, table, sleep_s):
 
 def drop_table(url, table):
     """Drops `table` and the staging table WriteToDatabase made beside it."""
-    from beam_spark_runner.connectors.database_sink import staging_table
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
+    from beam_spark_runner.io.database.sink_protocol import staging_table
+    from beam_spark_runner.io.database.sql_dialects import dialect_of
 
     quote = dialect_of(url).quote_table
     execute(url, "DROP TABLE IF EXISTS %s" % quote(table), "DROP TABLE IF EXISTS %s" % quote(staging_table(table)))
@@ -115,7 +115,7 @@ def drop_table(url, table):
 def row_count(url, table):
     """Rows in `table`; 0 while it does not exist yet (a sink makes it when
     its run starts)."""
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
+    from beam_spark_runner.io.database.sql_dialects import dialect_of
 
     try:
         return execute(url, "SELECT COUNT(*) FROM %s" % dialect_of(url).quote_table(table))[0][0]

@@ -1,5 +1,3 @@
-"""The external systems the runner reads and writes, without Spark: their
-clients, type mappings and exactly-once protocols (SQL databases:
-`sql_dialects.py`, `database_sink.py`, `database_reads.py`). The user's
-transforms are in `beam_spark_runner.io`; the Spark glue that runs them in
-`beam_spark_runner.execution`."""
+"""What the connectors under `beam_spark_runner.io` share without Spark:
+event times read from a message's field (`event_times.py`). Each
+connector's own client and protocol live in its package there."""

@@ -68,9 +68,9 @@ class DriverCollectedStaging(MicroBatchSinkStaging):
 # registers when imported.
 _BUILTINS = BuiltinModules(
     "beam_spark_runner.execution.batch_native_io",
-    "beam_spark_runner.execution.batch_spark_io",
-    "beam_spark_runner.execution.streaming_spark_io",
-    "beam_spark_runner.execution.database_io",
+    "beam_spark_runner.io.spark.batch_glue",
+    "beam_spark_runner.io.spark.streaming_glue",
+    "beam_spark_runner.io.database.spark_glue",
 )
 _BATCH_STAGES: Dict[str, Callable] = {}
 _STAGINGS: Dict[str, Callable[[StagingContext], MicroBatchSinkStaging]] = {}

@@ -6,14 +6,14 @@ One query per pipeline, a single chain (see streaming/rows.py):
 
     Beam source (Python DataSourceStreamReader: TestStream, Impulse, CONTROL rows)
       (unioned with each Spark data source: readStream -> mapInArrow to
-       query rows, execution/streaming_spark_io.py)
+       query rows, io/spark/streaming_glue.py)
       -> per plan operator, in topological order:
            stateless stage:  mapInArrow (after a repartition by key-group when
                              it reads a splittable DoFn's output)
            GroupByKey / stateful DoFn / splittable DoFn / side inputs:
                              groupBy(kg).transformWithState (RocksDB state)
       -> foreachBatch sink on the driver (streaming/driver_sink.py; Spark
-         sinks' rows written there first, execution/streaming_spark_io.py).
+         sinks' rows written there first, io/spark/streaming_glue.py).
 """
 
 import functools

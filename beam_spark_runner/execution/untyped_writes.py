@@ -15,7 +15,6 @@ naming the write, the column, the value and where the type came from.
 """
 
 import contextlib
-import dataclasses
 import functools
 import json
 import re
@@ -78,17 +77,6 @@ def spark_target_types(spark, config):
             "%s (%s): cannot read the target's schema: %s" % (config.label, config.describe(), _first_line(e))
         ) from None
     return {f.name: (f.dataType.jsonValue(), f.nullable) for f in schema.fields}
-
-
-def database_target_types(config):
-    """{column: (Spark type, nullable)} of a WriteToDatabase's existing
-    table, or None when it does not exist yet; a column of a type no row
-    field holds has None as its type."""
-    from beam_spark_runner.connectors.sql_dialects import dialect_of
-
-    dialect = dialect_of(config.url)
-    with dialect.connect() as conn:
-        return dialect.table_spark_types(conn.cursor(), config.table)
 
 
 # --- the data's types --------------------------------------------------------------
@@ -178,28 +166,6 @@ def resolve(config, untyped, target_types, infer, target):
             )
     schema = resolved_schema(config.schema, untyped, target_types, inferred, config.label)
     return schema, converters(schema, untyped, target_types, config.label, target)
-
-
-def resolve_database_write(config, infer):
-    """A WriteToDatabase's `config` with its untyped fields typed: the
-    existing table's column types (its columns checked first), else the
-    data's (`infer(columns)`), which the table created for them must have."""
-    from beam_spark_runner.connectors.database_sink import check_table
-    from beam_spark_runner.connectors.sql_dialects import UnmappableColumn, dialect_of
-
-    target = database_target_types(config)
-    if target is not None:
-        check_table(config)
-    schema, _ = resolve(config, config.untyped, target, infer, config.describe())
-    if target is None:
-        dialect = dialect_of(config.url)
-        for f in schema["fields"]:
-            if f["name"] in config.untyped:
-                try:
-                    dialect.column_type(f["type"], f["name"], in_key=f["name"] in config.key_columns)
-                except UnmappableColumn as e:
-                    raise ColumnTypeError("%s: %s (its type inferred from the data)" % (config.label, e)) from None
-    return dataclasses.replace(config, schema=schema)
 
 
 def _first_line(error):

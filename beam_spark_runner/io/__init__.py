@@ -2,20 +2,39 @@
 Spark's own data sources and writers (`ReadFromSpark`, `WriteToSpark`),
 PostgreSQL and MariaDB / MySQL tables (`ReadFromDatabase`,
 `WriteToDatabase`), NATS JetStream and Redis Streams (`ReadFromNats`,
-`ReadFromRedisStreams`); docs/io.md."""
+`ReadFromRedisStreams`); docs/io.md.
 
-from beam_spark_runner.io.database import ReadFromDatabase, WriteToDatabase
-from beam_spark_runner.io.nats import NatsMessage, ReadFromNats
-from beam_spark_runner.io.redis_streams import ReadFromRedisStreams, RedisStreamEntry
-from beam_spark_runner.io.spark import ReadFromSpark, WriteToSpark
+Each connector is one package here (`spark/`, `database/`, `nats/`,
+`redis_streams/`): its user transforms (`transforms.py`), its planning
+(`planning.py`, registered in translation/runner_io.py), its Spark glue
+(registered in execution/runner_io_glue.py) and its client. The names
+below are imported when first used, so that the runner's planning and
+Spark glue can import a connector's own modules without importing every
+connector's transforms.
+"""
 
-__all__ = [
-    "NatsMessage",
-    "ReadFromDatabase",
-    "ReadFromNats",
-    "ReadFromRedisStreams",
-    "ReadFromSpark",
-    "RedisStreamEntry",
-    "WriteToDatabase",
-    "WriteToSpark",
-]
+import importlib
+
+_EXPORTS = {
+    "NatsMessage": "nats",
+    "ReadFromDatabase": "database",
+    "ReadFromNats": "nats",
+    "ReadFromRedisStreams": "redis_streams",
+    "ReadFromSpark": "spark",
+    "RedisStreamEntry": "redis_streams",
+    "WriteToDatabase": "database",
+    "WriteToSpark": "spark",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    value = getattr(importlib.import_module("%s.%s.transforms" % (__name__, _EXPORTS[name])), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

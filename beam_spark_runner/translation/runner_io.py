@@ -61,8 +61,8 @@ class RunnerIO:
 # its transforms when imported.
 _BUILTINS = BuiltinModules(
     "beam_spark_runner.translation.native_io_overrides",
-    "beam_spark_runner.translation.spark_io",
-    "beam_spark_runner.translation.database_io",
+    "beam_spark_runner.io.spark.planning",
+    "beam_spark_runner.io.database.planning",
 )
 _REGISTRY: Dict[str, RunnerIO] = {}
 _LOCK = threading.Lock()

@@ -133,7 +133,7 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
             assert _table(postgresql_url, table) == expected
         finally:
             drivers.kill(proc)
-        from beam_spark_runner.connectors.database_sink import staging_table
+        from beam_spark_runner.io.database.sink_protocol import staging_table
 
         assert list(services.execute(postgresql_url, "SELECT * FROM %s" % staging_table(table))) == []
     finally:

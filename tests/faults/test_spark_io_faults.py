@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from beam_spark_runner.connectors.database_sink import staging_table
+from beam_spark_runner.io.database.sink_protocol import staging_table
 from beam_spark_runner import versions
 from tests import services, spark_kafka, toy_connector
 from tests.faults import drivers, spark_io_pipeline as pipeline
@@ -158,7 +158,7 @@ def _published(out):
         return toy_connector.published(out[len("lines://") :])
     if "#" in out:
         url, table = out.split("#")
-        from beam_spark_runner.connectors.sql_dialects import dialect_of
+        from beam_spark_runner.io.database.sql_dialects import dialect_of
 
         quote = dialect_of(url).quote
         try:

@@ -3,8 +3,8 @@ table of its own, and the table's and staging table's contents."""
 
 import typing
 
-from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, staging_table
-from beam_spark_runner.connectors.sql_dialects import dialect_of
+from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, staging_table
+from beam_spark_runner.io.database.sql_dialects import dialect_of
 from beam_spark_runner.worker import spark_rows
 from tests.services import execute, unique_table
 

@@ -18,7 +18,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 import triggers
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
+from beam_spark_runner.io.database.sql_dialects import DatabaseError, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io import ReadFromDatabase, WriteToDatabase
 from tests.services import drop_table, execute, unique_table

@@ -1,4 +1,4 @@
-"""The database sink's staging and publication (connectors/database_sink.py)
+"""The database sink's staging and publication (io/database/sink_protocol.py)
 driven step by step against the machine's PostgreSQL and MariaDB, without
 Spark: the cases a pipeline run reaches only by luck (a task attempt that
 committed its staging and was retried anyway, a release run twice, an
@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 
 import triggers
-from beam_spark_runner.connectors import database_sink
-from beam_spark_runner.connectors.database_sink import DatabasePublication, RowEncoding, prepare_tables
-from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
+from beam_spark_runner.io.database import sink_protocol as database_sink
+from beam_spark_runner.io.database.sink_protocol import DatabasePublication, RowEncoding, prepare_tables
+from beam_spark_runner.io.database.postgresql_copy import CopyTextEncoder
 from tests import services
 from tests.integration import database_sink_tables
 from tests.integration.database_sink_tables import Total, staged_count, table_rows

@@ -20,12 +20,13 @@ from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
 import triggers
-from beam_spark_runner.connectors.database_sink import EpochCommit, RowEncoding, prepare_tables
-from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
-from beam_spark_runner.connectors.sql_dialects import DatabaseError, dialect_of
-from beam_spark_runner.execution import checkpoint_files, database_io
+from beam_spark_runner.io.database.sink_protocol import EpochCommit, RowEncoding, prepare_tables
+from beam_spark_runner.io.database.postgresql_copy import CopyTextEncoder
+from beam_spark_runner.io.database.sql_dialects import DatabaseError, dialect_of
+from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.io.database import spark_glue as database_io
 from beam_spark_runner.worker.sink_commits import CommitContext
-from beam_spark_runner.execution.database_io import StagedEpochPublication, StagedRows, staged_epoch_dir
+from beam_spark_runner.io.database.spark_glue import StagedEpochPublication, StagedRows, staged_epoch_dir
 from beam_spark_runner.streaming import rows as query_rows
 from tests.integration.database_sink_tables import Total, sink_config, staged_count, table_rows
 from tests import services

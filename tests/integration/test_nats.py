@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.connectors.nats_jetstream import NatsError
+from beam_spark_runner.io.nats.client import NatsError
 from beam_spark_runner.io import ReadFromNats, WriteToDatabase
 from tests import services
 

@@ -1,4 +1,4 @@
-"""PostgreSQL's bulk insert (connectors/sql_dialects.py), which stages every
+"""PostgreSQL's bulk insert (io/database/sql_dialects.py), which stages every
 row WriteToDatabase writes there: binary COPY when each column's type has
 a binary form that holds the rows' values exactly and refuses what the
 column cannot hold, text COPY otherwise; either way every value, edge values
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from beam_spark_runner.connectors.sql_dialects import dialect_of
+from beam_spark_runner.io.database.sql_dialects import dialect_of
 from tests.services import drop_table, execute, unique_table
 
 _BINARY_TYPES = "l BIGINT, d DOUBLE PRECISION, txt TEXT, v VARCHAR(64), bin BYTEA, day DATE, ts TIMESTAMPTZ"

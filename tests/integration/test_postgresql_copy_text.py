@@ -1,4 +1,4 @@
-"""COPY text blocks (connectors/postgresql_copy.py), which carry every row
+"""COPY text blocks (io/database/postgresql_copy.py), which carry every row
 a WriteToDatabase writes into PostgreSQL: every value of every column type
 the sink writes, edge values included, reads back as written; a value its
 column cannot hold fails the COPY rather than landing changed; the block's
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triggers
-from beam_spark_runner.connectors import postgresql_copy
-from beam_spark_runner.connectors.postgresql_copy import CopyTextEncoder
-from beam_spark_runner.connectors.sql_dialects import dialect_of
+from beam_spark_runner.io.database import postgresql_copy
+from beam_spark_runner.io.database.postgresql_copy import CopyTextEncoder
+from beam_spark_runner.io.database.sql_dialects import dialect_of
 from beam_spark_runner.worker import spark_rows
 from tests.services import drop_table, execute, unique_table
 

@@ -16,7 +16,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.connectors.redis_streams import RedisStreamsError
+from beam_spark_runner.io.redis_streams.client import RedisStreamsError
 from beam_spark_runner.io import ReadFromRedisStreams, WriteToDatabase
 from tests import services
 

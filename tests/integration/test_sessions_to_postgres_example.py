@@ -15,7 +15,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.connectors.database_sink import MARKER_TABLE
+from beam_spark_runner.io.database.sink_protocol import MARKER_TABLE
 from tests import services
 from tests.private_servers import PrivatePostgres
 

@@ -16,7 +16,7 @@ from pyspark.sql import Row
 from pyspark.sql import types as T
 
 from beam_spark_runner import SparkRunner
-from beam_spark_runner.connectors.sql_dialects import dialect_of
+from beam_spark_runner.io.database.sql_dialects import dialect_of
 from beam_spark_runner.io import ReadFromSpark, WriteToDatabase, WriteToSpark
 from beam_spark_runner.result import PipelineState
 from tests.services import drop_table, execute, unique_table

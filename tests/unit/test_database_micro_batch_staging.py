@@ -1,5 +1,5 @@
 """The streaming database sink's staging of a micro-batch (the Spark glue
-in execution/database_io.py), by a Spark write job or by the driver from
+in io/database/spark_glue.py), by a Spark write job or by the driver from
 the rows it collected: each run of a batch stages into the batch's own
 directory under the checkpoint, replacing what an earlier run of it
 staged. A batch the query replays after a restart may spread its rows over
@@ -12,13 +12,13 @@ from apache_beam.runners import pipeline_context
 from apache_beam.transforms import window
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, RowEncoding
+from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, RowEncoding
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
-from beam_spark_runner.execution.database_io import MicroBatchStaging, StagedEpochPublication, StagedRows
+from beam_spark_runner.io.database.spark_glue import MicroBatchStaging, StagedEpochPublication, StagedRows
 from beam_spark_runner.plans import Dest, SparkSink
 from beam_spark_runner.streaming import rows as query_rows
-from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN
-from beam_spark_runner.translation.spark_io import encode_payload
+from beam_spark_runner.io.database.planning import WRITE_DATABASE_URN
+from beam_spark_runner.io.spark.planning import encode_payload
 
 
 class _Frame:

@@ -5,7 +5,7 @@ own field order, with its polarity."""
 import typing
 
 import triggers
-from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, db_rows
+from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, db_rows
 from beam_spark_runner.worker import spark_rows
 
 

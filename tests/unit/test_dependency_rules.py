@@ -37,15 +37,45 @@ LAYERS = [
     ("worker", ["beam_spark_runner.worker"]),
     # The PipelineResult: Beam's metrics query over MonitoringInfos (worker/beam_internals.py).
     ("result", ["beam_spark_runner.result"]),
-    # External systems' clients and exactly-once protocols, no Spark.
-    ("connectors", ["beam_spark_runner.connectors"]),
+    # External systems' clients and exactly-once protocols, no Spark: in
+    # each connector's package under io/ (the shared ones in connectors/).
+    (
+        "connectors",
+        [
+            "beam_spark_runner.connectors",
+            "beam_spark_runner.io.database.sink_protocol",
+            "beam_spark_runner.io.database.reads",
+            "beam_spark_runner.io.database.sql_dialects",
+            "beam_spark_runner.io.database.postgresql_copy",
+            "beam_spark_runner.io.nats.client",
+            "beam_spark_runner.io.redis_streams.client",
+        ],
+    ),
     ("plans", ["beam_spark_runner.plans"]),
     ("streaming semantics", ["beam_spark_runner.streaming"]),
-    ("planning", ["beam_spark_runner.translation"]),
+    # Planning, and each connector's own (registered in translation/runner_io.py).
+    (
+        "planning",
+        [
+            "beam_spark_runner.translation",
+            "beam_spark_runner.io.spark.planning",
+            "beam_spark_runner.io.database.planning",
+        ],
+    ),
     ("options", ["beam_spark_runner.options"]),
     # Beam's Java jars and expansion services for cross-language transforms.
     ("cross-language", ["beam_spark_runner.cross_language"]),
-    ("spark glue", ["beam_spark_runner.session", "beam_spark_runner.execution"]),
+    # Spark glue, and each connector's own (registered in execution/runner_io_glue.py).
+    (
+        "spark glue",
+        [
+            "beam_spark_runner.session",
+            "beam_spark_runner.execution",
+            "beam_spark_runner.io.spark.batch_glue",
+            "beam_spark_runner.io.spark.streaming_glue",
+            "beam_spark_runner.io.database.spark_glue",
+        ],
+    ),
     # The user's I/O transforms: they check their arguments with the session.
     ("io", ["beam_spark_runner.io"]),
     ("entry points", ["beam_spark_runner.runner", "beam_spark_runner.cli", "beam_spark_runner"]),

@@ -22,7 +22,9 @@ ROOT = pathlib.Path(runner_io.__file__).resolve().parents[1]
 
 
 def test_the_built_in_connectors_register_each_urn_with_its_role_and_engines():
-    from beam_spark_runner.translation import database_io, native_io_overrides, spark_io
+    from beam_spark_runner.translation import native_io_overrides
+    from beam_spark_runner.io.database import planning as database_io
+    from beam_spark_runner.io.spark import planning as spark_io
 
     expected = {
         native_io_overrides.READ_TEXT_URN: (runner_io.IORole.SOURCE, True, False),
@@ -78,12 +80,12 @@ def test_a_streaming_only_connector_in_a_batch_pipeline_is_refused_at_submission
 _CONNECTOR_MODULES = {
     "translation/native_io_overrides.py",
     "translation/native_io_protos.py",
-    "translation/spark_io.py",
-    "translation/database_io.py",
+    "io/spark/planning.py",
+    "io/database/planning.py",
     "execution/batch_native_io.py",
-    "execution/batch_spark_io.py",
-    "execution/database_io.py",
-    "execution/streaming_spark_io.py",
+    "io/spark/batch_glue.py",
+    "io/database/spark_glue.py",
+    "io/spark/streaming_glue.py",
 }
 _URN_NAMES = {
     "READ_TEXT_URN",

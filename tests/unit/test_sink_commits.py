@@ -60,8 +60,8 @@ def test_a_commit_gets_the_checkpoints_files_from_the_context_it_runs_in(tmp_pat
 
 
 def test_the_runners_exactly_once_sinks_commit_through_the_contract():
-    from beam_spark_runner.connectors.database_sink import DatabasePublication
-    from beam_spark_runner.execution.database_io import StagedEpochPublication
+    from beam_spark_runner.io.database.sink_protocol import DatabasePublication
+    from beam_spark_runner.io.database.spark_glue import StagedEpochPublication
     from beam_spark_runner.worker.transactional_files import Publication
 
     for publication in (Publication, DatabasePublication, StagedEpochPublication):

@@ -648,7 +648,7 @@ def test_a_lifted_group_by_key_merges_the_accumulators_it_buffers(tmp_path):
 def _spark_io_pipeline(read_written=False):
     """A Spark source -> windowed sum -> Spark sink, built from the runner's
     primitives (ReadFromSpark would ask a SparkSession for the schema)."""
-    from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
+    from beam_spark_runner.io.spark.planning import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
     from beam_spark_runner.worker import spark_rows
 
     schema = {
@@ -717,7 +717,7 @@ def test_a_spark_source_read_by_one_plain_stateless_stage_runs_that_stage_in_its
 
 
 def test_a_spark_source_with_two_readers_is_not_fused():
-    from beam_spark_runner.translation.spark_io import SparkRead
+    from beam_spark_runner.io.spark.planning import SparkRead
 
     p = _spark_io_pipeline()
     (read,) = [t for t in p.transforms_stack[0].parts if isinstance(t.transform, SparkRead)]

@@ -1,4 +1,4 @@
-"""Spark glue of ReadFromSpark and WriteToSpark (translation/spark_io.py):
+"""Spark glue of ReadFromSpark and WriteToSpark (io/spark/planning.py):
 the schema a source has when a pipeline is built, and, in batch, the read
 and the write as stages of the runner's plan.
 
@@ -24,7 +24,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.execution import runner_io_glue, spark_internals, untyped_writes
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
-from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
+from beam_spark_runner.io.spark.planning import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.runs import DecodedBlock, RunCodec

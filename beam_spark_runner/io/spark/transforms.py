@@ -1,7 +1,7 @@
 """`ReadFromSpark` and `WriteToSpark`: any Spark data source or writer as a
 Beam transform (docs/io.md).
 
-Both expand to the runner's primitives (translation/spark_io.py) once their
+Both expand to the runner's primitives (io/spark/planning.py) once their
 arguments are checked: what can be known when the pipeline is built fails
 then, naming the transform (an unknown format, a missing path or table, a
 type Beam cannot represent, an input without a schema, RETRACTING input).
@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.utils.timestamp import Duration
 
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.translation.spark_io import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
+from beam_spark_runner.io.spark.planning import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
 
@@ -172,7 +172,7 @@ class ReadFromSpark(beam.PTransform):
             if self._partition_columns is not None
             else _DEFAULT_PARTITION_COLUMNS.get(self._format, ()),
         )
-        from beam_spark_runner.execution.batch_spark_io import given_schema, source_schema
+        from beam_spark_runner.io.spark.batch_glue import given_schema, source_schema
 
         if self._schema is not None:
             # The source reads with the given schema; the rows have the one

@@ -4,7 +4,7 @@ in a batch one (docs/io.md, "Message brokers").
 
 A splittable DoFn per subject filter (one for the whole stream when none
 is given) whose restriction is the range of stream sequences
-(connectors/nats_jetstream.py), with the watermark and acknowledgement
+(io/nats/client.py), with the watermark and acknowledgement
 rules of io/broker_reads.py: with nothing new, the watermark moves to the
 stream's newest message time (a later message gets a later one). With
 `durable`, a durable consumer per subject filter is acknowledged once a
@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_spark_runner.connectors.nats_jetstream import JetStreamReader, NatsError
+from beam_spark_runner.io.nats.client import JetStreamReader, NatsError
 from beam_spark_runner.connectors.event_times import parse_event_time
 from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, read_partitions, rules_of
 

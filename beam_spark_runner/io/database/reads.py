@@ -9,7 +9,7 @@ split is one query in its own transaction. No Spark here.
 import dataclasses
 from typing import Optional, Tuple
 
-from beam_spark_runner.connectors.sql_dialects import DatabaseError, UnmappableColumn, dialect_of
+from beam_spark_runner.io.database.sql_dialects import DatabaseError, UnmappableColumn, dialect_of
 from beam_spark_runner.worker import spark_rows
 
 

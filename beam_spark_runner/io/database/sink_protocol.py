@@ -17,7 +17,7 @@ is in the table exactly once.
   writer's staged rows moved into the table; then the sink's staged rows
   of the epoch deleted.
 - Streaming: the rows are staged outside the database
-  (execution/database_io.py: files under the checkpoint); `EpochCommit`,
+  (io/database/spark_glue.py: files under the checkpoint); `EpochCommit`,
   run by the checkpoint coordinator once the micro-batch is a completed
   checkpoint, is handed them whole, as the table's tuples (`db_rows`):
   the marker row and, only if it was not there, the rows, in one
@@ -27,7 +27,7 @@ is in the table exactly once.
 Rows reach the sink as the rows themselves (`RowEncoding.ROWS`, the
 client writes them) or, into PostgreSQL, as blocks of COPY text lines the
 producing tasks made (`RowEncoding.POSTGRESQL_COPY_TEXT`,
-connectors/postgresql_copy.py), which the commit hands to the server
+io/database/postgresql_copy.py), which the commit hands to the server
 unchanged.
 
 Without key columns the rows are appended. With key columns the table
@@ -47,8 +47,8 @@ from typing import Optional, Tuple
 
 import triggers
 
-from beam_spark_runner.connectors import postgresql_copy
-from beam_spark_runner.connectors.sql_dialects import DatabaseError, first_line, dialect_of
+from beam_spark_runner.io.database import postgresql_copy
+from beam_spark_runner.io.database.sql_dialects import DatabaseError, first_line, dialect_of
 from beam_spark_runner.worker import untyped_columns
 from beam_spark_runner.worker.sink_commits import SinkCommit
 
@@ -72,7 +72,7 @@ _STAGING_COLUMNS = (EPOCH, SINK, WRITER, PART, ATTEMPT, SEQ, RETRACT)
 class RowEncoding(enum.Enum):
     """What the sink's input elements are: ROWS, the rows (or
     `triggers.Retraction`s of rows); POSTGRESQL_COPY_TEXT, blocks of COPY
-    text lines (connectors/postgresql_copy.py, its format COPY_TEXT_V1)."""
+    text lines (io/database/postgresql_copy.py, its format COPY_TEXT_V1)."""
 
     ROWS = "rows"
     POSTGRESQL_COPY_TEXT = postgresql_copy.COPY_TEXT_V1

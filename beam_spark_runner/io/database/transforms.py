@@ -7,9 +7,9 @@ columns and unique key, the query's column types, an input without a
 schema, RETRACTING input without key columns.
 
 `WriteToDatabase` expands to the runner's write primitive
-(translation/database_io.py): exactly once in batch and streaming
-(connectors/database_sink.py). Into PostgreSQL, a DoFn before it turns
-the rows into COPY text blocks (connectors/postgresql_copy.py) in the
+(io/database/planning.py): exactly once in batch and streaming
+(io/database/sink_protocol.py). Into PostgreSQL, a DoFn before it turns
+the rows into COPY text blocks (io/database/postgresql_copy.py) in the
 stage that produces them. `ReadFromDatabase` is plain Beam (Create,
 Reshuffle, a DoFn reading one split), so it runs on any runner.
 """
@@ -19,11 +19,12 @@ import dataclasses
 import apache_beam as beam
 
 import triggers
-from beam_spark_runner.connectors import database_reads, postgresql_copy
-from beam_spark_runner.connectors.database_sink import DatabaseWriteConfig, RowEncoding, check_table
-from beam_spark_runner.connectors.sql_dialects import PostgreSQL, UnmappableColumn, dialect_of
+from beam_spark_runner.io.database import reads as database_reads
+from beam_spark_runner.io.database import postgresql_copy
+from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, RowEncoding, check_table
+from beam_spark_runner.io.database.sql_dialects import PostgreSQL, UnmappableColumn, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.translation.database_io import DatabaseWrite
+from beam_spark_runner.io.database.planning import DatabaseWrite
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
 
@@ -109,7 +110,7 @@ class WriteToDatabase(beam.PTransform):
 
 
 class _CopyTextBlocks(beam.DoFn):
-    """The rows as blocks of COPY text lines (connectors/postgresql_copy.py):
+    """The rows as blocks of COPY text lines (io/database/postgresql_copy.py):
     one block per BLOCK_ROWS rows and one at the end of the bundle. A block
     takes the windows of the element that completed it (the last one's at
     the end of the bundle): the sink writes each element once, whatever

@@ -1,6 +1,6 @@
 """Spark's own data sources and writers as runner primitives: what
 `beam_spark_runner.io.ReadFromSpark` and `WriteToSpark` expand to, and what
-the runner runs for them (execution/batch_spark_io.py).
+the runner runs for them (io/spark/batch_glue.py).
 
 - `READ_SPARK_URN`: the rows of a Spark data source (`spark.read` with a
   format, options and a path, or a catalog table; `spark.readStream` in a

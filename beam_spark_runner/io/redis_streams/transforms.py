@@ -3,7 +3,7 @@ in a streaming pipeline and up to each stream's end at submission in a
 batch one (docs/io.md, "Message brokers").
 
 A splittable DoFn per stream whose restriction is the range of entry
-positions (connectors/redis_streams.py), with the watermark and
+positions (io/redis_streams/client.py), with the watermark and
 acknowledgement rules of io/broker_reads.py: a stream with nothing new
 moves the watermark to the server's clock when event times are the
 entries' ids (a later entry cannot have an older id). With
@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_spark_runner.connectors.redis_streams import (
+from beam_spark_runner.io.redis_streams.client import (
     RedisStreamsError,
     StreamReader,
     millis_of,

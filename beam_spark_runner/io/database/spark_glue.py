@@ -1,4 +1,4 @@
-"""Spark glue of WriteToDatabase (connectors/database_sink.py has the
+"""Spark glue of WriteToDatabase (io/database/sink_protocol.py has the
 protocol): the tasks holding the rows stage them, the driver publishes.
 
 - Batch (`write_database_rdd`): one Spark job stages every partition of the
@@ -7,7 +7,7 @@ protocol): the tasks holding the rows stage them, the driver publishes.
   transaction: a retried or speculative task never writes twice, and a
   failed job leaves the table as it was.
 - Streaming (`MicroBatchStaging`, from the query's foreachBatch sink,
-  execution/streaming_spark_io.py): the sink's query rows of the batch
+  io/spark/streaming_glue.py): the sink's query rows of the batch
   are staged as they are (encoded elements, or PostgreSQL COPY blocks) in
   a directory under the checkpoint named by the sink and the batch
   (`staged_epoch_dir`; a replay of the batch overwrites it): written by
@@ -39,9 +39,10 @@ from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_spark_runner.connectors.database_sink import (
+from beam_spark_runner.io.database.sink_protocol import (
     DatabasePublication,
     DatabaseWriteConfig,
+    check_table,
     EpochCommit,
     RowEncoding,
     db_rows,
@@ -51,9 +52,11 @@ from beam_spark_runner.connectors.database_sink import (
 from beam_spark_runner.execution import checkpoint_files, runner_io_glue, untyped_writes
 from beam_spark_runner.execution.naming import spark_call_site
 from beam_spark_runner.execution.sink_rows import query_values
-from beam_spark_runner.translation.database_io import WRITE_DATABASE_URN, decode_payload
+from beam_spark_runner.io.database.planning import WRITE_DATABASE_URN, decode_payload
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
+from beam_spark_runner.worker.untyped_columns import ColumnTypeError
+from beam_spark_runner.io.database.sql_dialects import UnmappableColumn, dialect_of
 from beam_spark_runner.worker.sink_commits import SinkCommit
 from beam_spark_runner.worker.transactional_files import digest
 
@@ -95,7 +98,7 @@ def write_database_rdd(execution, stage):
     (port,) = stage.inputs
     inputs = execution.input_rdd(stage)
     if config.untyped:
-        config = untyped_writes.resolve_database_write(
+        config = resolve_database_write(
             config,
             lambda columns: untyped_writes.batch_input_types(execution, inputs, port.coder_id, columns, config.label),
         )
@@ -125,6 +128,37 @@ def _stage_blocks(config, sink, writer, components, coder_id, pairs):
 
 
 runner_io_glue.register_batch_stage(WRITE_DATABASE_URN, write_database_rdd)
+
+
+# --- fields Beam types Any ----------------------------------------------------
+
+
+def database_target_types(config):
+    """{column: (Spark type, nullable)} of a WriteToDatabase's existing
+    table, or None when it does not exist yet; a column of a type no row
+    field holds has None as its type."""
+    dialect = dialect_of(config.url)
+    with dialect.connect() as conn:
+        return dialect.table_spark_types(conn.cursor(), config.table)
+
+
+def resolve_database_write(config, infer):
+    """A WriteToDatabase's `config` with its untyped fields typed: the
+    existing table's column types (its columns checked first), else the
+    data's (`infer(columns)`), which the table created for them must have."""
+    target = database_target_types(config)
+    if target is not None:
+        check_table(config)
+    schema, _ = untyped_writes.resolve(config, config.untyped, target, infer, config.describe())
+    if target is None:
+        dialect = dialect_of(config.url)
+        for f in schema["fields"]:
+            if f["name"] in config.untyped:
+                try:
+                    dialect.column_type(f["type"], f["name"], in_key=f["name"] in config.key_columns)
+                except UnmappableColumn as e:
+                    raise ColumnTypeError("%s: %s (its type inferred from the data)" % (config.label, e)) from None
+    return dataclasses.replace(config, schema=schema)
 
 
 # --- streaming ----------------------------------------------------------------
@@ -161,9 +195,9 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
         for sink in sinks:
             config = decode_payload(sink.payload)
             if config.untyped:
-                if untyped_writes.database_target_types(config) is None:
+                if database_target_types(config) is None:
                     continue
-                config = untyped_writes.resolve_database_write(config, lambda columns: {})
+                config = resolve_database_write(config, lambda columns: {})
             prepare_tables(config)
             self._configs[sink.name] = config
 
@@ -176,7 +210,7 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
         if config is None:
             untyped = decode_payload(sink.payload)
             batch = list(values())
-            config = untyped_writes.resolve_database_write(
+            config = resolve_database_write(
                 untyped, lambda columns: untyped_writes.sample_values(columns, untyped.label, batch)
             )
             prepare_tables(config)

@@ -1,5 +1,5 @@
 """Spark glue of ReadFromSpark and WriteToSpark in a streaming query
-(translation/spark_io.py; the plan's `SparkSource`s and `SparkSink`s).
+(io/spark/planning.py; the plan's `SparkSource`s and `SparkSink`s).
 
 A source is Spark's own `readStream`, unioned into the query beside the
 Beam source: its Arrow batches become query rows in the executors
@@ -13,7 +13,7 @@ Spark's own offsets for the source live in the query's checkpoint, so a
 restarted driver resumes where the last completed batch ended.
 
 A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`).
-A WriteToDatabase's are staged under the checkpoint (execution/database_io.py:
+A WriteToDatabase's are staged under the checkpoint (io/database/spark_glue.py:
 by the driver, which collects them with the batch's other rows, when the
 query's sinks are all database sinks; else by a Spark write job);
 a WriteToSpark's are written with Spark's writer to a staging directory named by the
@@ -39,13 +39,13 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, runner_io_glue, spark_internals, untyped_writes
-from beam_spark_runner.execution.batch_spark_io import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
+from beam_spark_runner.io.spark.batch_glue import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
 from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R
 from beam_spark_runner.streaming.operators import RowWriter
 from beam_spark_runner.streaming.source_planner import SPARK_SOURCE_SEQ
-from beam_spark_runner.translation.spark_io import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
+from beam_spark_runner.io.spark.planning import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
 from beam_spark_runner.worker import context, spark_rows
 from beam_spark_runner.worker.transactional_files import Move, Publication, digest
 
