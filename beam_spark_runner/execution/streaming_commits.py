@@ -145,7 +145,17 @@ def release(effects, context):
     fail are logged, as in Beam's SDK harness."""
     for payload in effects.finalizers:
         stage_name, blob = pickle.loads(payload)
-        commits, others = sink_commits.split(pickler.loads(blob))
+        try:
+            callbacks = pickler.loads(blob)
+        except (ImportError, AttributeError) as e:
+            # A pending record whose commits name code this installation
+            # does not have: publishing nothing would lose the batch.
+            raise RuntimeError(
+                "%r: the checkpoint holds a completed batch whose finalization (its sinks' commits) this "
+                "installation cannot load (%s); finish the run with the beam-spark-runner and pipeline code "
+                "that wrote the checkpoint" % (stage_name, e)
+            ) from None
+        commits, others = sink_commits.split(callbacks)
         sink_commits.run_commits(commits, context)
         run_finalization_callbacks(others, stage_name)
 

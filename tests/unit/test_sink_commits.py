@@ -80,3 +80,32 @@ def test_no_publication_starts_a_spark_session_of_its_own():
         if path.name != "session.py" and "SparkSession.builder" in path.read_text()
     ]
     assert found == []
+
+
+def test_a_pending_batch_whose_commits_cannot_be_loaded_fails_naming_it():
+    """A checkpoint's pending finalization naming code that is not
+    installed fails the release (the record stays for a run that can
+    publish it) rather than publishing nothing."""
+    import pickle
+    import sys
+    import types
+
+    from beam_spark_runner.execution import streaming_commits
+    from beam_spark_runner.streaming.checkpoint_records import SideEffects
+    from beam_spark_runner.worker.beam_internals import pickler
+
+    module = types.ModuleType("no_such_connector")
+
+    class Commit:
+        pass
+
+    Commit.__module__, Commit.__qualname__ = module.__name__, "Commit"
+    module.Commit = Commit
+    sys.modules[module.__name__] = module
+    try:
+        blob = pickle.dumps(("Write", pickler.dumps([Commit()])))
+    finally:
+        del sys.modules[module.__name__]
+    effects = SideEffects(finalizers=(blob,))
+    with pytest.raises(RuntimeError, match="'Write': the checkpoint holds a completed batch .*no_such_connector"):
+        streaming_commits.release(effects, sink_commits.NO_EXECUTION)
