@@ -1,6 +1,12 @@
 """A connector the runner does not ship, written only against the I/O
 contract: `WriteLines(directory)` writes each element of a streaming
-pipeline as a JSON line into files under `directory`, exactly once.
+pipeline as a JSON line into files under `directory`, exactly once, and
+`ReadLines(path)` reads the JSON lines appended to one file.
+
+`ReadLines` follows the source side of the contract (io/broker_reads.py's
+`PositionRangeRead`): a line's position is its index in the file, the
+runner keeps the range still to read in its checkpoint, the watermark is
+the newest event time read, and nothing needs acknowledging.
 
 It registers its URN with planning (translation/runner_io.py) and its
 micro-batch staging with the execution (execution/runner_io_glue.py);
@@ -11,14 +17,18 @@ which the checkpoint coordinator runs once the batch is a completed
 checkpoint: it renames the staged file to its final name, idempotently."""
 
 import dataclasses
+import datetime
 import json
 import os
 import pickle
+import time
 
 import apache_beam as beam
+from apache_beam.utils.timestamp import Timestamp
 
 from beam_spark_runner.execution import runner_io_glue
 from beam_spark_runner.execution.sink_rows import query_values
+from beam_spark_runner.io.broker_reads import PositionRangeRead, Read, read_partitions, rules_of
 from beam_spark_runner.translation import runner_io
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.sink_commits import SinkCommit
@@ -101,3 +111,58 @@ def published(directory):
 def staged(directory):
     path = os.path.join(directory, STAGING)
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+class ReadLines(beam.PTransform):
+    """The JSON objects appended to the file at `path` (complete lines
+    only), each timestamped by its `timestamp_field` (an ISO-8601 time),
+    read on without end."""
+
+    def __init__(self, path, timestamp_field):
+        super().__init__()
+        self._path, self._field = path, timestamp_field
+
+    def expand(self, pbegin):
+        rules = rules_of(self.label, 0, None, 1000, 0.2, broker_times=False)
+        return read_partitions(pbegin, [self._path], _UnboundedLinesRead(rules, None, self._field), dict)
+
+
+class _LinesRead(PositionRangeRead):
+    def __init__(self, rules, ends, field):
+        super().__init__(rules, ends)
+        self._field = field
+
+    def start_position(self, path):
+        return 0
+
+    def read(self, path, start, stop, count, wait_s):
+        lines = _complete_lines(path)
+        if len(lines) <= start:
+            time.sleep(wait_s)  # nothing new: wait a little, as a broker's blocking read does
+            lines = _complete_lines(path)
+        found = []
+        for position in range(start, min(stop, len(lines), start + count)):
+            value = json.loads(lines[position])
+            event_time = datetime.datetime.fromisoformat(value[self._field]).replace(tzinfo=datetime.timezone.utc)
+            found.append(Read(position, value, Timestamp.from_utc_datetime(event_time)))
+        return found, start + len(found) >= len(lines)
+
+
+@beam.DoFn.unbounded_per_element()
+class _UnboundedLinesRead(_LinesRead):
+    pass
+
+
+def _complete_lines(path):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    return text.split("\n")[:-1]  # a line still being written has no newline yet
+
+
+def append_lines(path, values):
+    """Appends `values` as JSON lines in one write."""
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(v) + "\n" for v in values))

@@ -8,7 +8,8 @@
 by $BEAM_SPARK_TEST_SPARK_JARS), event time from the data every way; OUT is a
 directory `WriteToSpark` writes Parquet into, a table `WriteToDatabase`
 writes (`URL#TABLE`), or a directory the test-only connector
-tests/toy_connector.py writes JSON lines into (`lines://DIR`). Run as a script, in its own process group (the test
+tests/toy_connector.py writes JSON lines into (`lines://DIR`); a SOURCE
+`lines://FILE` is a file of JSON lines that connector reads. Run as a script, in its own process group (the test
 SIGKILLs the group: this driver and its Spark JVM):
 
     python spark_io_pipeline.py CHECKPOINT SOURCE OUT [SOURCE OUT ...]
@@ -73,6 +74,14 @@ class _Branch(beam.PTransform):
                 pbegin
                 | "Read" >> ReadFromNats(url, stream, timestamp_header="ts", poll_interval=0.2)
                 | beam.Map(_user_and_score)
+            )
+        elif source.startswith("lines://"):
+            from tests.toy_connector import ReadLines
+
+            scores = (
+                pbegin
+                | "Read" >> ReadLines(source[len("lines://") :], timestamp_field="ts")
+                | beam.Map(lambda v: (v["user"], v["score"]))
             )
         elif source.startswith("kafka://"):
             servers, topic = source[len("kafka://") :].split("#")

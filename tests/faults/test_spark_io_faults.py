@@ -1,7 +1,7 @@
 """One streaming pipeline with four branches, each a source -> windowed
 count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet),
-ReadFromSpark (files) -> a connector the runner does not ship, written
-only against the I/O contract (tests/toy_connector.py: JSON lines), NATS
+a source and a sink the runner does not ship, written only against the
+I/O contract (tests/toy_connector.py: JSON lines in, JSON lines out), NATS
 JetStream -> WriteToDatabase (PostgreSQL), Redis Streams ->
 WriteToDatabase (MariaDB); the same without the files branches, a query
 whose sinks are all databases (their rows staged by the driver); and Spark's
@@ -66,6 +66,9 @@ def _write(source, i):
         return
     if source.startswith("kafka://"):
         _produce(source, _events(i))
+        return
+    if source.startswith("lines://"):
+        toy_connector.append_lines(source[len("lines://") :], [dict(e, ts=e["ts"].isoformat()) for e in _events(i)])
         return
     if source.startswith("nats://"):
         url, stream = source.split("#")
@@ -208,7 +211,6 @@ def ends(request, tmp_path):
     import redis
 
     os.makedirs(tmp_path / "in")
-    os.makedirs(tmp_path / "in-lines")
     postgresql = services.require(request, services.POSTGRESQL)
     nats_url = services.require(request, services.NATS)
     mariadb = services.require(request, services.MARIADB)
@@ -220,9 +222,9 @@ def ends(request, tmp_path):
     if request.param == "files-and-databases":
         files = [
             (str(tmp_path / "in"), str(tmp_path / "out")),
-            # A sink the runner does not ship, registered only through the
-            # I/O contract (tests/toy_connector.py).
-            (str(tmp_path / "in-lines"), "lines://%s" % (tmp_path / "lines")),
+            # A source and a sink the runner does not ship, written only
+            # against the I/O contract (tests/toy_connector.py).
+            ("lines://%s" % (tmp_path / "in-lines.jsonl"), "lines://%s" % (tmp_path / "lines")),
         ]
     yield (
         files
