@@ -312,7 +312,7 @@ class SparkSource:
 
     name: str  # the read's transform id (its watermark source name)
     display_name: str
-    payload: bytes  # translation.spark_io.SparkReadConfig, pickled
+    payload: bytes  # io/spark/planning.SparkReadConfig, pickled
     dest: Dest
     coder_id: str  # windowed coder of its output
     out_of_orderness_us: int = 0
@@ -327,14 +327,15 @@ class SparkSource:
 
 @dataclasses.dataclass(frozen=True)
 class SparkSink:
-    """A sink at the end of the query (WriteToSpark, WriteToDatabase): the
-    rows addressed to `dest` are staged by the driver's foreachBatch sink
-    and published once their batch is a completed checkpoint."""
+    """A runner sink at the end of the query (registered by `urn`,
+    translation/runner_io.py): the rows addressed to `dest` are staged by
+    the query's foreachBatch end with the staging the URN registered, and
+    published once their batch is a completed checkpoint."""
 
     name: str  # the write's transform id
     display_name: str
-    # translation.spark_io.SparkWriteConfig or
-    # connectors.database_sink.DatabaseWriteConfig, pickled, by `urn`
+    # the connector's config, pickled (io/spark/planning.SparkWriteConfig,
+    # io/database/sink_protocol.DatabaseWriteConfig, ...), by `urn`
     payload: bytes
     dest: Dest
     coder_id: str  # windowed coder of its input

@@ -1,5 +1,5 @@
 """The streaming database sink's publication of a micro-batch staged under
-the checkpoint (execution/database_io.StagedEpochPublication), driven step
+the checkpoint (io/database/spark_glue.StagedEpochPublication), driven step
 by step against the machine's PostgreSQL and MariaDB with staged files
 written as the runner writes them, without Spark, in each staged form:
 the sink's query rows of encoded rows in Parquet (Spark's writer), the

@@ -1,4 +1,4 @@
-"""connectors/database_sink.db_rows: what the database sink hands the
+"""io/database/sink_protocol.db_rows: what the database sink hands the
 client for each value, in the table's column order, whatever the row's
 own field order, with its polarity."""
 

@@ -1,12 +1,12 @@
 """Database writes as a runner primitive: what
 `beam_spark_runner.io.WriteToDatabase` expands to, and what the runner runs
-for it (execution/batch_database_io.py in batch; the query's foreachBatch
-end, io/spark/streaming_glue.py, in streaming).
+for it (io/database/spark_glue.py: a batch stage, and the staging of a
+streaming query's micro-batches, which execution/query_sinks.py calls).
 
 `WRITE_DATABASE_URN`: a schema'd PCollection's rows committed into a
 database table exactly once (io/database/sink_protocol.py); its output is
 the table written. The payload is the pickled
-`connectors.database_sink.DatabaseWriteConfig`, as for the runner's other
+`io/database/sink_protocol.DatabaseWriteConfig`, as for the runner's other
 I/O primitives: a Python client of the job service sends it as its SDK
 expands it; another runner refuses the unknown URN.
 """

@@ -12,17 +12,14 @@ source planner moves the source's watermark (streaming/source_watermarks.py).
 Spark's own offsets for the source live in the query's checkpoint, so a
 restarted driver resumes where the last completed batch ended.
 
-A sink's rows reach the driver's foreachBatch sink (`SparkSinkWrites`).
-A WriteToDatabase's are staged under the checkpoint (io/database/spark_glue.py:
-by the driver, which collects them with the batch's other rows, when the
-query's sinks are all database sinks; else by a Spark write job);
-a WriteToSpark's are written with Spark's writer to a staging directory named by the
-sink and the batch (a replay of the batch overwrites its own attempt), and
-hands the driver sink a FINALIZE row with the `Publication` that renames
-the staged files to final names carrying the run and the batch. The
-checkpoint coordinator runs it once the batch is a completed checkpoint
-(and again after a restart that interrupted it): each row is in exactly
-one published file.
+A WriteToSpark's rows reach the query's foreachBatch end
+(execution/query_sinks.py), which has them staged by `SparkWriterStaging`:
+written with Spark's writer to a staging directory named by the sink and
+the batch (a replay of the batch overwrites its own attempt); the
+`Publication` it returns renames the staged files to final names carrying
+the run and the batch. The checkpoint coordinator runs it once the batch
+is a completed checkpoint (and again after a restart that interrupted
+it): each row is in exactly one published file.
 """
 
 import dataclasses
