@@ -7,7 +7,7 @@ protocol): the tasks holding the rows stage them, the driver publishes.
   transaction: a retried or speculative task never writes twice, and a
   failed job leaves the table as it was.
 - Streaming (`MicroBatchStaging`, from the query's foreachBatch sink,
-  io/spark/streaming_glue.py): the sink's query rows of the batch
+  execution/query_sinks.py): the sink's query rows of the batch
   are staged as they are (encoded elements, or PostgreSQL COPY blocks) in
   a directory under the checkpoint named by the sink and the batch
   (`staged_epoch_dir`; a replay of the batch overwrites it): written by
