@@ -48,6 +48,9 @@ PROTO_REWRITES = (
     retracting.rewrite_retracting,
     # CombinePerKeys whose timestamp combiner lifting would change.
     unliftable_combines.keep_timestamp_combiners,
+    # Java CombinePerKeys whose strategy fires empty panes: the lifted merge
+    # would encode their empty accumulators.
+    unliftable_combines.keep_empty_pane_java_combines,
 )
 
 # Transforms the runner (Spark) executes itself rather than the SDK harness,

@@ -224,3 +224,57 @@ def test_a_grouping_under_another_sdks_merging_windowfn_is_refused_naming_it():
     assert "Group" in error and "beam:window_fn:serialized_java:v1" in error and "merging WindowFn" in error
     strategy.merge_status = beam_runner_api_pb2.MergeStatus.NON_MERGING
     assert check_windowing(proto) == []
+
+
+def test_a_java_combine_whose_strategy_fires_empty_panes_is_not_lifted():
+    """An empty pane would reach the lifted merge as no accumulators, and
+    the merge's output, a Java CombineFn's empty accumulator, is encoded
+    with an accumulator coder that need not hold it (Beam Java's Latest):
+    such a combine runs unlifted. Python's, and Java's under triggers that
+    fire no empty pane, are lifted as before."""
+    from apache_beam.portability.api import beam_runner_api_pb2
+    from apache_beam.transforms import trigger
+
+    from beam_spark_runner.translation import unliftable_combines
+    from tests.unit.test_sdk_environments import _java_environment
+
+    def build(early):
+        p = beam.Pipeline()
+        triggered = trigger.AfterWatermark(early=trigger.AfterCount(1)) if early else trigger.AfterWatermark()
+        (
+            p
+            | beam.Create([("k", 1)])
+            | beam.WindowInto(
+                window.FixedWindows(10), trigger=triggered, accumulation_mode=trigger.AccumulationMode.DISCARDING
+            )
+            | "Sum" >> beam.CombinePerKey(sum)
+            | beam.Map(print)
+        )
+        return pipeline_proto_of(p)
+
+    def in_java(proto):
+        java = beam_runner_api_pb2.Pipeline()
+        java.CopyFrom(proto)
+        java.components.environments["java"].CopyFrom(_java_environment([]))
+        (cpk,) = [tid for tid, t in java.components.transforms.items() if t.unique_name == "Sum"]
+        java.components.transforms[cpk].environment_id = "java"
+        return java, cpk
+
+    def with_behaviors(proto, on_time, closing):
+        for strategy in proto.components.windowing_strategies.values():
+            strategy.on_time_behavior, strategy.closing_behavior = on_time, closing
+        return proto
+
+    fire_always = beam_runner_api_pb2.OnTimeBehavior.FIRE_ALWAYS
+    if_non_empty = beam_runner_api_pb2.OnTimeBehavior.FIRE_IF_NONEMPTY
+    emit_always = beam_runner_api_pb2.ClosingBehavior.EMIT_ALWAYS
+    emit_if_non_empty = beam_runner_api_pb2.ClosingBehavior.EMIT_IF_NONEMPTY
+    for on_time, closing in ((fire_always, emit_if_non_empty), (if_non_empty, emit_always)):
+        java, cpk = in_java(with_behaviors(build(early=True), on_time, closing))
+        assert not unliftable_combines.keep_empty_pane_java_combines(java).components.transforms[cpk].spec.urn
+    for kept in (
+        with_behaviors(build(early=True), fire_always, emit_always),  # a Python CombineFn
+        in_java(with_behaviors(build(early=True), if_non_empty, emit_if_non_empty))[0],
+        in_java(with_behaviors(build(early=False), fire_always, emit_always))[0],
+    ):
+        assert unliftable_combines.keep_empty_pane_java_combines(kept) is kept
