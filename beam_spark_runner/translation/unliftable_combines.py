@@ -34,31 +34,15 @@ _END_OF_WINDOW = beam_runner_api_pb2.OutputTime.END_OF_WINDOW
 def keep_timestamp_combiners(pipeline_proto):
     """A copy of the proto in which no CombinePerKey whose input's timestamp
     combiner is not END_OF_WINDOW can be lifted (the input is not modified)."""
-    components = pipeline_proto.components
-    return _unlifted(
-        pipeline_proto,
-        [
-            tid
-            for tid, t in components.transforms.items()
-            if t.spec.urn == _CPK and t.subtransforms and _strategy(components, t).output_time != _END_OF_WINDOW
-        ],
-    )
+    return _unlifted(pipeline_proto, lambda components, t: _strategy(components, t).output_time != _END_OF_WINDOW)
 
 
 def keep_empty_pane_java_combines(pipeline_proto):
     """A copy of the proto in which no Java CombinePerKey whose input's
     strategy fires empty panes can be lifted (the input is not modified)."""
-    components = pipeline_proto.components
     return _unlifted(
         pipeline_proto,
-        [
-            tid
-            for tid, t in components.transforms.items()
-            if t.spec.urn == _CPK
-            and t.subtransforms
-            and _fires_empty_panes(_strategy(components, t))
-            and _in_java(components, t)
-        ],
+        lambda components, t: _fires_empty_panes(_strategy(components, t)) and _in_java(components, t),
     )
 
 
@@ -88,7 +72,16 @@ def _in_java(components, transform):
     )
 
 
-def _unlifted(pipeline_proto, unsafe):
+def _unlifted(pipeline_proto, is_unsafe):
+    """The proto with the spec of every CombinePerKey composite for which
+    `is_unsafe(components, transform)` holds cleared (a copy; the proto
+    itself when there is none)."""
+    components = pipeline_proto.components
+    unsafe = [
+        tid
+        for tid, t in components.transforms.items()
+        if t.spec.urn == _CPK and t.subtransforms and is_unsafe(components, t)
+    ]
     if not unsafe:
         return pipeline_proto
     result = beam_runner_api_pb2.Pipeline()
