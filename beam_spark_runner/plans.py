@@ -130,6 +130,12 @@ class StagePlan:
     # The SDK harness the stage's transforms run in (never mixed: fusion
     # stops at an environment's edge).
     environment: StageEnvironment = PYTHON_ENVIRONMENT
+    # The transforms of the stage whose DoFn requires stable input
+    # (@RequiresStableInput): a retry must hand the stage the very elements
+    # the first attempt had. Batch materializes the stage's input first
+    # (execution/batch_execution.py); streaming holds it one micro-batch in
+    # the checkpoint (streaming/stable_input.py).
+    stable_input: Tuple[str, ...] = ()
 
     @property
     def display_name(self):
@@ -362,10 +368,15 @@ class Operator:
     # summary of their holds (some lane reads them at a percentile below 1).
     watermark_percentile: float = 1.0
     summarize_holds: bool = False
+    # The stage requires stable input (StagePlan.stable_input): it runs one
+    # micro-batch behind its input, which its key-groups hold in the
+    # checkpoint (streaming/stable_input.py); a stateless stage is keyed
+    # for it.
+    stable_input: bool = False
 
     @property
     def is_keyed(self):
-        return self.kind != OperatorKind.STATELESS
+        return self.kind != OperatorKind.STATELESS or self.stable_input
 
     def output_dests(self) -> Tuple[Dest, ...]:
         """Where this operator's output rows are addressed."""
@@ -429,8 +440,12 @@ class StreamingPlan:
                 OperatorKind.SIDE_INPUTS: "side inputs held per key-group, transformWithState by key-group",
                 OperatorKind.GROUP: "GroupByKey as transformWithState by key-group",
             }[op.kind]
+            if op.kind == OperatorKind.STATELESS and op.stable_input:
+                how = "transformWithState by key-group"
             if op.stage is not None and op.stage.plain_spec is not None:
                 how += ", plain Python"
+            if op.stable_input:
+                how += ", input held one micro-batch in the checkpoint (stable input)"
             lines.append("Operator %d: %s  [%s]" % (i, op.display_name, how))
             lines.append("    reads  %s" % ", ".join(d.describe() for d in op.inputs))
             for dest in op.output_dests():

@@ -138,6 +138,8 @@ class BatchExecution:
         rounds = stage.finalizes and not stage.stateful
         with spark_call_site(self.sc, stage.display_name):
             inputs = self.input_rdd(stage)
+            if stage.stable_input:
+                inputs = self._stable(inputs, stage)
             run = functools.partial(
                 _run_stage_partition,
                 stage,
@@ -154,6 +156,20 @@ class BatchExecution:
                 rdd = inputs.mapPartitions(run, preservesPartitioning=True)
                 return name_rdd(rdd, stage.display_name)
         return batch_finalization.run_in_rounds(self, stage, inputs, run)
+
+    def _stable(self, inputs, stage):
+        """The stage's input written out before the stage runs, for a DoFn
+        that requires stable input: a Spark job materializes it on the
+        executors' disks (`localCheckpoint`, which also cuts its lineage), so
+        a retried task reads the very elements the first attempt read; if
+        those blocks are lost with an executor the run fails instead of
+        recomputing different input."""
+        held = name_rdd(inputs.persist(StorageLevel.DISK_ONLY), "%s: stable input" % stage.display_name)
+        held.localCheckpoint()
+        self.check_not_cancelled()
+        held.count()
+        self._persisted.append(held)
+        return held
 
     def feeds_plain_stage_in_process(self, stage):
         """True if `stage` has one output, read by exactly one plain-Python

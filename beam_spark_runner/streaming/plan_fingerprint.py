@@ -187,7 +187,7 @@ def fingerprint(plan: StreamingPlan, key_groups: int) -> PlanFingerprint:
         operators=tuple(
             OperatorPrint(
                 op.name,
-                op.kind.value,
+                op.kind.value + ("+stable_input" if op.stable_input else ""),
                 tuple(R.dest_text(d) for d in op.inputs),
                 _state_of(op, components, descriptors.get(op.name)),
                 _coders_of(op, components, descriptors.get(op.name), writers),

@@ -18,6 +18,8 @@ Every phase is a plain function, testable on its own.
 import copy
 
 from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.utils import proto_utils
 from beam_spark_runner.translation.beam_translations import translations
 
 from beam_spark_runner.translation import (
@@ -68,6 +70,29 @@ def runner_urns(streaming=False):
     return _RUNNER_PRIMITIVES | runner_io.urns(streaming=False)
 
 
+_SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
+
+
+def stable_input_readers_start_stages(stages, context):
+    """A ParDo whose DoFn requires stable input starts a new stage instead
+    of being fused after its input's producer.
+
+    Why: the runner makes a stage's *input* stable (batch materializes it,
+    streaming holds it one micro-batch in the checkpoint). Fused after other
+    transforms, the DoFn's input would be what they compute again on a
+    retry, which may differ (a random draw, a clock, an external lookup);
+    as the first transform of its stage, it reads exactly the stored input.
+    """
+    stages = list(stages)
+    for stage in stages:
+        for t in stage.transforms:
+            if t.spec.urn in translations.PAR_DO_URNS:
+                payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)
+                if payload.requires_stable_input:
+                    stage.forced_root = True
+    return stages
+
+
 BATCH_PHASES = (
     translations.annotate_downstream_side_inputs,
     # A stateful DoFn must start a stage: its input is re-partitioned by key
@@ -82,6 +107,8 @@ BATCH_PHASES = (
     translations.expand_sdf,
     translations.expand_gbk,
     translations.sink_flattens,
+    # Before fusing: a DoFn that requires stable input starts its stage.
+    stable_input_readers_start_stages,
     translations.greedily_fuse,
     translations.read_to_impulse,
     translations.impulse_to_input,
@@ -93,9 +120,6 @@ BATCH_PHASES = (
     translations.setup_timer_mapping,
     translations.populate_data_channel_coders,
 )
-
-
-_SDF_PROCESS_URN = common_urns.sdf_components.PROCESS_SIZED_ELEMENTS_AND_RESTRICTIONS.urn
 
 
 def sdf_outputs_start_stages(stages, context):

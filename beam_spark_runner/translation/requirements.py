@@ -58,6 +58,9 @@ SUPPORTED_REQUIREMENTS = frozenset(
         common_urns.requirements.REQUIRES_STATEFUL_PROCESSING.urn,
         common_urns.requirements.REQUIRES_SPLITTABLE_DOFN.urn,
         common_urns.requirements.REQUIRES_BUNDLE_FINALIZATION.urn,
+        # Batch materializes such a stage's input before it runs; streaming
+        # holds it one micro-batch in the checkpoint (plans.StagePlan).
+        common_urns.requirements.REQUIRES_STABLE_INPUT.urn,
     ]
 )
 

@@ -98,6 +98,7 @@ class StagePlanner:
         transforms = {}
         native = None
         finalizes = False
+        stable_input = []
         environment = stage_environment(components, stage.environment or self._runner_stage_environment(stage))
         for t in stage.transforms:
             t = _copy(t)
@@ -133,6 +134,8 @@ class StagePlanner:
                 if t.spec.urn in translations.PAR_DO_URNS:
                     payload = proto_utils.parse_Bytes(t.spec.payload, beam_runner_api_pb2.ParDoPayload)
                     finalizes = finalizes or payload.requests_finalization
+                    if payload.requires_stable_input:
+                        stable_input.append(t.unique_name)
                     for tag, si in payload.side_inputs.items():
                         pcoll = t.inputs[tag]
                         side_inputs.append(
@@ -176,6 +179,7 @@ class StagePlanner:
             native=native,
             finalizes=finalizes,
             environment=environment,
+            stable_input=tuple(stable_input),
         )
 
 

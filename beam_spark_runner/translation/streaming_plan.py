@@ -96,13 +96,15 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
             inputs.append(dest)
             if plan.stateful:
                 keyed_dests[dest] = port.coder_id
-            elif (plan.splittable or plan.side_inputs or dest in sdf_outputs) and (
-                dest.kind == DestKind.MATERIALIZED or (plan.side_inputs and port.buffer.kind == BufferKind.GROUP)
+            elif (plan.splittable or plan.side_inputs or plan.stable_input or dest in sdf_outputs) and (
+                dest.kind == DestKind.MATERIALIZED
+                or ((plan.side_inputs or plan.stable_input) and port.buffer.kind == BufferKind.GROUP)
             ):
                 # One row per element: a stage with side inputs holds each
                 # main-input element until its side windows are ready (a
                 # GroupByKey's output too, not its blocks); restrictions are
-                # spread over key-groups one by one.
+                # spread over key-groups one by one; so is the input a
+                # stage requiring stable input holds.
                 keyed_dests[dest] = None
                 element_coders[dest] = port.coder_id
         for port in plan.outputs:
@@ -111,6 +113,7 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
         side = tuple((Dest.materialized(si.pcollection), si) for si in plan.side_inputs)
         broadcast.extend(d for d, _ in side if d not in broadcast)
         kind = _operator_kind(plan)
+        _check_stable_input(plan, kind)
         operators.append(
             Operator(
                 kind,
@@ -119,7 +122,10 @@ def plan_streaming(pipeline_proto, drain=False, plain_python=True, watermark_per
                 tuple(inputs) + tuple(d for d, _ in side),
                 stage=plan,
                 side_inputs=side,
-                rebalance_input=kind == OperatorKind.STATELESS and any(d in sdf_outputs for d in inputs),
+                rebalance_input=kind == OperatorKind.STATELESS
+                and not plan.stable_input
+                and any(d in sdf_outputs for d in inputs),
+                stable_input=bool(plan.stable_input),
             )
         )
     sink_dests = frozenset(s.dest for s in spark_sinks)
@@ -168,6 +174,7 @@ def _with_fused_reader(source, operators, sink_dests, keyed_dests, broadcast):
     (op,) = readers
     fusable = (
         op.kind == OperatorKind.STATELESS
+        and not op.stable_input
         and op.stage.plain_spec is not None
         and op.inputs == (source.dest,)
         and not op.rebalance_input
@@ -208,6 +215,26 @@ def _operator_kind(plan) -> OperatorKind:
     if plan.side_inputs:
         return OperatorKind.SIDE_INPUTS
     return OperatorKind.STATELESS
+
+
+_STABLE_INPUT_URN = common_urns.requirements.REQUIRES_STABLE_INPUT.urn
+
+
+def _check_stable_input(plan, kind):
+    """A stage requiring stable input runs one micro-batch behind its
+    input (streaming/stable_input.py); a splittable DoFn's restrictions and
+    a side-input stage's waiting elements live in state the delay cannot
+    replay, so those are refused, naming the transforms."""
+    if plan.stable_input and kind in (OperatorKind.SDF, OperatorKind.SIDE_INPUTS):
+        raise UnsupportedPipelineError(
+            "%s: requires stable input (%s) in a stage that %s, which a streaming run does not support; "
+            "move the DoFn that requires stable input after a GroupByKey or Reshuffle of its own"
+            % (
+                ", ".join(plan.stable_input),
+                _STABLE_INPUT_URN,
+                "runs a splittable DoFn" if kind == OperatorKind.SDF else "reads side inputs",
+            )
+        )
 
 
 def _with_group_operators(operators, groups):
@@ -277,6 +304,8 @@ def _placement(op, dest):
     if op.kind == OperatorKind.STATEFUL:
         return "key"
     if op.kind in (OperatorKind.SDF, OperatorKind.SIDE_INPUTS) or op.rebalance_input:
+        return "element"
+    if op.stable_input:
         return "element"
     return None
 

@@ -7,14 +7,16 @@ and a new working directory, with the checkpoint given as a `file://` URI;
 waits until the output grew by at least one file (or the scheduled delay
 passed); SIGKILLs the group (the driver and its Spark JVM). The last run
 goes to the end. The check: every (key, seq) has its file, each key's
-counts (taken from state) are 1..n exactly once, and the files Beam's
+counts (taken from state) are 1..n exactly once, the files Beam's
 `WriteToText` and `fileio.WriteToFiles` published hold every (key, seq)
-once, with no staged file left.
+once, with no staged file left, and the DoFn that requires stable input
+saw one draw per (key, seq), however often it ran.
 """
 
 import dataclasses
 import glob
 import os
+import signal
 import time
 from typing import List, Tuple
 
@@ -37,10 +39,31 @@ class Outcome:
         return not self.problems
 
 
-def _start(out, checkpoint, start_file, ticks, cwd, flags=()):
+# A kill_delays entry: the run's DoFn that requires stable input kills its
+# driver's process group itself, right after recording a draw, once
+# SELF_KILL_AFTER_DRAWS are recorded: a kill inside the stage's micro-batch,
+# after the DoFn ran and before the batch committed, whose replay shows
+# whether the DoFn's input was stable.
+SELF_KILL = "self"
+
+
+def _start(out, checkpoint, start_file, ticks, cwd, flags=(), env=None):
     sinks = os.path.join(os.path.dirname(out), "sinks")
     argv = [SCRIPT, str(out), checkpoint, "auto:" + start_file, "+%s" % (ticks * pipeline.INTERVAL), sinks, *flags]
-    return drivers.start(argv, cwd)
+    return drivers.start(argv, cwd, env=env)
+
+
+def _killed_by_itself(proc, marker, cycle):
+    """Waits for a run started with SELF_KILL to kill itself."""
+    try:
+        proc.wait(timeout=STARTED_TIMEOUT_S)
+    finally:
+        drivers.kill(proc)
+    if proc.returncode != -signal.SIGKILL or not os.path.exists(marker):
+        raise RuntimeError(
+            "run %d was to be killed by its stable-input DoFn (rc %s, marker %s): %s"
+            % (cycle, proc.returncode, os.path.exists(marker), drivers.log_tail(proc))
+        )
 
 
 def _read_start(path, proc):
@@ -83,6 +106,28 @@ def problems_of(out, ticks):
     )
     if staged:
         problems.append("staged files left: %s" % staged)
+    problems.extend(draw_problems(os.path.join(sinks, "draws"), keys, ticks // pipeline.KEYS))
+    return problems
+
+
+def draw_problems(directory, keys, per_key):
+    """What is wrong with the draws the stable-input DoFn recorded: a tick
+    missing, or recorded with two different draws (its input was not
+    stable across a replay)."""
+    draws = {}
+    for name in os.listdir(directory) if os.path.isdir(directory) else []:
+        if name.endswith(".txt"):
+            key, seq, _ = name[:-4].split("-")
+            with open(os.path.join(directory, name)) as f:
+                draws.setdefault((key, int(seq)), set()).add(f.read())
+    problems = [
+        "stable input: tick %s-%d seen with different draws %s" % (k, s, sorted(d))
+        for (k, s), d in sorted(draws.items())
+        if len(d) > 1
+    ]
+    missing = [(k, s) for k in keys for s in range(per_key) if (k, s) not in draws]
+    if missing:
+        problems.append("stable input: ticks never processed: %s" % missing)
     return problems
 
 
@@ -112,7 +157,8 @@ def published_lines(directory):
 
 def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, flags=()):
     """Runs the pipeline, killing its driver once per entry of
-    `kill_delays` (seconds after the run's output last grew), then lets a
+    `kill_delays` (seconds after the run's output last grew, or SELF_KILL),
+    then lets a
     last run finish; a run that finishes before its kill ends the storm
     early (`files_at_kills` then has fewer entries). Raises if a run fails
     on its own. `flags`: further pipeline options of every run."""
@@ -127,9 +173,15 @@ def run_with_kills(workdir, kill_delays: List[float], ticks=40, timeout_s=600, f
     for cycle, delay in enumerate(kill_delays):
         cwd = os.path.join(workdir, "run%d" % cycle)
         before = len(os.listdir(out))
-        proc = _start(out, checkpoint, start_file, ticks, cwd, flags)
+        marker = os.path.join(workdir, "self-kill-%d" % cycle)
+        env = {pipeline.SELF_KILL_ENV: marker} if delay == SELF_KILL else None
+        proc = _start(out, checkpoint, start_file, ticks, cwd, flags, env)
         if start is None:
             start = _read_start(start_file, proc)
+        if delay == SELF_KILL:
+            _killed_by_itself(proc, marker, cycle)
+            at_kills.append(len(outputs(out)))
+            continue
         deadline = time.time() + STARTED_TIMEOUT_S
         while len(os.listdir(out)) <= before and time.time() < deadline and proc.poll() is None:
             time.sleep(0.1)

@@ -20,12 +20,21 @@ sink: a replayed batch rewrites its files). With state exactly once, a
 key's files hold 1..n, each once. With SINKS, the ticks' lines
 "k<key>,<seq>" in fixed 2-second windows are also written by Beam's
 `WriteToText` (SINKS/text) and `fileio.WriteToFiles` (SINKS/files), which
-the runner makes exactly once: each line in one published file.
+the runner makes exactly once: each line in one published file. Each tick
+also gets a random draw, and a DoFn that requires stable input writes a
+new file SINKS/draws/<key>-<seq>-<uuid>.txt with the draw each time it
+processes the tick: a replayed batch draws again, but the stable DoFn
+must see the draw it saw the first time, so every file of a tick holds
+the same number. With the variable SELF_KILL_ENV set, that DoFn kills the
+driver once, in the middle of its micro-batch (driver_cycles.SELF_KILL).
 """
 
 import os
+import random
+import signal
 import sys
 import time
+import uuid
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -33,6 +42,8 @@ from apache_beam.transforms import window
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import userstate
 from apache_beam.transforms.periodicsequence import ImpulseSeqGenDoFn
+
+from tests.stable_input_dofn import StableParDo
 
 INTERVAL = 0.5
 KEYS = 4
@@ -52,6 +63,38 @@ class _CountAndWrite(beam.DoFn):
         with open(path + ".tmp", "w") as f:
             f.write(str(n))
         os.replace(path + ".tmp", path)
+
+
+# With this variable set to a marker path, the stable-input DoFn SIGKILLs
+# the driver's process group (the driver, its Spark JVM, this worker) once,
+# right after recording its SELF_KILL_AFTER_DRAWS-th draw.
+SELF_KILL_ENV = "BEAM_SPARK_TEST_SELF_KILL"
+SELF_KILL_AFTER_DRAWS = 6
+
+
+class _RecordDraw(beam.DoFn):
+    """Requires stable input (StableParDo): writes each (key, seq, draw) it
+    processes to a file of its own."""
+
+    def __init__(self, out, driver_pid, kill_marker):
+        self.out = out
+        self.driver_pid = driver_pid
+        self.kill_marker = kill_marker
+
+    def process(self, element):
+        key, seq, draw = element
+        os.makedirs(self.out, exist_ok=True)
+        path = os.path.join(self.out, "%s-%d-%s.txt" % (key, seq, uuid.uuid4().hex))
+        with open(path + ".tmp", "w") as f:
+            f.write(repr(draw))
+        os.replace(path + ".tmp", path)
+        if self.kill_marker and len(os.listdir(self.out)) >= SELF_KILL_AFTER_DRAWS:
+            try:
+                fd = os.open(self.kill_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.close(fd)
+            os.killpg(os.getpgid(self.driver_pid), signal.SIGKILL)
 
 
 def ticks_to_elements(start, tick):
@@ -109,6 +152,12 @@ def main(out, checkpoint, start, stop, sinks=None, flags=()):
         )
         lines | beam.io.WriteToText(os.path.join(sinks, "text", "ticks"), num_shards=2)
         lines | fileio.WriteToFiles(os.path.join(sinks, "files"), shards=2)
+        _ = (
+            elements
+            | "Draw" >> beam.MapTuple(lambda key, seq: (key, seq, random.random()))
+            | "RecordDraw"
+            >> StableParDo(_RecordDraw(os.path.join(sinks, "draws"), os.getpid(), os.environ.get(SELF_KILL_ENV)))
+        )
     p.run().wait_until_finish()
 
 
