@@ -23,14 +23,17 @@ deep inside a micro-batch. Stateless operators hold nothing between
 micro-batches, so they may change freely, as may the code inside any DoFn.
 
 A coder is described by its structure, not its bytes: URNs and component
-coders, a pickled Python coder by its class, a row coder by its fields
-(schema ids are drawn anew per pipeline construction), other payloads by
-their digest. A version 1 record (no coders) is accepted without the coder
+coders, a pickled Python coder by its class, a Java-serialized coder by its
+class (streaming/java_serialized.py), a row coder by its fields (schema ids
+are drawn anew per pipeline construction, in Java's SchemaCoder too), other
+payloads by their digest. A record that described a Java-serialized coder
+by its digest (written before) matches any Java-serialized coder there. A version 1 record (no coders) is accepted without the coder
 check, and replaced by the current version once it matched.
 """
 
 import dataclasses
 import hashlib
+import re
 import json
 from typing import Optional, Tuple
 
@@ -40,9 +43,11 @@ from apache_beam.portability.api import beam_fn_api_pb2, beam_runner_api_pb2, sc
 
 from beam_spark_runner.errors import CheckpointMismatchError
 from beam_spark_runner.plans import Dest, OperatorKind, StreamingPlan
+from beam_spark_runner.streaming import java_serialized
 from beam_spark_runner.streaming import rows as R
 
 FORMAT_VERSION = 2
+_JAVA_CODER_URN = "beam:coders:javasdk:0.1"  # Beam Java's own coders, Java-serialized
 READABLE_VERSIONS = (1, 2)  # 1: written before coders were recorded
 FILE_NAME = "plan.json"
 
@@ -155,10 +160,21 @@ def _listed(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+_JAVA_CODER_HEAD = re.compile(re.escape(_JAVA_CODER_URN) + r"[#:][^\[\],]+")
+
+
+def _same_coder(was, now):
+    if was == now:
+        return True
+    if was is None or now is None or (_JAVA_CODER_URN + "#") not in was:
+        return False
+    return _JAVA_CODER_HEAD.sub(_JAVA_CODER_URN, was) == _JAVA_CODER_HEAD.sub(_JAVA_CODER_URN, now)
+
+
 def _coder_differences(name, was, now):
     problems = []
     for what in sorted(was.keys() | now.keys()):
-        if was.get(what) != now.get(what):
+        if not _same_coder(was.get(what), now.get(what)):
             problems.append(
                 "keyed operator %s: the coder of %s was %s, is now %s (its checkpointed state was encoded "
                 "with the old one: declare the type the first run had, e.g. with .with_output_types)"
@@ -289,6 +305,8 @@ class _CoderDescriber:
                 head = "python:%s" % _coder_class(payload)
             elif urn == common_urns.coders.ROW.urn:
                 head = "row:%s" % _row_fields(payload)
+            elif urn == _JAVA_CODER_URN and java_serialized.top_class(payload) is not None:
+                head = "%s:%s" % (urn, java_serialized.top_class(payload))
             elif payload:
                 head = "%s#%s" % (urn, hashlib.sha256(payload).hexdigest()[:12])
             else:

@@ -6,7 +6,12 @@ at seeded moments while scores keep arriving, each restart a fresh
 process given the same checkpoint: KafkaIO's restrictions (its offsets)
 live in the runner's checkpoint, so a replayed micro-batch reads what the
 killed one read, and the table ends equal to the sessions computed in
-plain Python from every produced score, nothing staged left behind."""
+plain Python from every produced score, nothing staged left behind.
+KafkaIO commits the consumer group's offsets once their checkpoint
+completed (its commit step requires stable input): the offsets committed
+when a driver was killed cover only messages read in micro-batches that
+run completed, as the table of read offsets, each labelled with the run
+that completed it, shows."""
 
 import json
 import os
@@ -65,6 +70,24 @@ def _table(url, table):
     return sorted(tuple(r) for r in rows)
 
 
+def _committed(servers, topic, group):
+    """The group's committed offset per partition (-1: none yet)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        return {tp.partition: max(tp.offset, -1) for tp in found}
+    finally:
+        consumer.close()
+
+
+def _read_offsets(url, table):
+    """{(partition, offset): run} of every message the pipeline read."""
+    rows = services.execute(url, 'SELECT "partition", "offset", run FROM %s' % table)
+    return {(p, o): r for p, o, r in rows}
+
+
 def _commits(checkpoint_dir):
     commits = os.path.join(checkpoint_dir, "spark", "commits")
     return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
@@ -85,11 +108,16 @@ def topic(request):
 def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exact(tmp_path, topic, postgresql_url):
     servers, name = topic
     table = services.unique_table("xsessions")
+    offsets_table = services.unique_table("xoffsets")
+    group = "sessions-" + uuid.uuid4().hex[:8]
     checkpoint_dir = str(tmp_path / "checkpoint")
+    committed_at_kills = []
     rng = random.Random(20261202)
-    # Recent event times: the scores stay within the allowed lateness of
-    # a watermark that follows the newest create time.
-    waves = _scores(int(time.time()) - 300)
+    # Event times 15 minutes back: within the allowed lateness of a watermark
+    # that follows the newest create time, and in KafkaIO's 5-minute commit
+    # windows that have all ended, so offsets are committed as soon as
+    # their checkpoint completed.
+    waves = _scores(int(time.time()) - 900)
     produced = []
 
     def produce_next():
@@ -99,13 +127,14 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
 
     def start(run):
         argv = [pipeline.__file__, "file://" + checkpoint_dir, servers, name, postgresql_url, table]
-        return drivers.start(argv, str(tmp_path / run))
+        argv += [offsets_table, group]
+        return drivers.start(argv, str(tmp_path / ("run%d" % run)), env={pipeline.RUN_ENV: str(run)})
 
     try:
         produce_next()
         for cycle in range(KILLS):
             before = _commits(checkpoint_dir)
-            proc = start("run%d" % cycle)
+            proc = start(cycle)
             deadline = time.time() + RUN_TIMEOUT_S
             while _commits(checkpoint_dir) <= before:
                 assert proc.poll() is None, "run %d failed: %s" % (cycle, drivers.log_tail(proc))
@@ -115,10 +144,11 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
             time.sleep(rng.uniform(0.2, 3.0))
             assert proc.poll() is None, "run %d ended: %s" % (cycle, drivers.log_tail(proc))
             drivers.kill(proc)
+            committed_at_kills.append(_committed(servers, name, group))
         while len(produced) < sum(map(len, waves)):
             produce_next()
         expected = sessions_to_postgres.sessions(produced, gap_seconds=pipeline.GAP_S)
-        proc = start("run-last")
+        proc = start(KILLS)
         try:
             deadline = time.time() + RUN_TIMEOUT_S
             while _table(postgresql_url, table) != expected:
@@ -131,10 +161,31 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
                 time.sleep(0.5)
             time.sleep(3)  # nothing more comes: no session is published twice or retracted wrongly
             assert _table(postgresql_url, table) == expected
+            # Every commit window closes (their ends are long past): the group
+            # ends at the end of each partition.
+            ends = {p: sum(1 for i in range(len(produced)) if i % 10 % PARTITIONS == p) for p in range(PARTITIONS)}
+            while _committed(servers, name, group) != ends:
+                assert proc.poll() is None, "the last run failed: %s" % drivers.log_tail(proc)
+                assert time.time() < deadline, "committed %s, expected %s" % (_committed(servers, name, group), ends)
+                time.sleep(0.5)
         finally:
             drivers.kill(proc)
         from beam_spark_runner.io.database.sink_protocol import staging_table
 
         assert list(services.execute(postgresql_url, "SELECT * FROM %s" % staging_table(table))) == []
+        read = _read_offsets(postgresql_url, offsets_table)
+        per_partition = {p: sorted(o for q, o in read if q == p) for p in range(PARTITIONS)}
+        assert per_partition == {p: list(range(len(per_partition[p]))) for p in range(PARTITIONS)}
+        assert len(read) == len(produced)
+        # A committed offset at a kill covers only messages whose micro-batch
+        # that run (or an earlier one) completed: none was read again later.
+        for run, committed in enumerate(committed_at_kills):
+            ahead = {(p, o): r for (p, o), r in read.items() if o < committed[p] and r > run}
+            assert ahead == {}, "run %d: offsets %s committed, ahead of its completed checkpoints: %s" % (
+                run,
+                committed,
+                ahead,
+            )
     finally:
         services.drop_table(postgresql_url, table)
+        services.drop_table(postgresql_url, offsets_table)

@@ -105,3 +105,32 @@ def test_damaged_or_newer_records_are_refused_naming_the_file(data, problem):
     with pytest.raises(CheckpointMismatchError) as e:
         PlanFingerprint.from_json(data, "/ckpt/beam/plan.json")
     assert problem in str(e.value) and "/ckpt/beam/plan.json" in str(e.value)
+
+
+def test_a_java_serialized_coder_is_recorded_by_its_class_and_an_old_digest_still_matches():
+    import os
+
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from beam_spark_runner.streaming.plan_fingerprint import _coder_differences, _CoderDescriber
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "data", "java_schema_coder.snappy"), "rb") as f:
+        payload = f.read()
+    components = beam_runner_api_pb2.Components()
+    components.coders["schema"].spec.urn = "beam:coders:javasdk:0.1"
+    components.coders["schema"].spec.payload = payload
+    # The same coder built again carries another random schema id: other bytes, same class.
+    components.coders["again"].spec.urn = "beam:coders:javasdk:0.1"
+    components.coders["again"].spec.payload = payload[:-1] + bytes([payload[-1] ^ 1])
+    described = _CoderDescriber(components)
+    assert (
+        described("schema") == described("again") == "beam:coders:javasdk:0.1:org.apache.beam.sdk.schemas.SchemaCoder"
+    )
+    old = {"input": "beam:coder:kv:v1[beam:coders:javasdk:0.1#2dde46d54b59, beam:coder:varint:v1]"}
+    now = {
+        "input": "beam:coder:kv:v1[beam:coders:javasdk:0.1:org.apache.beam.sdk.schemas.SchemaCoder, beam:coder:varint:v1]"
+    }
+    assert _coder_differences("Op", old, now) == []
+    changed = {"input": "beam:coder:kv:v1[beam:coders:javasdk:0.1:x.Y, beam:coder:bytes:v1]"}
+    assert _coder_differences("Op", old, changed) != []
+    assert _coder_differences("Op", now, {"input": now["input"].replace("SchemaCoder", "Other")}) != []
