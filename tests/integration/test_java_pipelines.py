@@ -4,18 +4,16 @@ stage runs in Beam's Java SDK harness on this runner."""
 
 import collections
 import glob
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
+from tests import java_example
+
 
 pytestmark = pytest.mark.timeout(900)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLE = os.path.join(ROOT, "examples", "java", "wordcount")
 TEXT = """The quick brown fox jumps over the lazy dog.
 The dog sleeps; the fox runs!
 It's a dog's life, isn't it?
@@ -24,27 +22,7 @@ It's a dog's life, isn't it?
 
 @pytest.fixture(scope="module")
 def built_example(tmp_path_factory):
-    """The example compiled, with its dependencies, in a copy of its
-    directory (Maven fetches Beam Java's jars once into ~/.m2)."""
-    work = tmp_path_factory.mktemp("java-wordcount")
-    shutil.copytree(EXAMPLE, work / "wordcount", ignore=shutil.ignore_patterns("target"))
-    project = work / "wordcount"
-    done = subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "compile",
-            "dependency:copy-dependencies",
-            "-DoutputDirectory=target/libs",
-            "-DincludeScope=runtime",
-        ],
-        cwd=project,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return project
+    return java_example.build(tmp_path_factory.mktemp("java-wordcount"))
 
 
 @pytest.mark.parametrize(
@@ -61,16 +39,14 @@ def test_a_java_word_count_through_beams_java_portable_runner(built_example, job
     text.write_text(TEXT)
     output = tmp_path / "out" / "counts"
     done = subprocess.run(
-        [
-            "java",
-            "-cp",
-            "target/classes" + os.pathsep + os.path.join("target", "libs", "*"),
+        java_example.java_command(
+            built_example,
             main_class,
             "--runner=PortableRunner",
             "--jobEndpoint=" + job_endpoint,
             "--input=" + str(text),
             "--output=" + str(output),
-        ],
+        ),
         cwd=built_example,
         capture_output=True,
         text=True,
