@@ -1,6 +1,7 @@
 """A streaming Beam Java pipeline through the job service under a driver
-kill: examples/java/wordcount's TickCounts (Beam Java's PeriodicImpulse, a
-Java splittable DoFn, ticking every 200 ms -> 5-second windows -> a Java
+kill: examples/java/wordcount's TickCounts (Beam Java's PeriodicSequence,
+a Java splittable DoFn, ticking every 200 ms from a second after the first
+run's first bundle -> 5-second windows -> a Java
 stateful DoFn counting each key in a ValueState and writing the count from
 an event-time timer at the window's end), submitted by Beam Java's
 PortableRunner with `--streaming` and the runner's `--checkpointDir`. The
@@ -24,7 +25,7 @@ import pytest
 
 from tests import java_example
 
-TICKS = 150  # every 200 ms: 30 s of ticks, 5-second windows
+TICKS = 200  # every 200 ms: 40 s of ticks, 5-second windows
 INTERVAL_MS = 200
 RUN_TIMEOUT_S = 600  # a hung run, not a slow one: every wait ends once its condition holds
 
@@ -98,16 +99,10 @@ def test_a_killed_job_server_running_a_java_stateful_dofn_resumes_with_every_cou
     project = java_example.build(tmp_path / "build")
     out = str(tmp_path / "counts")
     rng = random.Random(20261203)
-    # The ticks start once the first run is likely up: the first batch
-    # catches up on whatever fell due before.
-    start_ms = int(time.time() * 1000) + 15_000
-    # PeriodicImpulse ticks from its start to its stop, both included.
-    expected = collections.Counter(
-        ("k%d" % (i % 3), (start_ms + i * INTERVAL_MS) // 5000 * 5000) for i in range(TICKS + 1)
-    )
+    start_file = str(tmp_path / "start")
     args = [
         "--streaming",
-        "--startMillis=%d" % start_ms,
+        "--startFile=" + start_file,
         "--ticks=%d" % TICKS,
         "--output=" + out,
         "--checkpointDir=file://" + str(tmp_path / "checkpoint"),
@@ -119,10 +114,17 @@ def test_a_killed_job_server_running_a_java_stateful_dofn_resumes_with_every_cou
             assert driver.alive(), "the first run ended: %s" % driver.tail()
             assert time.time() < deadline, "the first run wrote no count: %s" % driver.tail()
             time.sleep(0.2)
-        time.sleep(rng.uniform(0.5, 3.0))
+        time.sleep(rng.uniform(0.2, 1.5))
         assert driver.alive(), "the first run ended before its kill: %s" % driver.tail()
     finally:
         driver.kill()
+    with open(start_file) as f:
+        start_ms = int(f.read())
+    # PeriodicSequence ticks from its first to its last instant, both included.
+    expected = collections.Counter(
+        ("k%d" % ((start_ms + i * INTERVAL_MS) // INTERVAL_MS % 3), (start_ms + i * INTERVAL_MS) // 5000 * 5000)
+        for i in range(TICKS + 1)
+    )
     written_at_kill = _counts(out)
     assert written_at_kill and written_at_kill != expected, "killed too late to show a restart"
     driver = _Driver(str(tmp_path / "run1"), project, args)

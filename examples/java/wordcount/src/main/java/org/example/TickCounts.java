@@ -2,6 +2,7 @@ package org.example;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -20,40 +21,42 @@ import org.apache.beam.sdk.state.TimerSpec;
 import org.apache.beam.sdk.state.TimerSpecs;
 import org.apache.beam.sdk.state.ValueState;
 import org.apache.beam.sdk.transforms.DoFn;
-import org.apache.beam.sdk.transforms.MapElements;
+import org.apache.beam.sdk.transforms.Impulse;
 import org.apache.beam.sdk.transforms.ParDo;
-import org.apache.beam.sdk.transforms.PeriodicImpulse;
+import org.apache.beam.sdk.transforms.PeriodicSequence;
 import org.apache.beam.sdk.transforms.windowing.BoundedWindow;
 import org.apache.beam.sdk.transforms.windowing.FixedWindows;
 import org.apache.beam.sdk.transforms.windowing.IntervalWindow;
 import org.apache.beam.sdk.transforms.windowing.Window;
 import org.apache.beam.sdk.values.KV;
-import org.apache.beam.sdk.values.TypeDescriptors;
 import org.joda.time.Duration;
 import org.joda.time.Instant;
 
 /**
  * A streaming Beam Java pipeline with no external system: Beam Java's
- * {@link PeriodicImpulse} ticks every 200 ms from {@code --startMillis} for
- * {@code --ticks} ticks; tick i is counted under key {@code k<i % 3>} in
- * 5-second windows by {@link CountAndWrite}, a Java stateful DoFn: a
- * {@link ValueState} per key and window, and an event-time timer at the
- * window's end that writes the count to its own file, {@code
- * <output>/<key>-<window start millis>.txt}, by an atomic rename (a count
- * written again replaces itself). Run with {@code --streaming} and the
- * runner's {@code --checkpointDir}: stopped and submitted again with the
- * same options, it resumes where it stopped; it ends after the last tick.
+ * {@link PeriodicSequence} ticks every 200 ms for {@code --ticks} ticks;
+ * tick i is counted under key {@code k<i % 3>} in 5-second windows by
+ * {@link CountAndWrite}, a Java stateful DoFn: a {@link ValueState} per key
+ * and window, and an event-time timer at the window's end that writes the
+ * count to its own file, {@code <output>/<key>-<window start millis>.txt},
+ * by an atomic rename (a count written again replaces itself).
+ *
+ * <p>The ticks start a second after the run's first bundle, which writes
+ * that start to {@code --startFile}; a run submitted again reads it from
+ * there. Run with {@code --streaming} and the runner's {@code
+ * --checkpointDir}: stopped and submitted again with the same options, it
+ * resumes where it stopped; it ends after the last tick.
  */
 public final class TickCounts {
   private TickCounts() {}
 
   /** The pipeline's options; {@code checkpointDir} is the Spark runner's. */
   public interface Options extends StreamingOptions {
-    @Description("Epoch millis of the first tick")
+    @Description("Where the first run records when the ticks start (epoch millis), for the runs after it")
     @Validation.Required
-    Long getStartMillis();
+    String getStartFile();
 
-    void setStartMillis(Long value);
+    void setStartFile(String value);
 
     @Description("How many ticks")
     @Validation.Required
@@ -115,20 +118,55 @@ public final class TickCounts {
   }
 
 
+  /** The ticks' definition, their start read from the start file or written there now. */
+  static final class Ticks extends DoFn<byte[], PeriodicSequence.SequenceDefinition> {
+    private final String startFile;
+    private final int ticks;
+
+    Ticks(String startFile, int ticks) {
+      this.startFile = startFile;
+      this.ticks = ticks;
+    }
+
+    @ProcessElement
+    public void process(OutputReceiver<PeriodicSequence.SequenceDefinition> out) throws IOException {
+      long start = start(Paths.get(startFile));
+      out.output(
+          new PeriodicSequence.SequenceDefinition(
+              new Instant(start),
+              new Instant(start + ticks * INTERVAL_MILLIS),
+              Duration.millis(INTERVAL_MILLIS)));
+    }
+
+    private static long start(Path path) throws IOException {
+      if (!Files.exists(path)) {
+        Path tmp = Files.createTempFile(path.toAbsolutePath().getParent(), ".start-", ".tmp");
+        Files.write(tmp, String.valueOf(System.currentTimeMillis() + 1000).getBytes(StandardCharsets.UTF_8));
+        try {
+          Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE);
+        } catch (FileAlreadyExistsException e) {
+          Files.delete(tmp); // another bundle wrote it first: its start holds
+        }
+      }
+      return Long.parseLong(new String(Files.readAllBytes(path), StandardCharsets.UTF_8).trim());
+    }
+  }
+
   public static void main(String[] args) {
     Options options = PipelineOptionsFactory.fromArgs(args).withValidation().as(Options.class);
-    long start = options.getStartMillis();
     Pipeline p = Pipeline.create(options);
-    p.apply(
-            "Ticks",
-            PeriodicImpulse.create()
-                .startAt(new Instant(start))
-                .stopAt(new Instant(start + options.getTicks() * INTERVAL_MILLIS))
-                .withInterval(Duration.millis(INTERVAL_MILLIS)))
+    p.apply("Impulse", Impulse.create())
+        .apply("Start", ParDo.of(new Ticks(options.getStartFile(), options.getTicks())))
+        .apply("Ticks", PeriodicSequence.create())
         .apply(
             "Keys",
-            MapElements.into(TypeDescriptors.kvs(TypeDescriptors.strings(), TypeDescriptors.strings()))
-                .via((Instant tick) -> KV.of("k" + ((tick.getMillis() - start) / INTERVAL_MILLIS) % 3, "1")))
+            ParDo.of(
+                new DoFn<Instant, KV<String, String>>() {
+                  @ProcessElement
+                  public void process(@Element Instant tick, OutputReceiver<KV<String, String>> out) {
+                    out.output(KV.of("k" + (tick.getMillis() / INTERVAL_MILLIS) % 3, "1"));
+                  }
+                }))
         .apply("Windows", Window.into(FixedWindows.of(Duration.standardSeconds(5))))
         .apply("CountAndWrite", ParDo.of(new CountAndWrite(options.getOutput())));
     p.run().waitUntilFinish();
