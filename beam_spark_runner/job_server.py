@@ -62,7 +62,11 @@ def start_session(args):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # force: importing Beam already gave the root logger a handler (a
+    # warning logged at import), which would keep this format and level out.
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
     from beam_spark_runner.job_service.servicer import SparkJobServicer
 
     session = start_session(args)

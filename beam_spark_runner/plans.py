@@ -56,7 +56,7 @@ class EnvironmentKind(enum.Enum):
     """Which SDK harness runs a stage's transforms."""
 
     PYTHON = "python"  # this Beam's Python SDK, in Spark's Python workers
-    JAVA = "java"  # Beam's Java SDK harness, a JVM beside each Python worker
+    JAVA = "java"  # Beam's Java SDK harness, a JVM per executor and job
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,8 @@ the runner copies each of them into a content-addressed cache
 (`$BEAM_SPARK_CACHE_DIR/artifacts/<sha256>/<staging name>`, default under
 `~/.cache/beam-spark-runner`) and points the environment there: a jar is
 copied once per machine, and two pipelines with the same jars name the
-same classpath, so they share a JVM per Python worker.
+same classpath (a JVM is shared by the executor's Python workers only
+within one job, whose options it reads when it starts).
 """
 
 import hashlib

@@ -6,8 +6,8 @@ Two kinds run (a registry by the SDK each environment declares in its
 `beam:version:sdk_base:` capability, `SDK_KINDS`): Beam's Python SDK of
 the version installed here, embedded in Spark's Python workers, and Beam's
 Java SDK (`apache/beam_java<N>_sdk:<version>`: a cross-language
-transform's expansion), run by Beam's Java SDK harness in a JVM beside
-each Python worker (worker/java_harness.py) with the environment's jar
+transform's expansion), run by Beam's Java SDK harness in a JVM the
+Python workers of an executor share (worker/java_harness.py) with the environment's jar
 artifacts as its classpath. A Java environment's artifacts must be files
 this machine can read (as the expansion of a cross-language transform in
 this process leaves them), in batch and in streaming alike.

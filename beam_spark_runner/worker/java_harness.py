@@ -9,18 +9,23 @@ environment starts it: a JVM given the Fn API endpoints in its environment
 serves those endpoints on loopback: control (register, process bundle,
 finalize), data, state and logging, all on one gRPC port.
 
-One JVM per classpath per Python worker, started by the first task that
-needs it and reused by every later task and stage of that worker (Spark
-reuses its Python workers), so its start cost is paid once per executor
-process. Each stage gets its own `JavaSdkHarness`: its descriptor
-registered under an id of its own, its state (side inputs, user state)
-behind the state endpoint, routed by instruction id.
+One JVM per classpath and job per executor: the first Python worker that
+needs it starts it (its owner) and serves its control stream; the other
+Python workers of the executor attach to it (worker/java_jvm_sharing.py),
+send their instructions through the owner and serve their own data and
+state endpoints, which their bundles' descriptors name. A JVM is reused by
+every later task, stage and micro-batch of its job, so its start cost is
+paid once per executor. Each stage gets its own `JavaSdkHarness`: its
+descriptor registered under an id of its own, its state (side inputs, user
+state) behind the state endpoint, routed by instruction id. The JVM's log
+lines are re-issued by its owner.
 
 Guarantees: `process` returns only after the bundle finished and every
 data output it wrote was received; a JVM that dies or never connects
 fails the bundle with `JavaHarnessError` naming the classpath's first jar
-and the end of the JVM's stderr (Spark then retries the task in a new
-worker's JVM). Bundle finalization runs in the JVM when the bundle ended
+and the end of the JVM's stderr (Spark then retries the task, which starts
+or finds a live JVM); an owner that is gone fails its attached workers'
+bundles the same way. Bundle finalization runs in the JVM when the bundle ended
 (its callbacks cannot leave the JVM).
 """
 
@@ -36,11 +41,11 @@ import tempfile
 import threading
 import time
 
-
+import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from beam_spark_runner.worker import beam_internals as _beam_internals
 
-from beam_spark_runner.worker import grpc_servers, java_class_archives
+from beam_spark_runner.worker import grpc_servers, java_class_archives, java_jvm_sharing
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
 
 _LOG = logging.getLogger(__name__)
@@ -48,6 +53,10 @@ _LOG = logging.getLogger(__name__)
 FN_HARNESS_MAIN = "org.apache.beam.fn.harness.FnHarness"
 # How long a new JVM may take to open its control stream.
 CONNECT_TIMEOUT_SECONDS = 120.0
+# How long an attaching Python worker waits for the owner's endpoint.
+ATTACH_TIMEOUT_SECONDS = 10.0
+# The owner's service for the Python workers attached to its JVM.
+_RELAY_SERVICE = "beam_spark_runner.JavaHarnessRelay"
 _LOG_LEVELS = {
     beam_fn_api_pb2.LogEntry.Severity.TRACE: logging.DEBUG,
     beam_fn_api_pb2.LogEntry.Severity.DEBUG: logging.DEBUG,
@@ -129,6 +138,11 @@ class _ControlService(beam_fn_api_pb2_grpc.BeamFnControlServicer):
         self._requests.put(request)
         return future
 
+    def busy(self) -> bool:
+        """True while an instruction (this process's or relayed) is running."""
+        with self._lock:
+            return bool(self._pending)
+
     def close(self):
         self._requests.put(None)
         self._fail_pending()
@@ -187,7 +201,7 @@ class _LoggingService(beam_fn_api_pb2_grpc.BeamFnLoggingServicer):
 
 
 class JavaWorker:
-    """One FnHarness JVM and the gRPC server it talks to."""
+    """One FnHarness JVM and the gRPC server it talks to (its owner's end)."""
 
     _ids = itertools.count(1)
 
@@ -195,6 +209,9 @@ class JavaWorker:
         self.classpath = tuple(classpath)
         self.jvm_options = tuple(jvm_options)
         self.pipeline_options = pipeline_options
+        # Where this JVM is recorded for the executor's other Python workers
+        # (java_worker sets it once the record is written).
+        self.shared_as = None
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
         self.control = _ControlService(self.descriptors, self._died)
@@ -205,6 +222,7 @@ class JavaWorker:
         beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
         beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(_LoggingService(), self._server)
+        self._server.add_generic_rpc_handlers((self._relay_handler(),))
         self._server.start()
         self.url = "127.0.0.1:%d" % port
         self._log_dir = tempfile.mkdtemp(prefix="beam-spark-java-harness-")
@@ -238,6 +256,55 @@ class JavaWorker:
             )
         self._wait_connected()
         self.data = self._data_service.get_conn_by_worker_id(self.worker_id)
+
+    def shared(self) -> java_jvm_sharing.SharedJvm:
+        """How the executor's other Python workers find this JVM."""
+        return java_jvm_sharing.SharedJvm(self.url, os.getpid(), self._process.pid, self.worker_id)
+
+    def busy(self) -> bool:
+        return self.control.busy()
+
+    def retire(self) -> bool:
+        """Closes this worker, no longer used; True when it is closed."""
+        self.close()
+        return True
+
+    def _relay_handler(self):
+        """The attached workers' way to this JVM's control stream: their
+        descriptors registered here (the JVM asks for them by id), their
+        instructions pushed and answered as this process's own."""
+
+        def instruct(request, context):
+            if request.HasField("register"):
+                for descriptor in request.register.process_bundle_descriptor:
+                    self.register(descriptor)
+                return beam_fn_api_pb2.InstructionResponse(
+                    instruction_id=request.instruction_id, register=beam_fn_api_pb2.RegisterResponse()
+                )
+            try:
+                return self.control.push(request).result()
+            except JavaHarnessError as e:
+                context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+
+        def forget(request, context):
+            self.unregister(request.process_bundle_descriptor_id)
+            return beam_fn_api_pb2.RegisterResponse()
+
+        return grpc.method_handlers_generic_handler(
+            _RELAY_SERVICE,
+            {
+                "Instruct": grpc.unary_unary_rpc_method_handler(
+                    instruct,
+                    request_deserializer=beam_fn_api_pb2.InstructionRequest.FromString,
+                    response_serializer=beam_fn_api_pb2.InstructionResponse.SerializeToString,
+                ),
+                "Forget": grpc.unary_unary_rpc_method_handler(
+                    forget,
+                    request_deserializer=beam_fn_api_pb2.GetProcessBundleDescriptorRequest.FromString,
+                    response_serializer=beam_fn_api_pb2.RegisterResponse.SerializeToString,
+                ),
+            },
+        )
 
     def _wait_connected(self):
         deadline = time.monotonic() + CONNECT_TIMEOUT_SECONDS
@@ -282,6 +349,12 @@ class JavaWorker:
     def close(self):
         """Stops the JVM and the server, and removes the JVM's log: a
         Python worker lives for many jobs, each with a JVM of its own."""
+        if self.shared_as is not None:
+            shared_jvms, digest = self.shared_as
+            try:
+                shared_jvms.remove(digest, self.shared())
+            except OSError:
+                pass  # a record left behind names a dead JVM: never used
         self.control.close()
         if self._process.poll() is None:
             self._process.terminate()
@@ -295,35 +368,169 @@ class JavaWorker:
         shutil.rmtree(self._log_dir, ignore_errors=True)
 
 
+class _RelayedControl:
+    """An attached worker's control stream: its instructions sent to the
+    JVM's owner, which pushes them to the JVM and returns the responses."""
+
+    def __init__(self, channel, harness_died):
+        self._instruct = channel.unary_unary(
+            "/%s/Instruct" % _RELAY_SERVICE,
+            request_serializer=beam_fn_api_pb2.InstructionRequest.SerializeToString,
+            response_deserializer=beam_fn_api_pb2.InstructionResponse.FromString,
+        )
+        self._forget = channel.unary_unary(
+            "/%s/Forget" % _RELAY_SERVICE,
+            request_serializer=beam_fn_api_pb2.GetProcessBundleDescriptorRequest.SerializeToString,
+            response_deserializer=beam_fn_api_pb2.RegisterResponse.FromString,
+        )
+        self._harness_died = harness_died
+
+    def push(self, request) -> concurrent.futures.Future:
+        future = concurrent.futures.Future()
+
+        def done(call):
+            try:
+                future.set_result(call.result())
+            except grpc.RpcError as e:
+                future.set_exception(self._harness_died("failed through its owner: %s" % e.details()))
+
+        self._instruct.future(request).add_done_callback(done)
+        return future
+
+    def register(self, descriptor):
+        request = beam_fn_api_pb2.InstructionRequest(
+            instruction_id="register-" + descriptor.id,
+            register=beam_fn_api_pb2.RegisterRequest(process_bundle_descriptor=[descriptor]),
+        )
+        self.push(request).result()
+
+    def forget(self, descriptor_id):
+        try:
+            self._forget(beam_fn_api_pb2.GetProcessBundleDescriptorRequest(process_bundle_descriptor_id=descriptor_id))
+        except grpc.RpcError:
+            pass  # the owner is gone, and its JVM with the descriptor
+
+
+class AttachedJavaWorker:
+    """A JVM another Python worker of this executor owns (java_jvm_sharing):
+    instructions go through the owner; this process serves the data and
+    state endpoints of its own bundles."""
+
+    def __init__(self, shared, classpath):
+        self.classpath = tuple(classpath)
+        self.shared_jvm = shared
+        self.worker_id = shared.worker_id
+        self.state = _StateService()
+        self._data_service = BeamFnDataServicer()
+        self._server, port = grpc_servers.listening_server("127.0.0.1")
+        beam_fn_api_pb2_grpc.add_BeamFnDataServicer_to_server(self._data_service, self._server)
+        beam_fn_api_pb2_grpc.add_BeamFnStateServicer_to_server(self.state, self._server)
+        self._server.start()
+        self.url = "127.0.0.1:%d" % port
+        self._channel = grpc.insecure_channel(
+            shared.url, options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+        )
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=ATTACH_TIMEOUT_SECONDS)
+        except grpc.FutureTimeoutError:
+            self.close()
+            raise self._died("could not be reached at its owner's %s" % shared.url) from None
+        self.control = _RelayedControl(self._channel, self._died)
+        self.data = self._data_service.get_conn_by_worker_id(self.worker_id)
+
+    def alive(self):
+        return self.shared_jvm.alive()
+
+    def busy(self) -> bool:
+        return False  # its instructions are this process's, which asks for another JVM between tasks
+
+    def retire(self) -> bool:
+        """Stops sending instructions; keeps serving the data endpoint the
+        JVM holds a stream to while the JVM lives (closed under it, the
+        stream would end with an error in the JVM's log). True when closed."""
+        if self.alive():
+            return False
+        self.close()
+        return True
+
+    def _died(self, what="died"):
+        first = self.classpath[0] if self.classpath else "(empty classpath)"
+        return JavaHarnessError(
+            "Beam's Java SDK harness (%s, pid %d, classpath of %d jars starting with %s; started by Python "
+            "worker %d of this executor, whose log has the JVM's output) %s"
+            % (FN_HARNESS_MAIN, self.shared_jvm.jvm_pid, len(self.classpath), first, self.shared_jvm.owner_pid, what)
+        )
+
+    def register(self, descriptor):
+        self.control.register(descriptor)
+
+    def unregister(self, descriptor_id):
+        self.control.forget(descriptor_id)
+
+    def close(self):
+        self._channel.close()
+        self._server.stop(1)
+
+
 _workers = {}
 _workers_lock = threading.Lock()
+# Retired attached workers whose JVM still runs (AttachedJavaWorker.retire).
+_retired = []
 
 
-def java_worker(classpath, jvm_options=(), pipeline_options="") -> JavaWorker:
-    """This process's JVM for `classpath`, `jvm_options` and the job's
-    `pipeline_options` (which the harness reads once, when it starts),
-    started if none is alive."""
+def java_worker(classpath, jvm_options=(), pipeline_options=""):
+    """The JVM for `classpath`, `jvm_options` and the job's
+    `pipeline_options` (which the harness reads once, when it starts):
+    this process's own or attached one, else the one another Python worker
+    of this executor started, else a new one this process starts."""
     key = (tuple(classpath), tuple(jvm_options), pipeline_options)
     with _workers_lock:
+        _retired[:] = [w for w in _retired if not w.retire()]
         worker = _workers.get(key)
         if worker is not None and not worker.alive():
-            worker.close()
+            _workers.pop(key).close()
             worker = None
         if worker is None:
-            # Another job's JVM for the same jars is done with: a Python
-            # worker runs one task at a time, and a job server runs job
-            # after job, each with its own options.
-            for other in [k for k in _workers if k[:2] == key[:2]]:
-                _workers.pop(other).close()
-            worker = _workers[key] = JavaWorker(*key)
+            # Another job's JVM for the same jars is done with unless it
+            # still runs an attached worker's bundle: a Python worker runs
+            # one task at a time, and a job server runs job after job,
+            # each with its own options.
+            for other in [k for k in _workers if k[:2] == key[:2] and not _workers[k].busy()]:
+                retiring = _workers.pop(other)
+                if not retiring.retire():
+                    _retired.append(retiring)
+            worker = _workers[key] = _shared_or_new(key)
         return worker
+
+
+def _shared_or_new(key):
+    shared_jvms = java_jvm_sharing.SharedJvms()
+    digest = java_jvm_sharing.key_digest(*key)
+    try:
+        with shared_jvms.locked():
+            shared = shared_jvms.read(digest)
+            if shared is not None and shared.owner_pid != os.getpid():
+                try:
+                    return AttachedJavaWorker(shared, key[0])
+                except JavaHarnessError as e:
+                    _LOG.warning("Starting a Java SDK harness of this Python worker's own: %s", e)
+            worker = JavaWorker(*key)
+            shared_jvms.write(digest, worker.shared())
+            worker.shared_as = (shared_jvms, digest)
+            return worker
+    except OSError as e:
+        # No shared directory (a read-only temporary directory): a JVM of
+        # this Python worker's own, as good if not as cheap.
+        _LOG.warning("Java SDK harness JVMs are not shared between Python workers: %s", e)
+        return JavaWorker(*key)
 
 
 @atexit.register
 def _stop_workers():
-    for worker in list(_workers.values()):
+    for worker in list(_workers.values()) + _retired:
         worker.close()
     _workers.clear()
+    del _retired[:]
 
 
 def _with_endpoints(descriptor, descriptor_id, url):
@@ -353,7 +560,8 @@ class JavaSdkHarness(ServedState):
         self._worker = java_worker(classpath, jvm_options, pipeline_options)
         self.state = new_state_servicer()
         self._side_keys = set()
-        self._prefix = "%s-%d" % (descriptor.id, next(self._ids))
+        # Unique in the JVM, which the executor's Python workers share.
+        self._prefix = "%s-%d-%d" % (descriptor.id, os.getpid(), next(self._ids))
         self.descriptor = _with_endpoints(descriptor, self._prefix, self._worker.url)
         self._worker.register(self.descriptor)
         self._expected = list(expected_outputs)

@@ -2,7 +2,10 @@
 a JVM that cannot start, or that dies, gives a clear error naming the
 harness and what the JVM printed, never a hang; a healthy one is reused."""
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import uuid
 
@@ -116,3 +119,59 @@ def test_the_next_jvm_for_the_same_jars_maps_the_class_archive_the_first_wrote(t
             assert str(archives[0]) in f.read()
     finally:
         second.close()
+
+
+class _WorkerStandIn:
+    """tests/shared_jvm_process.py in a process of its own: a child of this
+    process, as an executor's Python workers are children of one."""
+
+    def __init__(self, job_name):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.shared_jvm_process", job_name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        )
+
+    def run_bundle(self):
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, "the stand-in worker exited (exit code %s)" % self.process.wait(60)
+        return json.loads(line)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(60)
+
+
+def test_the_python_workers_of_an_executor_share_one_jvm_and_a_dead_owners_jvm_is_replaced():
+    """The second Python worker of an executor that runs the same job's
+    Java bundles attaches to the JVM the first started: its bundle runs
+    there, its data and state served by itself. When the JVM's owner is
+    killed, the attached worker's next bundle starts a JVM of its own."""
+    job_name = "shared-jvm-" + uuid.uuid4().hex[:8]
+    owner, attached = _WorkerStandIn(job_name), _WorkerStandIn(job_name)
+    try:
+        first = owner.run_bundle()
+        assert first.get("worker") == "JavaWorker", first
+        assert first["error"] == "" and first["received"] == first["sent"], first
+        second = attached.run_bundle()
+        assert second.get("worker") == "AttachedJavaWorker", second
+        assert second["jvm_pid"] == first["jvm_pid"]
+        assert second["error"] == "" and second["received"] == second["sent"] and len(second["sent"]) == 3, second
+        owner.process.kill()
+        owner.process.wait(60)
+        third = attached.run_bundle()
+        assert third.get("worker") == "JavaWorker", third
+        assert third["jvm_pid"] != first["jvm_pid"]
+        assert third["error"] == "" and third["received"] == third["sent"] and len(third["sent"]) == 4, third
+    finally:
+        owner.stop()
+        attached.stop()
