@@ -46,6 +46,17 @@ public class SparkJobServiceRunner extends PipelineRunner<PipelineResult> {
     options.setRunner(PortableRunner.class);
     PipelineResult result = PortableRunner.fromOptions(options).run(pipeline);
     SUBMITTED.incrementAndGet();
+    // Beam's waitUntilFinish asks for the job's state every 3 seconds, so a
+    // test whose pipeline ran in one second took up to three more: asked
+    // here every 100 ms until the job ends, it returns at its first ask.
+    while (!result.getState().isTerminal()) {
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new RuntimeException("Interrupted waiting for the job to end", e);
+      }
+    }
     PipelineResult.State state = result.waitUntilFinish();
     if (state != PipelineResult.State.DONE) {
       throw new AssertionError("The pipeline ended " + state + ", not DONE");
