@@ -57,6 +57,10 @@ CONNECT_TIMEOUT_SECONDS = 120.0
 ATTACH_TIMEOUT_SECONDS = 10.0
 # The owner's service for the Python workers attached to its JVM.
 _RELAY_SERVICE = "beam_spark_runner.JavaHarnessRelay"
+# A JVM that ran an attached worker's instruction this recently is still in
+# use: its owner, moving on to another job, keeps it (attached workers of a
+# running job would otherwise see it stop between two of their bundles).
+_RELAYED_RECENTLY_SECONDS = 60.0
 _LOG_LEVELS = {
     beam_fn_api_pb2.LogEntry.Severity.TRACE: logging.DEBUG,
     beam_fn_api_pb2.LogEntry.Severity.DEBUG: logging.DEBUG,
@@ -212,6 +216,7 @@ class JavaWorker:
         # Where this JVM is recorded for the executor's other Python workers
         # (java_worker sets it once the record is written).
         self.shared_as = None
+        self._last_relayed = None  # monotonic time of the last relayed instruction
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
         self.control = _ControlService(self.descriptors, self._died)
@@ -262,7 +267,11 @@ class JavaWorker:
         return java_jvm_sharing.SharedJvm(self.url, os.getpid(), self._process.pid, self.worker_id)
 
     def busy(self) -> bool:
-        return self.control.busy()
+        """True while an instruction runs, or an attached worker's ran lately."""
+        if self.control.busy():
+            return True
+        last = self._last_relayed
+        return last is not None and time.monotonic() - last < _RELAYED_RECENTLY_SECONDS
 
     def retire(self) -> bool:
         """Closes this worker, no longer used; True when it is closed."""
@@ -281,10 +290,13 @@ class JavaWorker:
                 return beam_fn_api_pb2.InstructionResponse(
                     instruction_id=request.instruction_id, register=beam_fn_api_pb2.RegisterResponse()
                 )
+            self._last_relayed = time.monotonic()
             try:
                 return self.control.push(request).result()
             except JavaHarnessError as e:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+            finally:
+                self._last_relayed = time.monotonic()
 
         def forget(request, context):
             self.unregister(request.process_bundle_descriptor_id)
@@ -491,10 +503,10 @@ def java_worker(classpath, jvm_options=(), pipeline_options=""):
             _workers.pop(key).close()
             worker = None
         if worker is None:
-            # Another job's JVM for the same jars is done with unless it
-            # still runs an attached worker's bundle: a Python worker runs
-            # one task at a time, and a job server runs job after job,
-            # each with its own options.
+            # Another job's JVM for the same jars is done with unless an
+            # attached worker used it lately (JavaWorker.busy): a Python
+            # worker runs one task at a time, and a job server runs job
+            # after job, each with its own options.
             for other in [k for k in _workers if k[:2] == key[:2] and not _workers[k].busy()]:
                 retiring = _workers.pop(other)
                 if not retiring.retire():
