@@ -368,6 +368,7 @@ class JavaWorker:
             except OSError:
                 pass  # a record left behind names a dead JVM: never used
         self.control.close()
+        _close_data(self)
         if self._process.poll() is None:
             self._process.terminate()
             try:
@@ -480,8 +481,21 @@ class AttachedJavaWorker:
         self.control.forget(descriptor_id)
 
     def close(self):
+        _close_data(self)
         self._channel.close()
         self._server.stop(1)
+
+
+def _close_data(worker):
+    """Ends this process's data stream with the JVM before the JVM stops,
+    so the stream's end is not logged as a failed read."""
+    data = getattr(worker, "data", None)  # None: the JVM never connected
+    if data is None:
+        return
+    try:
+        data.close()
+    except Exception:  # noqa: BLE001 -- a read that failed before: the JVM is going anyway
+        pass
 
 
 _workers = {}
