@@ -217,6 +217,7 @@ class JavaWorker:
         # (java_worker sets it once the record is written).
         self.shared_as = None
         self._last_relayed = None  # monotonic time of the last relayed instruction
+        self.data = None  # the data stream, once the JVM connected
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
         self.control = _ControlService(self.descriptors, self._died)
@@ -433,6 +434,7 @@ class AttachedJavaWorker:
         self.classpath = tuple(classpath)
         self.shared_jvm = shared
         self.worker_id = shared.worker_id
+        self.data = None  # the data stream, once attached
         self.state = _StateService()
         self._data_service = BeamFnDataServicer()
         self._server, port = grpc_servers.listening_server("127.0.0.1")
@@ -489,11 +491,10 @@ class AttachedJavaWorker:
 def _close_data(worker):
     """Ends this process's data stream with the JVM before the JVM stops,
     so the stream's end is not logged as a failed read."""
-    data = getattr(worker, "data", None)  # None: the JVM never connected
-    if data is None:
+    if worker.data is None:  # the JVM never connected
         return
     try:
-        data.close()
+        worker.data.close()
     except Exception:  # noqa: BLE001 -- a read that failed before: the JVM is going anyway
         pass
 

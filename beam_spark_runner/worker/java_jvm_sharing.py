@@ -111,15 +111,8 @@ class SharedJvms:
 
     def read(self, digest: str) -> Optional[SharedJvm]:
         """The live JVM recorded under `digest`, or None (hold the lock)."""
-        try:
-            with open(self._path(digest)) as f:
-                data = json.load(f)
-            if data.pop("format_version", None) != FORMAT_VERSION:
-                return None
-            record = SharedJvm(**data)
-        except (OSError, ValueError, TypeError):
-            return None
-        return record if record.alive() else None
+        record = self._recorded(digest)
+        return record if record is not None and record.alive() else None
 
     def write(self, digest: str, record: SharedJvm):
         """Records `record` under `digest`, whole or not at all (hold the lock)."""
@@ -133,16 +126,18 @@ class SharedJvms:
     def remove(self, digest: str, record: SharedJvm):
         """Removes the record under `digest` if it is still `record`."""
         with self.locked():
-            current = self._read_any(digest)
-            if current == record:
+            if self._recorded(digest) == record:
                 with contextlib.suppress(OSError):
                     os.remove(self._path(digest))
 
-    def _read_any(self, digest):
+    def _recorded(self, digest) -> Optional[SharedJvm]:
+        """The record under `digest`, live or not; None if there is none of
+        this format."""
         try:
             with open(self._path(digest)) as f:
                 data = json.load(f)
-            data.pop("format_version", None)
+            if data.pop("format_version", None) != FORMAT_VERSION:
+                return None
             return SharedJvm(**data)
         except (OSError, ValueError, TypeError):
             return None
@@ -155,7 +150,7 @@ class SharedJvms:
             digest, ext = os.path.splitext(name)
             if ext != ".json" or digest == keep:
                 continue
-            record = self._read_any(digest)
+            record = self._recorded(digest)
             if record is None or not record.alive():
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.directory, name))
