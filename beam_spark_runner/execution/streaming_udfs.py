@@ -1,14 +1,15 @@
 """The Python code Spark runs for a streaming query: the source, the
 stateless (mapInArrow) and keyed (transformWithState) operators.
 
-This module imports only pyspark, pyarrow and the Beam-free row, planner
-and GC-settings modules: Spark unpickles these objects in its source-planning process and in
+This module imports only pyspark, pyarrow and the Beam-free row, planner,
+operator-cache and GC-settings modules: Spark unpickles these objects in its source-planning process and in
 a driver-side worker per stateful operator at every query start, where
 importing Beam would cost seconds each. Operators carry the plan pickled
 and build their Beam objects lazily, on executors (whose workers fork from
 a daemon with Beam already imported).
 """
 
+import functools
 import pickle
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from beam_spark_runner.execution.state_store_calls import KEY_SCHEMA, VALUE_SCHEMA, MapTable, SparkKeyGroupStore
 from beam_spark_runner.streaming import rows as R
+from beam_spark_runner.streaming.operator_cache import RUNS_KEPT, OperatorCache
 from beam_spark_runner.streaming import state_blobs
 from beam_spark_runner.streaming.source_planner import SourcePlanner
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
@@ -75,20 +77,24 @@ class _BeamStreamReader(DataSourceStreamReader):
         pass
 
 
-_OPERATORS = {}
+# One operator object per Python worker, run and plan operator, for the
+# most recently used runs.
+_OPERATORS = OperatorCache(RUNS_KEPT)
 
 
 def operator(token, pickled):
-    """One operator object per Python worker, run and plan operator."""
-    key = (token, pickled)
-    if key not in _OPERATORS:
-        from beam_spark_runner.execution import main_session
-        from beam_spark_runner.streaming import operator_factory
+    """The operator object of this Python worker for run `token` and the
+    pickled plan operator."""
+    return _OPERATORS.get(token, pickled, functools.partial(_build_operator, pickled))
 
-        main_session.install()  # the driver script's classes as __main__.<name>
-        op, plan, key_groups = pickle.loads(pickled)
-        _OPERATORS[key] = operator_factory.build(op, plan, key_groups)
-    return _OPERATORS[key]
+
+def _build_operator(pickled):
+    from beam_spark_runner.execution import main_session
+    from beam_spark_runner.streaming import operator_factory
+
+    main_session.install()  # the driver script's classes as __main__.<name>
+    op, plan, key_groups = pickle.loads(pickled)
+    return operator_factory.build(op, plan, key_groups)
 
 
 # The Row class of the query's rows, for transformWithState's output.

@@ -238,6 +238,11 @@ class StageBase:
     def _make_runner(op, plan, descriptor):
         return HarnessStageRunner(op.stage, (), plan.components, descriptor)
 
+    def close(self):
+        """Releases the stage runner's harness (a Java stage's descriptor
+        in its JVM); the operator is not used again."""
+        self.runner.close()
+
     def _bundle(self, group):
         """The (input index, block) pairs of one seq's DATA rows, in order.
         Consecutive rows of one input become one block (blocks are
@@ -526,6 +531,9 @@ class GroupOperator:
         self._writer = RowWriter(
             plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests
         )
+
+    def close(self):
+        """Nothing to release: a group's state is all in the key-group's store."""
 
     def run(self, store, data_rows, steps, draining=False):
         """`store`: the key-group's `keyed_state.Store`. State: per user key

@@ -156,6 +156,9 @@ class StableInputOperator:
         self._per_key = per_key
         self._stateless = stateless
 
+    def close(self):
+        self._inner.close()
+
     def run(self, state, data_rows, steps, draining=False):
         if self._per_key:
             store = HeldMetaStore(state, self._op.display_name)

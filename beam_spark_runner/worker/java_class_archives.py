@@ -19,7 +19,10 @@ Guarantees:
   `-XX:SharedArchiveFile`, `-XX:ArchiveClassesAtExit`) get none of this:
   `--java_harness_jvm_options=-Xshare:off` turns it off.
 - The directory stays bounded: the `KEEP` archives used last are kept, and
-  unfinished writes older than an hour are removed.
+  writes not put in place within five minutes are removed. A JVM writes
+  its archive as it exits, and its Python worker puts it in place right
+  after; a write older than that is a JVM's whose worker exited first
+  (Spark ends its Python workers with `os._exit`, so they stop no JVM).
 
 Directory: `$BEAM_SPARK_CACHE_DIR/java-class-archives/` (default
 `~/.cache/beam-spark-runner/java-class-archives/`); one that cannot be
@@ -38,7 +41,7 @@ from beam_spark_runner.maven_jars import cache_base
 _LOG = logging.getLogger(__name__)
 
 KEEP = 8
-_STALE_SECONDS = 3600.0
+_STALE_SECONDS = 300.0
 _SUFFIX = ".jsa"
 _PENDING = ".writing"
 _OWN_SHARING = ("-Xshare", "-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit")

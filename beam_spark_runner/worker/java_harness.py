@@ -57,10 +57,6 @@ CONNECT_TIMEOUT_SECONDS = 120.0
 ATTACH_TIMEOUT_SECONDS = 10.0
 # The owner's service for the Python workers attached to its JVM.
 _RELAY_SERVICE = "beam_spark_runner.JavaHarnessRelay"
-# A JVM that ran an attached worker's instruction this recently is still in
-# use: its owner, moving on to another job, keeps it (attached workers of a
-# running job would otherwise see it stop between two of their bundles).
-_RELAYED_RECENTLY_SECONDS = 60.0
 _LOG_LEVELS = {
     beam_fn_api_pb2.LogEntry.Severity.TRACE: logging.DEBUG,
     beam_fn_api_pb2.LogEntry.Severity.DEBUG: logging.DEBUG,
@@ -216,7 +212,6 @@ class JavaWorker:
         # Where this JVM is recorded for the executor's other Python workers
         # (java_worker sets it once the record is written).
         self.shared_as = None
-        self._last_relayed = None  # monotonic time of the last relayed instruction
         self.data = None  # the data stream, once the JVM connected
         self.worker_id = "spark-java-%d-%d" % (os.getpid(), next(self._ids))
         self.descriptors = {}
@@ -268,11 +263,11 @@ class JavaWorker:
         return java_jvm_sharing.SharedJvm(self.url, os.getpid(), self._process.pid, self.worker_id)
 
     def busy(self) -> bool:
-        """True while an instruction runs, or an attached worker's ran lately."""
-        if self.control.busy():
-            return True
-        last = self._last_relayed
-        return last is not None and time.monotonic() - last < _RELAYED_RECENTLY_SECONDS
+        """True while an instruction runs or a stage is registered here, this
+        process's or an attached worker's: a batch task's stage is
+        registered while the task runs, a streaming operator's while the
+        Python worker keeps the operator (streaming/operator_cache.py)."""
+        return self.control.busy() or bool(self.descriptors)
 
     def retire(self) -> bool:
         """Closes this worker, no longer used; True when it is closed."""
@@ -291,13 +286,10 @@ class JavaWorker:
                 return beam_fn_api_pb2.InstructionResponse(
                     instruction_id=request.instruction_id, register=beam_fn_api_pb2.RegisterResponse()
                 )
-            self._last_relayed = time.monotonic()
             try:
                 return self.control.push(request).result()
             except JavaHarnessError as e:
                 context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-            finally:
-                self._last_relayed = time.monotonic()
 
         def forget(request, context):
             self.unregister(request.process_bundle_descriptor_id)
@@ -517,15 +509,16 @@ def java_worker(classpath, jvm_options=(), pipeline_options=""):
         if worker is not None and not worker.alive():
             _workers.pop(key).close()
             worker = None
+        # Another job's JVM for the same jars is done with unless a stage is
+        # still registered in it (JavaWorker.busy): a Python worker
+        # runs one task at a time, and a job server runs job after job,
+        # each with its own options. Looked at on every call, so a JVM kept
+        # for a while goes once its stages are done with it.
+        for other in [k for k in _workers if k != key and k[:2] == key[:2] and not _workers[k].busy()]:
+            retiring = _workers.pop(other)
+            if not retiring.retire():
+                _retired.append(retiring)
         if worker is None:
-            # Another job's JVM for the same jars is done with unless an
-            # attached worker used it lately (JavaWorker.busy): a Python
-            # worker runs one task at a time, and a job server runs job
-            # after job, each with its own options.
-            for other in [k for k in _workers if k[:2] == key[:2] and not _workers[k].busy()]:
-                retiring = _workers.pop(other)
-                if not retiring.retire():
-                    _retired.append(retiring)
             worker = _workers[key] = _shared_or_new(key)
         return worker
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import apache_beam as beam
@@ -84,14 +83,18 @@ def test_a_jobs_harness_gets_its_options_and_the_next_jobs_options_replace_its_j
         with open("/proc/%d/environ" % second._process.pid, "rb") as f:
             environ = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
         assert environ[b"PIPELINE_OPTIONS"] == b'{"beam:option:job_name:v1": "second"}'
-        # A JVM another Python worker of the executor sent a bundle through
-        # lately is kept: that worker's job may still be running.
-        second._last_relayed = time.monotonic()
+        # A JVM in which a stage is still registered (an attached Python
+        # worker's running task, a streaming operator kept between
+        # micro-batches) is kept: its job may still be running.
+        stage = beam_fn_api_pb2.ProcessBundleDescriptor(id="a-stage-of-an-attached-worker")
+        second.register(stage)
         third = java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "third"}')
         assert second.alive() and third.alive()
-        second._last_relayed = time.monotonic() - java_harness._RELAYED_RECENTLY_SECONDS - 1
-        java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "fourth"}')
-        assert not second.alive() and not third.alive()
+        # Once its stages are gone (their job ended), it is stopped at the
+        # Python worker's next use of a JVM, whichever.
+        second.unregister(stage.id)
+        assert java_harness.java_worker(classpath, (), '{"beam:option:job_name:v1": "third"}') is third
+        assert not second.alive() and third.alive()
     finally:
         java_harness._stop_workers()
 

@@ -106,6 +106,7 @@ HELPER_PROCESS_MODULES = {
     "beam_spark_runner.streaming.watermark_lanes": False,
     "beam_spark_runner.streaming.timestamp_summary": False,
     "beam_spark_runner.streaming.key_groups": False,
+    "beam_spark_runner.streaming.operator_cache": False,
     "beam_spark_runner.execution.streaming_udfs": True,  # may import pyspark
 }
 

@@ -83,7 +83,9 @@ def test_the_directory_keeps_the_archives_used_last_and_drops_stale_writes(cache
     os.utime(stale, (1000, 1000))
     fresh = cache / "y.jsa.2.2.writing"
     fresh.write_bytes(b"x")
-    java_class_archives.for_jvm("/bin/sh", jars, (), clock=lambda: 1000 + 7200)
+    os.utime(fresh, (1500, 1500))
+    # Ten minutes after the stale write, under two after the fresh one.
+    java_class_archives.for_jvm("/bin/sh", jars, (), clock=lambda: 1000 + 600)
     names = sorted(os.listdir(cache))
     kept = [n for n in names if n.endswith(".jsa")]
     # KEEP - 1 old ones, leaving room for the one this JVM writes.
