@@ -10,6 +10,8 @@ shares this one (JVM start-up is paid once per test process).
 import logging
 import os
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -113,6 +115,8 @@ FIRST_FILES = (
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controlling process, not an xdist worker
+        threading.Thread(target=_watch_machine, name="machine-watch", daemon=True).start()
     # The order pytest_collection_modifyitems sets is the schedule: without
     # this, pytest-xdist re-sorts the files by their number of tests.
     if hasattr(config.option, "loadscopereorder"):
@@ -135,6 +139,67 @@ def pytest_collection_modifyitems(config, items):
     first = [f for f in FIRST_FILES if f in by_file]
     rest = sorted((f for f in by_file if f not in FIRST_FILES), key=lambda f: -len(by_file[f]))
     items[:] = [item for f in first + rest for item in by_file[f]]
+
+
+# The least memory available and temporary space free seen during the run
+# (MB), sampled by the controlling process (_watch_machine).
+_LOWEST = {}
+
+
+def _watch_machine():
+    while True:
+        memory, disk = _available()
+        _LOWEST["memory"] = min(memory, _LOWEST.get("memory", memory))
+        _LOWEST["disk"] = min(disk, _LOWEST.get("disk", disk))
+        time.sleep(5)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus):
+    """After a run with failures, what the machine had left beside them: a
+    run that failed for want of memory or disk says so in its own output."""
+    if exitstatus != 0:
+        terminalreporter.write_line(machine_state())
+
+
+def _available():
+    """(memory available, free space in the temporary directory), in MB."""
+    memory = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                memory = int(line.split()[1]) // 1024
+    stat = os.statvfs(tempfile.gettempdir())
+    return memory, stat.f_bavail * stat.f_frsize // 2**20
+
+
+def machine_state():
+    """Memory available and the temporary directory's free space, now and
+    at their lowest in the run, and the Java processes running (Spark's,
+    services', Beam's Java SDK harnesses)."""
+    memory, disk = _available()
+    java = harnesses = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue  # gone since listed
+        if argv and os.path.basename(argv[0]) == b"java":
+            java += 1
+            harnesses += b"org.apache.beam.fn.harness.FnHarness" in argv
+    return (
+        "machine at the end: %d MB of memory available (lowest in the run %s MB); %d MB free in %s (lowest %s MB); "
+        "%d Java processes (%d Beam Java SDK harnesses)"
+        % (
+            memory,
+            _LOWEST.get("memory", "unsampled"),
+            disk,
+            tempfile.gettempdir(),
+            _LOWEST.get("disk", "unsampled"),
+            java,
+            harnesses,
+        )
+    )
 
 
 @pytest.fixture
