@@ -177,6 +177,8 @@ def machine_state():
     at their lowest in the run, and the Java processes running (Spark's,
     services', Beam's Java SDK harnesses)."""
     memory, disk = _available()
+    _LOWEST["memory"] = min(memory, _LOWEST.get("memory", memory))
+    _LOWEST["disk"] = min(disk, _LOWEST.get("disk", disk))
     java = harnesses = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -188,14 +190,14 @@ def machine_state():
             java += 1
             harnesses += b"org.apache.beam.fn.harness.FnHarness" in argv
     return (
-        "machine at the end: %d MB of memory available (lowest in the run %s MB); %d MB free in %s (lowest %s MB); "
+        "machine at the end: %d MB of memory available (lowest in the run %d MB); %d MB free in %s (lowest %d MB); "
         "%d Java processes (%d Beam Java SDK harnesses)"
         % (
             memory,
-            _LOWEST.get("memory", "unsampled"),
+            _LOWEST["memory"],
             disk,
             tempfile.gettempdir(),
-            _LOWEST.get("disk", "unsampled"),
+            _LOWEST["disk"],
             java,
             harnesses,
         )

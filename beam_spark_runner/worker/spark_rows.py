@@ -145,7 +145,8 @@ def row_type(spark_schema):
 def spark_schema_of(element_type, untyped=False):
     """The Spark StructType (JSON form) for rows of `element_type`: the one a
     row type made by `row_type` remembers, else derived from its Beam schema.
-    With `untyped`, a top-level field Beam types Any gets the type UNTYPED
+    With `untyped`, a top-level field Beam types Any, wholly or in part
+    (`List[Any]`, a map or row with an Any in it), gets the type UNTYPED
     (the write resolves it when it runs); without, it is refused. Raises
     UnmappableType for a field with no Spark type, TypeError for an
     element type without a schema."""
@@ -165,14 +166,29 @@ def _is_any(field):
     return field.WhichOneof("type_info") == "logical_type" and field.logical_type.urn == schemas.PYTHON_ANY_URN
 
 
+def _contains_any(field):
+    """Whether Beam types `field`, or any part of it (a list's elements, a
+    map's keys or values, a nested row's fields), Any."""
+    which = field.WhichOneof("type_info")
+    if which == "array_type":
+        return _contains_any(field.array_type.element_type)
+    if which == "iterable_type":
+        return _contains_any(field.iterable_type.element_type)
+    if which == "map_type":
+        return _contains_any(field.map_type.key_type) or _contains_any(field.map_type.value_type)
+    if which == "row_type":
+        return any(_contains_any(f.type) for f in field.row_type.schema.fields)
+    return _is_any(field)
+
+
 def _spark_struct(schema, prefix, untyped=False):
     return {
         "type": "struct",
         "fields": [
             {
                 "name": f.name,
-                "type": UNTYPED if untyped and _is_any(f.type) else _spark_type(f.type, prefix + f.name),
-                "nullable": True if untyped and _is_any(f.type) else f.type.nullable,
+                "type": UNTYPED if untyped and _contains_any(f.type) else _spark_type(f.type, prefix + f.name),
+                "nullable": True if untyped and _contains_any(f.type) else f.type.nullable,
                 "metadata": {},
             }
             for f in schema.fields

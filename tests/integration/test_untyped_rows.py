@@ -147,6 +147,26 @@ def test_rows_typed_any_into_a_new_directory_take_the_types_of_the_data(tmp_path
     assert rows == sorted((k, t, t / 4950 if k != "k0" else None) for k, t in KEY_TOTALS)
 
 
+def test_a_list_of_values_beam_types_any_into_a_new_directory_takes_the_type_of_the_data(tmp_path, spark_session):
+    """`list(...)` of an untyped value is List[Any] to Beam: the column is
+    an array of what the data holds."""
+    out = str(tmp_path / "amounts")
+    with _batch() as p:
+        _ = (
+            p
+            | beam.Create([("k%d" % (i % 3), {"amount": i}) for i in range(9)])
+            | beam.GroupByKey()
+            | beam.Map(lambda kv: beam.Row(k=kv[0], amounts=list(v["amount"] for v in kv[1])))
+            | WriteToSpark(format="parquet", path=out)
+        )
+    schema, rows = _parquet(spark_session, out)
+    assert [(f.name, f.dataType) for f in schema.fields] == [
+        ("k", T.StringType()),
+        ("amounts", T.ArrayType(T.LongType())),
+    ]
+    assert [(k, sorted(amounts)) for k, amounts in rows] == [("k%d" % k, list(range(k, 9, 3))) for k in range(3)]
+
+
 def test_a_value_the_existing_column_cannot_hold_fails_naming_the_column_the_value_and_the_target(
     tmp_path, spark_session
 ):
