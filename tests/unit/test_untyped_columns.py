@@ -5,6 +5,7 @@ write, the column, the value and where the type came from)."""
 
 import datetime
 import decimal
+import typing
 
 import apache_beam as beam
 import pytest
@@ -111,29 +112,32 @@ def test_a_row_typed_any_has_untyped_fields_only_where_beam_types_it_any():
         spark_rows.spark_schema_of(rows.element_type)
 
 
+class _Inner(typing.NamedTuple):
+    v: typing.List[typing.Any]
+
+
+class _WithAnyInside(typing.NamedTuple):
+    k: str
+    vals: typing.List[typing.Any]  # what Beam infers for list(kv[1]) of an untyped kv
+    by_name: typing.Dict[str, typing.Any]
+    inner: _Inner
+    ns: typing.List[int]
+
+
 def test_a_field_with_any_inside_a_list_a_map_or_a_row_is_untyped_as_a_whole():
-    """`list(kv[1])` of an untyped value is List[Any] to Beam: its column's
-    type comes from the target or the data, as a field typed Any does."""
-    p = beam.Pipeline()
-    pairs = p | beam.Create([("a", {"x": 1})])
-    rows = pairs | beam.Map(
-        lambda kv: beam.Row(
-            k=kv[0], vals=list(kv[1]), by_name=dict(kv[1]), inner=beam.Row(v=list(kv[1])), ns=[len(kv[1])]
-        )
-    )
-    schema = spark_rows.spark_schema_of(rows.element_type, untyped=True)
-    assert [(f["name"], f["type"], f["nullable"]) for f in schema["fields"] if f["name"] != "ns"] == [
+    """A field with Any anywhere in it takes its column's type from the
+    target or the data, as a field typed Any does; one whose type Beam
+    knows whole keeps it."""
+    schema = spark_rows.spark_schema_of(_WithAnyInside, untyped=True)
+    assert [(f["name"], f["type"], f["nullable"]) for f in schema["fields"]] == [
         ("k", "string", False),
         ("vals", spark_rows.UNTYPED, True),
         ("by_name", spark_rows.UNTYPED, True),
         ("inner", spark_rows.UNTYPED, True),
-    ]
-    # A list Beam knows the elements of keeps its type.
-    assert [f["type"] for f in schema["fields"] if f["name"] == "ns"] == [
-        {"type": "array", "elementType": "long", "containsNull": False}
+        ("ns", {"type": "array", "elementType": "long", "containsNull": False}, False),
     ]
     with pytest.raises(spark_rows.UnmappableType, match=r"field 'vals\[\]' has no type Beam knows \(it is Any\)"):
-        spark_rows.spark_schema_of(rows.element_type)
+        spark_rows.spark_schema_of(_WithAnyInside)
 
 
 def test_a_numeric_event_time_counts_its_unit_since_the_epoch():
