@@ -17,12 +17,15 @@ naming the write, the column, the value and where the type came from.
 import contextlib
 import functools
 import json
+import os
 import re
+import urllib.parse
 
 import pyarrow as pa
 import triggers
 
 from beam_spark_runner.errors import UnsupportedPipelineError
+from beam_spark_runner.execution import spark_internals
 from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
@@ -66,7 +69,7 @@ def spark_target_types(spark, config):
             schema = spark.table(config.table).schema
         else:
             fmt = config.format or "parquet"
-            if fmt not in SELF_DESCRIBING_FORMATS:
+            if fmt not in SELF_DESCRIBING_FORMATS or not _may_exist(config.path, _default_fs(spark)):
                 return None
             schema = spark.read.format(fmt).load(config.path).schema
     except Exception as e:  # noqa: BLE001 -- Spark's analysis errors come in several classes
@@ -77,6 +80,25 @@ def spark_target_types(spark, config):
             "%s (%s): cannot read the target's schema: %s" % (config.label, config.describe(), _first_line(e))
         ) from None
     return {f.name: (f.dataType.jsonValue(), f.nullable) for f in schema.fields}
+
+
+def _may_exist(path, default_fs):
+    """False only when `path` is on the local file system (a file: URI, or
+    no scheme where `default_fs`, Hadoop's fs.defaultFS, is local) and does
+    not exist: a new directory. Spark's read of a missing path logs a
+    warning with a stack trace, though the write goes on; any other file
+    system is left to that read to tell."""
+    parsed = urllib.parse.urlparse(path)
+    if parsed.scheme == "file":
+        return os.path.exists(parsed.path)
+    if parsed.scheme or urllib.parse.urlparse(default_fs or "file:///").scheme != "file":
+        return True
+    return os.path.exists(path)
+
+
+def _default_fs(spark):
+    hadoop_conf = spark_internals.java_spark_context(spark.sparkContext).hadoopConfiguration()
+    return hadoop_conf.get("fs.defaultFS")
 
 
 # --- the data's types --------------------------------------------------------------

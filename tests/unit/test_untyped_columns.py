@@ -148,3 +148,18 @@ def test_a_numeric_event_time_counts_its_unit_since_the_epoch():
     assert spark_rows.numeric_event_time("s", "at", "R")(None) is None
     with pytest.raises(ColumnTypeError, match=r"^R: timestamp_column 'at' holds 1e\+300, which is no time Beam"):
         spark_rows.numeric_event_time("s", "at", "R")(1e300)
+
+
+def test_a_target_path_that_surely_does_not_exist_is_not_read_for_its_schema(tmp_path):
+    """A new local directory is known new without Spark's read, which logs
+    a warning with a stack trace for a missing path; other file systems,
+    and paths without a scheme where Hadoop's default is not local, are
+    left to Spark."""
+    from beam_spark_runner.execution.untyped_writes import _may_exist
+
+    new, old = str(tmp_path / "new"), str(tmp_path)
+    for default_fs in ("file:///", None):
+        assert not _may_exist(new, default_fs) and _may_exist(old, default_fs)
+    assert not _may_exist("file://" + new, "hdfs://namenode:8020") and _may_exist("file://" + old, "file:///")
+    assert _may_exist(new, "hdfs://namenode:8020")
+    assert _may_exist("hdfs://namenode:8020/lake/totals", "file:///")
