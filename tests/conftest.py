@@ -148,10 +148,16 @@ _LOWEST = {}
 
 def _watch_machine():
     while True:
-        memory, disk = _available()
-        _LOWEST["memory"] = min(memory, _LOWEST.get("memory", memory))
-        _LOWEST["disk"] = min(disk, _LOWEST.get("disk", disk))
+        _sample()
         time.sleep(5)
+
+
+def _sample():
+    """(memory available, temporary space free) now, counted in _LOWEST."""
+    memory, disk = _available()
+    _LOWEST["memory"] = min(memory, _LOWEST.get("memory", memory))
+    _LOWEST["disk"] = min(disk, _LOWEST.get("disk", disk))
+    return memory, disk
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus):
@@ -176,9 +182,7 @@ def machine_state():
     """Memory available and the temporary directory's free space, now and
     at their lowest in the run, and the Java processes running (Spark's,
     services', Beam's Java SDK harnesses)."""
-    memory, disk = _available()
-    _LOWEST["memory"] = min(memory, _LOWEST.get("memory", memory))
-    _LOWEST["disk"] = min(disk, _LOWEST.get("disk", disk))
+    memory, disk = _sample()
     java = harnesses = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -22,10 +22,7 @@ class OperatorCache:
 
     def get(self, token, key, build):
         """The operator for `key` in run `token`, built by `build()` the first time."""
-        run = self._runs.pop(token, None)
-        if run is None:
-            run = {}
-        self._runs[token] = run  # now the most recently used
+        run = self._runs[token] = self._runs.pop(token, {})  # now the most recently used
         if key not in run:
             run[key] = build()
             self._evict()
