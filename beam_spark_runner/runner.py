@@ -136,6 +136,30 @@ class SparkRunner(beam_runner.PipelineRunner):
         if spark_options.worker_log_forwarding == "off":
             log_settings = None
         plain_python = not keeps_every_stage_on_the_sdk_harness(options)
+        explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
+        from beam_spark_runner.execution import runner_io_glue
+
+        session = None
+        if runner_io_glue.needs_session_to_plan(pipeline_proto):
+            # A transform completes with what the session knows (a Spark
+            # source's schema) before the runner plans.
+            session = self._session(spark_options, explicit)
+            try:
+                pipeline_proto = runner_io_glue.resolved_with_session(pipeline_proto, session[0])
+            except BaseException:
+                session[1].restore()
+                raise
+        try:
+            return self._plan_and_execute(pipeline_proto, options, streaming, plain_python, log_settings, session)
+        except BaseException:
+            if session is not None:
+                session[1].restore()
+            raise
+
+    def _plan_and_execute(self, pipeline_proto, options, streaming, plain_python, log_settings, session):
+        """Plans the (resolved) pipeline and starts its run; `session`: the
+        (SparkSession, RunConf) it runs on if it already has one."""
+        spark_options = options.view_as(SparkRunnerOptions)
         if streaming:
             execution_plan = plan_streaming_pipeline(
                 pipeline_proto,
@@ -163,7 +187,13 @@ class SparkRunner(beam_runner.PipelineRunner):
             print(execution_plan.describe())
         explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
         result = self._execute(
-            execution_plan, spark_options, parallelism(options), log_settings, explicit, self.dependencies_of(options)
+            execution_plan,
+            spark_options,
+            parallelism(options),
+            log_settings,
+            explicit,
+            self.dependencies_of(options),
+            session,
         )
         if self._serves_interactive and not streaming:
             result.wait_until_finish()
@@ -186,11 +216,24 @@ class SparkRunner(beam_runner.PipelineRunner):
         mode_errors, mode_warnings = mode_problems(options, streaming)
         return errors + mode_errors + engine_problems(streaming), warnings + mode_warnings
 
-    def _execute(self, execution_plan, spark_options, parallelism, log_settings=None, explicit=(), dependencies=None):
-        from beam_spark_runner.execution.batch_execution import BatchExecution
+    def _session(self, spark_options, explicit):
         from beam_spark_runner.session import get_or_create_session
 
-        spark, run_conf = get_or_create_session(spark_options, explicit, self._spark_session)
+        return get_or_create_session(spark_options, explicit, self._spark_session)
+
+    def _execute(
+        self,
+        execution_plan,
+        spark_options,
+        parallelism,
+        log_settings=None,
+        explicit=(),
+        dependencies=None,
+        session=None,
+    ):
+        from beam_spark_runner.execution.batch_execution import BatchExecution
+
+        spark, run_conf = session if session is not None else self._session(spark_options, explicit)
         try:
             if not self.client_staged:  # the job service ships what its clients staged
                 from beam_spark_runner.execution.executor_packages import ship_dependencies

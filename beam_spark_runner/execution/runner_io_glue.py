@@ -3,7 +3,8 @@ by URN: what runs a source's or a sink's stage in a batch job, and what
 stages a sink's rows at the end of each micro-batch of a streaming query.
 
 A connector registers its glue here (`register_batch_stage`,
-`register_micro_batch_staging`); the batch execution and the streaming
+`register_micro_batch_staging`, `register_plan_resolution`); the runner
+(before it plans), the batch execution and the streaming
 query's foreachBatch end (execution/streaming_spark_io.SparkSinkWrites)
 ask this registry and never name a connector. The built-in connectors'
 glue modules are listed in `_BUILTINS` and loaded on first use.
@@ -68,6 +69,7 @@ class DriverCollectedStaging(MicroBatchSinkStaging):
 # registers when imported.
 _BUILTINS = BuiltinModules(
     "beam_spark_runner.execution.batch_native_io",
+    "beam_spark_runner.io.spark.schema_glue",
     "beam_spark_runner.io.spark.batch_glue",
     "beam_spark_runner.io.spark.streaming_glue",
     "beam_spark_runner.io.database.spark_glue",
@@ -75,6 +77,7 @@ _BUILTINS = BuiltinModules(
 _BATCH_STAGES: Dict[str, Callable] = {}
 _STAGINGS: Dict[str, Callable[[StagingContext], MicroBatchSinkStaging]] = {}
 _SOURCES: Dict[str, Callable] = {}
+_RESOLUTIONS: Dict[str, Callable] = {}
 _LOCK = threading.Lock()
 
 
@@ -112,6 +115,46 @@ def register_batch_stage(urn: str, run_stage: Callable) -> None:
 def register_micro_batch_staging(urn: str, factory: Callable[[StagingContext], MicroBatchSinkStaging]) -> None:
     """`factory(context)`: the staging of the URN's sinks in one query."""
     _register(_STAGINGS, urn, factory, "the micro-batch staging")
+
+
+def register_plan_resolution(urn: str, resolve: Callable) -> None:
+    """`resolve(spark, transform_id, pipeline_proto)`: completes the
+    transform in the pipeline proto, in place, with what only the session
+    the pipeline runs on knows (a source's schema, and the coder of the rows
+    it gives), before the runner plans; raises UnsupportedPipelineError
+    naming the transform when it cannot run."""
+    _register(_RESOLUTIONS, urn, resolve, "the plan resolution")
+
+
+def needs_session_to_plan(pipeline_proto) -> bool:
+    """Whether a transform of the pipeline is resolved with the session
+    before the runner plans (`resolved_with_session`)."""
+    _BUILTINS.load()
+    return any(t.spec.urn in _RESOLUTIONS for t in pipeline_proto.components.transforms.values())
+
+
+def resolved_with_session(pipeline_proto, spark):
+    """A copy of the pipeline proto with every transform registered by
+    `register_plan_resolution` resolved with `spark`, producers before the
+    transforms that read their output (a sink's schema may be its source's)."""
+    _BUILTINS.load()
+    resolved = type(pipeline_proto)()
+    resolved.CopyFrom(pipeline_proto)
+    transforms = resolved.components.transforms
+
+    def visit(transform_id):
+        transform = transforms[transform_id]
+        resolve = _RESOLUTIONS.get(transform.spec.urn)
+        if resolve is not None:
+            resolve(spark, transform_id, resolved)
+        for sub in transform.subtransforms:
+            visit(sub)
+
+    # Beam lists a pipeline's transforms in the order they were applied,
+    # which puts every producer before its readers.
+    for root in resolved.root_transform_ids:
+        visit(root)
+    return resolved
 
 
 def batch_stage(urn: str) -> Callable:

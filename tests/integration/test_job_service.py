@@ -364,8 +364,9 @@ def test_a_streaming_job_is_drained_and_ends_drained(service, tmp_path):
 
 
 def test_a_portable_client_reads_and_writes_spark_data_sources(service, tmp_path):
-    """ReadFromSpark and WriteToSpark expand in the client (the schema read
-    there) to the runner's primitives, which the service runs."""
+    """ReadFromSpark and WriteToSpark expand in the client, without Spark, to
+    the runner's primitives; the service reads the source's schema when it
+    plans the job, and runs it."""
     from pyspark.sql import SparkSession
 
     from beam_spark_runner.io import ReadFromSpark, WriteToSpark

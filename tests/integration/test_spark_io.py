@@ -227,38 +227,76 @@ def test_event_times_come_from_a_numeric_column_in_seconds_or_milliseconds(tmp_p
     _run(build)
 
 
+def _refused_at_submission(build, match):
+    """The pipeline `build` makes is refused when it is run, with a message
+    matching `match` (before it runs: the tests check nothing was written)."""
+    p = beam.Pipeline(runner=SparkRunner())
+    build(p)
+    with pytest.raises(UnsupportedPipelineError, match=match):
+        p.run()
+
+
 def test_a_numeric_timestamp_column_needs_a_known_unit(tmp_path):
     spark = _spark()
     source = str(tmp_path / "events")
     spark.createDataFrame([Row(i=1, at=1_767_225_600, ts=WHEN)]).write.parquet(source)
-    p = beam.Pipeline(runner=SparkRunner())
-    with pytest.raises(
-        UnsupportedPipelineError, match=r"timestamp_column 'at' is numeric \(long\): give timestamp_unit"
-    ):
-        p | "no unit" >> ReadFromSpark(format="parquet", path=source, timestamp_column="at")
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=source, timestamp_column="at"),
+        r"timestamp_column 'at' is numeric \(long\): give timestamp_unit",
+    )
     with pytest.raises(ValueError, match=r"timestamp_unit must be one of 's', 'ms', 'us'.*column 'at'.*got 'h'"):
         ReadFromSpark(format="parquet", path=source, timestamp_column="at", timestamp_unit="h")
     with pytest.raises(ValueError, match=r"timestamp_unit='s' says what a numeric timestamp_column counts; no "):
         ReadFromSpark(format="parquet", path=source, timestamp_unit="s")
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=source, timestamp_column="ts", timestamp_unit="ms"),
+        r"timestamp_unit='ms' is for a numeric timestamp_column; 'ts'",
+    )
+    # A given schema is checked when the pipeline is built.
     with pytest.raises(UnsupportedPipelineError, match=r"timestamp_unit='ms' is for a numeric timestamp_column; 'ts'"):
-        p | "timestamp" >> ReadFromSpark(format="parquet", path=source, timestamp_column="ts", timestamp_unit="ms")
+        beam.Pipeline() | ReadFromSpark(
+            format="parquet", path=source, schema="i long, ts timestamp", timestamp_column="ts", timestamp_unit="ms"
+        )
+
+
+def test_a_source_spark_cannot_read_is_refused_when_the_pipeline_is_submitted(tmp_path):
+    spark = _spark()
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=str(tmp_path / "nowhere")),
+        r"ReadFromSpark\(format='parquet', path=.*nowhere.*\): Spark cannot read it",
+    )
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="nosuchformat", path=str(tmp_path)),
+        r"ReadFromSpark\(format='nosuchformat'.*Spark cannot read it",
+    )
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="rate"), r"ReadFromSpark\(format='rate'.*Spark cannot read it in batch"
+    )
+    ntz = str(tmp_path / "ntz")
+    spark.sql("SELECT 1 AS id, TIMESTAMP_NTZ '2026-01-01 00:00:00' AS local").write.parquet(ntz)
+    out = str(tmp_path / "copy")
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=ntz) | WriteToSpark(path=out),
+        r"column 'local': Spark type timestamp_ntz has no Beam",
+    )
+    by_day = str(tmp_path / "by_day")
+    spark.createDataFrame([(1, 2)], "id int, day int").write.partitionBy("day").parquet(by_day)
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=by_day) | WriteToSpark(path=out, partition_by=["month"]),
+        r"WriteToSpark\(.*partition_by names columns it does not have: \['month'\]",
+    )
+    # A given schema Spark does not read the source with: a directory's
+    # partition columns come after the files' columns.
+    _refused_at_submission(
+        lambda p: p | ReadFromSpark(format="parquet", path=by_day, schema="id int"),
+        r"Spark reads it with the schema struct<id:int,day:int>, not the one given \(struct<id:int>\)",
+    )
+    assert not os.path.exists(out)
 
 
 def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
     spark = _spark()
     p = beam.Pipeline(runner=SparkRunner())
-    with pytest.raises(
-        UnsupportedPipelineError, match=r"ReadFromSpark\(format='parquet', path=.*nowhere.*\): Spark cannot read it"
-    ):
-        p | "missing" >> ReadFromSpark(format="parquet", path=str(tmp_path / "nowhere"))
-    with pytest.raises(UnsupportedPipelineError, match=r"ReadFromSpark\(format='nosuchformat'.*Spark cannot read it"):
-        p | "unknown" >> ReadFromSpark(format="nosuchformat", path=str(tmp_path))
-    with pytest.raises(UnsupportedPipelineError, match=r"ReadFromSpark\(format='rate'.*Spark cannot read it in batch"):
-        p | "streaming only" >> ReadFromSpark(format="rate")
-    ntz = str(tmp_path / "ntz")
-    spark.sql("SELECT 1 AS id, TIMESTAMP_NTZ '2026-01-01 00:00:00' AS local").write.parquet(ntz)
-    with pytest.raises(UnsupportedPipelineError, match=r"column 'local': Spark type timestamp_ntz has no Beam"):
-        p | "ntz" >> ReadFromSpark(format="parquet", path=ntz)
     with pytest.raises(UnsupportedPipelineError, match=r"WriteToSpark\(format='parquet'.*have no schema"):
         p | "ints" >> beam.Create([1, 2]) | "no schema" >> WriteToSpark(format="parquet", path=str(tmp_path / "o"))
     retracting = (
@@ -268,11 +306,25 @@ def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
     )
     with pytest.raises(UnsupportedPipelineError, match=r"WriteToSpark\(.*RETRACTING panes"):
         retracting | "retracted" >> WriteToSpark(format="parquet", path=str(tmp_path / "r"))
+    ntz = str(tmp_path / "ntz")
     with pytest.raises(
         UnsupportedPipelineError, match=r"timestamp_column 'ntz' must be a column of Spark type timestamp, or numeric"
     ):
         p | "bad ts" >> ReadFromSpark(format="parquet", path=ntz, schema="ntz string", timestamp_column="ntz")
+    with pytest.raises(UnsupportedPipelineError, match=r"column 'local': Spark type timestamp_ntz has no Beam"):
+        p | "ntz" >> ReadFromSpark(format="parquet", path=ntz, schema="local timestamp_ntz")
+    with pytest.raises(UnsupportedPipelineError, match=r"schema 'id int,' is not a Spark schema: the text ends"):
+        p | "bad ddl" >> ReadFromSpark(format="parquet", path=ntz, schema="id int,")
+    from beam_spark_runner.io import WriteToDatabase
+
+    with pytest.raises(
+        UnsupportedPipelineError,
+        match=r"WriteToDatabase\(totals at .*\): its input is ReadFromSpark\(format='parquet', path=.*ntz'\)'s rows, "
+        r"whose schema Spark reads when the runner plans.*give ReadFromSpark\(.*\) a schema=",
+    ):
+        p | "unknown" >> ReadFromSpark(format="parquet", path=ntz) | WriteToDatabase("postgresql://db/x", "totals")
     assert not os.path.exists(tmp_path / "o")
+    assert not os.path.exists(ntz)  # the pipeline was never run: nothing read
 
 
 def test_a_source_read_by_two_transforms_feeds_both(tmp_path):
@@ -313,3 +365,31 @@ def test_a_source_read_by_two_transforms_feeds_both(tmp_path):
         )
 
     _run(build)
+
+
+_BUILD_WITHOUT_SPARK = """
+import apache_beam as beam
+from pyspark import SparkContext
+from beam_spark_runner import SparkRunner
+from beam_spark_runner.io import ReadFromSpark, WriteToSpark
+
+p = beam.Pipeline(runner=SparkRunner())
+rows = p | "found" >> ReadFromSpark(format="parquet", path="/nowhere/yet")
+rows | "copy" >> WriteToSpark(format="orc", path="/nowhere/copy")
+given = p | "given" >> ReadFromSpark(format="csv", path="/nowhere/csv", schema="id bigint not null, name string")
+assert given.element_type._fields == ("id", "name"), given.element_type
+p.to_runner_api()
+assert SparkContext._gateway is None and SparkContext._active_spark_context is None, "a JVM was started"
+print("built without Spark")
+"""
+
+
+def test_building_a_pipeline_starts_no_spark():
+    """ReadFromSpark and WriteToSpark expand without a SparkSession: a
+    schema the user gives is parsed in Python, any other is read when the
+    runner plans."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BUILD_WITHOUT_SPARK], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "built without Spark" in done.stdout, done.stderr[-3000:]

@@ -71,12 +71,13 @@ LAYERS = [
         [
             "beam_spark_runner.session",
             "beam_spark_runner.execution",
+            "beam_spark_runner.io.spark.schema_glue",
             "beam_spark_runner.io.spark.batch_glue",
             "beam_spark_runner.io.spark.streaming_glue",
             "beam_spark_runner.io.database.spark_glue",
         ],
     ),
-    # The user's I/O transforms: they check their arguments with the session.
+    # The user's I/O transforms: they check their arguments (never with Spark).
     ("io", ["beam_spark_runner.io"]),
     ("entry points", ["beam_spark_runner.runner", "beam_spark_runner.cli", "beam_spark_runner"]),
     # The Job API over gRPC: a client of the runner, never imported by it.

@@ -84,6 +84,7 @@ _CONNECTOR_MODULES = {
     "io/database/planning.py",
     "execution/batch_native_io.py",
     "io/spark/batch_glue.py",
+    "io/spark/schema_glue.py",
     "io/database/spark_glue.py",
     "io/spark/streaming_glue.py",
 }

@@ -25,6 +25,7 @@ from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, Row
 from beam_spark_runner.io.database.sql_dialects import PostgreSQL, UnmappableColumn, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io.database.planning import DatabaseWrite
+from beam_spark_runner.io.spark.planning import schema_read_when_planned
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
 
@@ -61,6 +62,12 @@ class WriteToDatabase(beam.PTransform):
 
     def expand(self, pcoll):
         label = self._label
+        source = schema_read_when_planned(pcoll)
+        if source is not None:
+            raise UnsupportedPipelineError(
+                "%s: its input is %s's rows, whose schema Spark reads when the runner plans, and this write "
+                "needs the columns when the pipeline is built: give %s a schema=" % (label, source, source)
+            )
         try:
             schema = spark_rows.spark_schema_of(pcoll.element_type, untyped=True)
         except TypeError as e:

@@ -1,6 +1,6 @@
-"""Spark glue of ReadFromSpark and WriteToSpark (io/spark/planning.py):
-the schema a source has when a pipeline is built, and, in batch, the read
-and the write as stages of the runner's plan.
+"""Spark glue of ReadFromSpark and WriteToSpark (io/spark/planning.py) in
+batch: the read and the write as stages of the runner's plan (their
+schemas are resolved before it plans: io/spark/schema_glue.py).
 
 Rows cross between Spark and Beam as Arrow: a read is the data source's
 DataFrame through `mapInArrow`, which cuts each Arrow batch into slices of
@@ -25,64 +25,12 @@ from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.execution import runner_io_glue, spark_internals, untyped_writes
 from beam_spark_runner.execution.naming import name_rdd, spark_call_site
 from beam_spark_runner.io.spark.planning import READ_SPARK_URN, WRITE_SPARK_URN, decode_payload
+from beam_spark_runner.io.spark.schema_glue import first_line, spark_reader
 from beam_spark_runner.worker import context, spark_rows
 from beam_spark_runner.worker.gc_tuning import bulk_data_gc
 from beam_spark_runner.worker.runs import DecodedBlock, RunCodec
 
 BLOCK_ROWS = 4096
-
-
-def spark_reader(spark, config, streaming):
-    reader = spark.readStream if streaming else spark.read
-    if config.format:
-        reader = reader.format(config.format)
-    if config.options:
-        reader = reader.options(**dict(config.options))
-    if config.schema_given and not config.table:
-        from pyspark.sql.types import StructType
-
-        reader = reader.schema(StructType.fromJson(config.schema))
-    if config.table:
-        return reader.table(config.table)
-    return reader.load(config.path) if config.path is not None else reader.load()
-
-
-def source_schema(spark, config, streaming=False):
-    """The Spark schema (JSON form) `config`'s source has now; raises
-    UnsupportedPipelineError, naming the transform and Spark's reason, when
-    Spark cannot read it (a missing path or table, an unknown format, a
-    format that cannot be read this way)."""
-    try:
-        frame = spark_reader(spark, config, streaming)
-        return frame.schema.jsonValue()
-    except Exception as e:  # noqa: BLE001 -- Spark's analysis errors come in several classes
-        raise UnsupportedPipelineError(
-            "%s (%s): Spark cannot read it %s: %s"
-            % (config.label, config.describe(), "as a stream" if streaming else "in batch", first_line(e))
-        ) from None
-
-
-def given_schema(schema, label, session):
-    """A schema the user gave (a DDL string, a pyspark StructType or its JSON
-    form) as JSON; `session()` gives the SparkSession Spark parses DDL with."""
-    from pyspark.sql.types import StructType
-
-    if isinstance(schema, dict):
-        return schema
-    if isinstance(schema, str):
-        session()
-        try:
-            schema = StructType.fromDDL(schema)
-        except Exception as e:  # noqa: BLE001
-            raise UnsupportedPipelineError("%s: schema %r is not a Spark schema: %s" % (label, schema, first_line(e)))
-    if isinstance(schema, StructType):
-        return schema.jsonValue()
-    raise TypeError("%s: schema must be a DDL string, a pyspark StructType or its JSON form, got %r" % (label, schema))
-
-
-def first_line(error):
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
 
 
 # --- batch -----------------------------------------------------------------------
@@ -94,7 +42,7 @@ def read_spark_rdd(execution, stage):
     frame = spark_reader(spark, config, False)
     if frame.schema.jsonValue() != config.schema:
         raise UnsupportedPipelineError(
-            "%s (%s): the source's schema changed since the pipeline was built: now %s, was %s"
+            "%s (%s): the source's schema changed since the run was planned: now %s, was %s"
             % (config.label, config.describe(), frame.schema.simpleString(), _simple(config.schema))
         )
     ports = tuple((i, p.coder_id) for i, p in enumerate(stage.outputs))

@@ -18,7 +18,7 @@ a Python client of the job service sends them as its SDK expands them.
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from apache_beam import pvalue
 from beam_spark_runner.worker.beam_internals import pickler
@@ -26,22 +26,28 @@ from apache_beam.transforms import core, ptransform, window
 
 from beam_spark_runner.plans import Dest, SparkSource
 from beam_spark_runner.translation import runner_io
+from beam_spark_runner.worker import spark_rows
 
 READ_SPARK_URN = "beam_spark_runner:transform:read_spark:v1"
 WRITE_SPARK_URN = "beam_spark_runner:transform:write_spark:v1"
 SPARK_IO_URNS = frozenset([READ_SPARK_URN, WRITE_SPARK_URN])
+# Spark's file sources: they read with a given schema made nullable, and
+# their stream needs one (the files' schema when none is given).
+FILE_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro")
 
 
 @dataclasses.dataclass(frozen=True)
 class SparkReadConfig:
     """What a ReadFromSpark reads; `schema` is the Spark StructType (JSON
-    form) its rows have, fixed when the pipeline was built."""
+    form) its rows have: known when the pipeline is built if the user gave
+    it, else None until the runner plans, when Spark reads it from the
+    source with the session the pipeline runs on (io/spark/schema_glue.py)."""
 
     format: Optional[str]
     path: Optional[str]
     table: Optional[str]
     options: Tuple[Tuple[str, str], ...]
-    schema: dict
+    schema: Optional[dict]
     timestamp_column: Optional[str] = None
     label: str = "ReadFromSpark"
     # The user gave the schema: the source reads with it (a JSON or CSV
@@ -64,7 +70,8 @@ class SparkReadConfig:
 @dataclasses.dataclass(frozen=True)
 class SparkWriteConfig:
     """Where a WriteToSpark writes; `schema` the Spark StructType (JSON form)
-    of the rows it writes, `untyped` the fields whose type is
+    of the rows it writes (None when its input is a ReadFromSpark's whose
+    schema the runner reads when it plans: then that one), `untyped` the fields whose type is
     spark_rows.UNTYPED there (Beam types them Any), which the write takes
     from the target or the data when it runs (execution/untyped_writes.py)."""
 
@@ -74,12 +81,73 @@ class SparkWriteConfig:
     mode: str
     options: Tuple[Tuple[str, str], ...]
     partition_by: Tuple[str, ...]
-    schema: dict
+    schema: Optional[dict]
     label: str = "WriteToSpark"
     untyped: Tuple[str, ...] = ()
 
     def describe(self):
         return "table %s" % self.table if self.table else "%s at %s" % (self.format or "parquet", self.path)
+
+
+def with_schema(config, schema: dict, given: Optional[bool] = None):
+    """`config` (a read's or a write's) with its schema now known; for a
+    read, `given` says whether its source reads with that schema."""
+    if given is None:
+        return dataclasses.replace(config, schema=schema)
+    return dataclasses.replace(config, schema=schema, schema_given=given)
+
+
+def column_problems(config: SparkReadConfig, schema: dict) -> List[str]:
+    """What is wrong with the read's `timestamp_column` and
+    `partition_columns` given the source's `schema`, each a message naming
+    the transform: checked when the pipeline is built if the schema is known
+    then, else when the runner plans."""
+    types = {f["name"]: f["type"] for f in schema["fields"]}
+    label = config.label
+    missing = [c for c in config.partition_columns if c not in types]
+    if missing:
+        return [
+            "%s: partition_columns names columns the source does not have: %s (it has %s)"
+            % (label, ", ".join(missing), ", ".join(types))
+        ]
+    column, unit = config.timestamp_column, config.timestamp_unit
+    if column is None:
+        return []
+    found = types.get(column)
+    if found == "timestamp" and unit is not None:
+        return [
+            "%s: timestamp_unit=%r is for a numeric timestamp_column; %r is of Spark type timestamp "
+            "(leave timestamp_unit out)" % (label, unit, column)
+        ]
+    if spark_rows.is_numeric(found) and unit is None:
+        return [
+            "%s: timestamp_column %r is numeric (%s): give timestamp_unit='s', 'ms' or 'us' to say what it "
+            "counts since the epoch" % (label, column, found)
+        ]
+    if found != "timestamp" and not spark_rows.is_numeric(found):
+        return [
+            "%s: timestamp_column %r must be a column of Spark type timestamp, or numeric with a "
+            "timestamp_unit; the source has %s" % (label, column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
+        ]
+    return []
+
+
+def partition_by_problems(label: str, partition_by, schema: dict) -> List[str]:
+    """A WriteToSpark's `partition_by` columns its rows do not have."""
+    missing = [c for c in partition_by if c not in {f["name"] for f in schema["fields"]}]
+    if missing:
+        return ["%s: partition_by names columns it does not have: %s" % (label, missing)]
+    return []
+
+
+def schema_read_when_planned(pcoll) -> Optional[str]:
+    """The label of the ReadFromSpark that gives `pcoll` if its schema is
+    read when the runner plans (no `schema` was given), else None."""
+    producer = getattr(pcoll, "producer", None)
+    transform = getattr(producer, "transform", None)
+    if isinstance(transform, SparkRead) and transform.config.schema is None:
+        return transform.config.label
+    return None
 
 
 def encode_payload(config) -> bytes:

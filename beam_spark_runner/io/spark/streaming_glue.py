@@ -36,7 +36,8 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_spark_runner.execution import checkpoint_files, runner_io_glue, spark_internals, untyped_writes
-from beam_spark_runner.io.spark.batch_glue import BLOCK_ROWS, converting_writer, spark_reader, spark_writer
+from beam_spark_runner.io.spark.batch_glue import BLOCK_ROWS, converting_writer, spark_writer
+from beam_spark_runner.io.spark.schema_glue import spark_reader
 from beam_spark_runner.execution.sink_rows import query_values
 from beam_spark_runner.execution.streaming_udfs import record_batch
 from beam_spark_runner.streaming import rows as R

@@ -2,17 +2,18 @@
 Beam transform (docs/io.md).
 
 Both expand to the runner's primitives (io/spark/planning.py) once their
-arguments are checked: what can be known when the pipeline is built fails
-then, naming the transform (an unknown format, a missing path or table, a
-type Beam cannot represent, an input without a schema, RETRACTING input).
-A ReadFromSpark's schema is fixed when the pipeline is built: given as
-`schema`, or read from the source then with the SparkSession the pipeline
-will run on (the active one, else one started from the pipeline's
-SparkRunner options).
+arguments are checked, without Spark: what can be known when the pipeline
+is built fails then, naming the transform (a schema that is not one, a type
+Beam cannot represent, an input without a schema, RETRACTING input). A
+ReadFromSpark's schema is the `schema` given (a DDL string is parsed by
+io/spark/ddl.py), its rows typed when the pipeline is built; else the
+runner reads it from the source when it plans, with the session the
+pipeline runs on (io/spark/schema_glue.py), and the rows are Any until then.
 """
 
 import dataclasses
 import os
+import typing
 import urllib.parse
 
 import apache_beam as beam
@@ -20,15 +21,22 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.utils.timestamp import Duration
 
 from beam_spark_runner.errors import UnsupportedPipelineError
-from beam_spark_runner.io.spark.planning import SparkRead, SparkReadConfig, SparkWrite, SparkWriteConfig
+from beam_spark_runner.io.spark.ddl import DDLError, as_nullable, parse_ddl
+from beam_spark_runner.io.spark.planning import (
+    FILE_FORMATS,
+    SparkRead,
+    SparkReadConfig,
+    SparkWrite,
+    SparkWriteConfig,
+    column_problems,
+    partition_by_problems,
+    schema_read_when_planned,
+)
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
 
 _MODES = ("append", "overwrite", "ignore", "error", "errorifexists")
 _RETRACTING = 3
-# File formats whose streaming source needs a schema: read from the files
-# there when the pipeline is built, as a batch read would.
-_FILE_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro")
 # Formats a streaming WriteToSpark stages and publishes per micro-batch.
 STREAMING_WRITE_FORMATS = ("parquet", "orc", "json", "csv", "text", "avro")
 # The columns naming a row's source partition when the user names none.
@@ -66,18 +74,25 @@ def _options(options, label):
     return tuple(sorted((str(k), str(v)) for k, v in options.items()))
 
 
+def given_schema(schema, label):
+    """A schema the user gave (a DDL string, a pyspark StructType or its JSON
+    form) as JSON, read without Spark (io/spark/ddl.py)."""
+    if isinstance(schema, dict):
+        return schema
+    if isinstance(schema, str):
+        try:
+            return parse_ddl(schema)
+        except DDLError as e:
+            raise UnsupportedPipelineError("%s: schema %r is not a Spark schema: %s" % (label, schema, e)) from None
+    if callable(getattr(schema, "jsonValue", None)) and type(schema).__name__ == "StructType":
+        return schema.jsonValue()
+    raise TypeError("%s: schema must be a DDL string, a pyspark StructType or its JSON form, got %r" % (label, schema))
+
+
 def _describe(format, path, table):
     if table is not None:
         return "table=%r" % table
     return "format=%r, path=%r" % (format, path)
-
-
-def _session(pipeline_options):
-    from beam_spark_runner.options import SparkRunnerOptions
-    from beam_spark_runner.session import get_or_create_session
-
-    spark, _ = get_or_create_session(pipeline_options.view_as(SparkRunnerOptions))
-    return spark
 
 
 def _as_row(value, row_type, names):
@@ -90,8 +105,9 @@ class ReadFromSpark(beam.PTransform):
     `format` (Spark's source name: "parquet", "orc", "json", "csv", ...,
     or one a connector on the session's classpath adds) with `path`, or a
     catalog `table`; `options` are the source's (Spark's `.options`);
-    `schema` (a DDL string, a pyspark StructType or its JSON form) skips
-    reading the schema from the source when the pipeline is built.
+    `schema` (a DDL string, a pyspark StructType or its JSON form) types the
+    rows when the pipeline is built; without it the runner reads the
+    source's schema when it plans, and the rows are typed Any until then.
     `timestamp_column`: a column whose value is each element's event time
     (else the minimum timestamp in batch, the micro-batch's time in
     streaming): of Spark type timestamp, or numeric (integer, floating point
@@ -101,8 +117,8 @@ class ReadFromSpark(beam.PTransform):
     type maps Spark's types as worker/spark_rows.py says.
 
     In a streaming pipeline the source is `spark.readStream` (a file
-    source's schema is read from the files there when the pipeline is built
-    unless `schema` is given) and its watermark follows the data: per
+    source's schema is read from the files there when the pipeline is
+    submitted unless `schema` is given) and its watermark follows the data: per
     source partition (the values of `partition_columns`; a Kafka source's
     topic and partition by default) the newest event time read, minus
     `max_out_of_orderness`; the minimum over partitions, leaving out those
@@ -161,7 +177,7 @@ class ReadFromSpark(beam.PTransform):
             path,
             self._table,
             self._spark_options,
-            {},
+            None,
             self._timestamp_column,
             self._label,
             streaming=streaming,
@@ -172,24 +188,24 @@ class ReadFromSpark(beam.PTransform):
             if self._partition_columns is not None
             else _DEFAULT_PARTITION_COLUMNS.get(self._format, ()),
         )
-        from beam_spark_runner.io.spark.batch_glue import given_schema, source_schema
-
-        if self._schema is not None:
-            # The source reads with the given schema; the rows have the one
-            # Spark makes of it (a file source's columns are nullable).
-            given = given_schema(self._schema, self._label, lambda: _session(options))
-            config = dataclasses.replace(config, schema=given, schema_given=True)
-        elif streaming and self._table is None and self._format in _FILE_FORMATS:
-            # Spark's file stream needs a schema: the one the files have now.
-            found = source_schema(_session(options), config)
-            config = dataclasses.replace(config, schema=found, schema_given=True)
-        schema = source_schema(_session(options), config, streaming=streaming)
+        if self._schema is None:
+            # Spark reads the source's schema when the runner plans, with the
+            # session the pipeline runs on (io/spark/schema_glue.py): the rows
+            # are typed then, and Any until then.
+            return pbegin | SparkRead(config, typing.Any, bounded=not streaming)
+        given = given_schema(self._schema, self._label)
+        # The source reads with the given schema; a file source makes every
+        # column of it nullable, as Spark does (the runner checks, when it
+        # plans, that Spark reads the rows with this schema).
+        schema = as_nullable(given) if self._table is None and self._format in FILE_FORMATS else given
         try:
             element_type = spark_rows.row_type(schema)
         except spark_rows.UnmappableType as e:
             raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
-        self._check_columns(schema, config.partition_columns)
-        config = dataclasses.replace(config, schema=schema)
+        config = dataclasses.replace(config, schema=schema, schema_given=True)
+        problems = column_problems(config, schema)
+        if problems:
+            raise UnsupportedPipelineError(problems[0])
         return pbegin | SparkRead(config, element_type, bounded=not streaming)
 
     def _refuse_streaming_arguments(self):
@@ -206,34 +222,6 @@ class ReadFromSpark(beam.PTransform):
             raise UnsupportedPipelineError(
                 "%s: %s set the watermark of a streaming read; this pipeline is batch (no --streaming)"
                 % (self._label, ", ".join(given))
-            )
-
-    def _check_columns(self, schema, partition_columns):
-        types = {f["name"]: f["type"] for f in schema["fields"]}
-        missing = [c for c in partition_columns if c not in types]
-        if missing:
-            raise UnsupportedPipelineError(
-                "%s: partition_columns names columns the source does not have: %s (it has %s)"
-                % (self._label, ", ".join(missing), ", ".join(types))
-            )
-        if self._timestamp_column is None:
-            return
-        column, found = self._timestamp_column, types.get(self._timestamp_column)
-        if found == "timestamp" and self._timestamp_unit is not None:
-            raise UnsupportedPipelineError(
-                "%s: timestamp_unit=%r is for a numeric timestamp_column; %r is of Spark type timestamp "
-                "(leave timestamp_unit out)" % (self._label, self._timestamp_unit, column)
-            )
-        if spark_rows.is_numeric(found) and self._timestamp_unit is None:
-            raise UnsupportedPipelineError(
-                "%s: timestamp_column %r is numeric (%s): give timestamp_unit='s', 'ms' or 'us' to say what it "
-                "counts since the epoch" % (self._label, column, found)
-            )
-        if found != "timestamp" and not spark_rows.is_numeric(found):
-            raise UnsupportedPipelineError(
-                "%s: timestamp_column %r must be a column of Spark type timestamp, or numeric with a "
-                "timestamp_unit; the source has %s"
-                % (self._label, column, ", ".join("%s %s" % (n, t) for n, t in types.items()))
             )
 
 
@@ -273,6 +261,10 @@ class WriteToSpark(beam.PTransform):
                 "(triggers.map_pane) or use DISCARDING or ACCUMULATING panes"
                 % (self._label, self._table and "a table" or "a %s directory" % self._format)
             )
+        if schema_read_when_planned(pcoll) is not None:
+            # Its rows are a ReadFromSpark's whose schema Spark reads when the
+            # runner plans: the write takes that schema then.
+            return pcoll | SparkWrite(self._config(None, streaming))
         try:
             schema = spark_rows.spark_schema_of(pcoll.element_type, untyped=True)
         except TypeError as e:
@@ -282,22 +274,10 @@ class WriteToSpark(beam.PTransform):
             ) from e
         except spark_rows.UnmappableType as e:
             raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
-        missing = [c for c in self._partition_by if c not in {f["name"] for f in schema["fields"]}]
-        if missing:
-            raise UnsupportedPipelineError(
-                "%s: partition_by names columns it does not have: %s" % (self._label, missing)
-            )
-        config = SparkWriteConfig(
-            self._format,
-            _absolute(self._path) if streaming else self._path,
-            self._table,
-            self._mode,
-            self._spark_options,
-            self._partition_by,
-            schema,
-            self._label,
-            untyped=untyped_columns(schema),
-        )
+        problems = partition_by_problems(self._label, self._partition_by, schema)
+        if problems:
+            raise UnsupportedPipelineError(problems[0])
+        config = self._config(schema, streaming)
         if config.untyped:
             # Rows with fields Beam types Any keep their own coder (a
             # RowCoder for beam.Row); the write types those fields when it runs.
@@ -309,6 +289,19 @@ class WriteToSpark(beam.PTransform):
             # schema's own type, which always have their RowCoder.
             pcoll = pcoll | "AsRows" >> beam.Map(_as_row, row_type, tuple(row_type._fields)).with_output_types(row_type)
         return pcoll | SparkWrite(config)
+
+    def _config(self, schema, streaming):
+        return SparkWriteConfig(
+            self._format,
+            _absolute(self._path) if streaming else self._path,
+            self._table,
+            self._mode,
+            self._spark_options,
+            self._partition_by,
+            schema,
+            self._label,
+            untyped=untyped_columns(schema) if schema is not None else (),
+        )
 
     def _check_streaming_write(self):
         """A streaming write stages each micro-batch's rows and publishes
