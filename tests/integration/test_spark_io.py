@@ -323,6 +323,10 @@ def test_bad_input_is_refused_when_the_pipeline_is_built(tmp_path):
         r"whose schema Spark reads when the runner plans.*give ReadFromSpark\(.*\) a schema=",
     ):
         p | "unknown" >> ReadFromSpark(format="parquet", path=ntz) | WriteToDatabase("postgresql://db/x", "totals")
+    with pytest.raises(
+        UnsupportedPipelineError, match=r"have no schema.*rows read by a ReadFromSpark without schema= are typed only"
+    ):
+        p | "later" >> ReadFromSpark(format="parquet", path=ntz) | beam.Reshuffle() | WriteToSpark(path=ntz + "2")
     assert not os.path.exists(tmp_path / "o")
     assert not os.path.exists(ntz)  # the pipeline was never run: nothing read
 

@@ -25,7 +25,7 @@ from beam_spark_runner.io.database.sink_protocol import DatabaseWriteConfig, Row
 from beam_spark_runner.io.database.sql_dialects import PostgreSQL, UnmappableColumn, dialect_of
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io.database.planning import DatabaseWrite
-from beam_spark_runner.io.spark.planning import schema_read_when_planned
+from beam_spark_runner.io.spark.planning import schema_read_when_planned, untyped_rows_hint
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
 
@@ -73,7 +73,7 @@ class WriteToDatabase(beam.PTransform):
         except TypeError as e:
             raise UnsupportedPipelineError(
                 "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
-                "type (with_output_types)" % (label, pcoll.element_type)
+                "type (with_output_types)%s" % (label, pcoll.element_type, untyped_rows_hint(pcoll.element_type))
             ) from e
         except spark_rows.UnmappableType as e:
             raise UnsupportedPipelineError("%s: %s" % (label, e)) from None

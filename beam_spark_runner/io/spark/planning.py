@@ -18,6 +18,7 @@ a Python client of the job service sends them as its SDK expands them.
 """
 
 import dataclasses
+import typing
 from typing import List, Optional, Tuple
 
 from apache_beam import pvalue
@@ -148,6 +149,14 @@ def schema_read_when_planned(pcoll) -> Optional[str]:
     if isinstance(transform, SparkRead) and transform.config.schema is None:
         return transform.config.label
     return None
+
+
+def untyped_rows_hint(element_type) -> str:
+    """What to add to a write's "no schema" refusal: rows typed Any may be a
+    ReadFromSpark's whose schema is read only when the runner plans."""
+    if element_type is typing.Any:
+        return "; rows read by a ReadFromSpark without schema= are typed only when the runner plans: give it schema="
+    return ""
 
 
 def encode_payload(config) -> bytes:

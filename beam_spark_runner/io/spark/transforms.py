@@ -31,6 +31,7 @@ from beam_spark_runner.io.spark.planning import (
     column_problems,
     partition_by_problems,
     schema_read_when_planned,
+    untyped_rows_hint,
 )
 from beam_spark_runner.worker import spark_rows
 from beam_spark_runner.worker.untyped_columns import untyped_columns
@@ -270,7 +271,7 @@ class WriteToSpark(beam.PTransform):
         except TypeError as e:
             raise UnsupportedPipelineError(
                 "%s: its input's elements (%s) have no schema: give it beam.Row elements or a NamedTuple "
-                "type (with_output_types)" % (self._label, pcoll.element_type)
+                "type (with_output_types)%s" % (self._label, pcoll.element_type, untyped_rows_hint(pcoll.element_type))
             ) from e
         except spark_rows.UnmappableType as e:
             raise UnsupportedPipelineError("%s: %s" % (self._label, e)) from None
