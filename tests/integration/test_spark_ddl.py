@@ -1,8 +1,11 @@
 """The DDL cases the runner's parser is checked against
-(tests/data/spark_ddl_cases.json) are what the Spark installed answers: a
-Spark release that parses a case differently, or reads a file source with
-another schema, fails here, naming the case (rerun tools/spark_ddl_cases.py
-and look at the parser: beam_spark_runner/io/spark/ddl.py)."""
+(tests/data/spark_ddl_cases.json) are what the test environment's Spark
+(the pinned PySpark) answers: a release that parses a case differently, or
+reads a file source with another schema, fails here, naming the case
+(rerun tools/spark_ddl_cases.py and look at the parser:
+beam_spark_runner/io/spark/ddl.py). Older releases differ in what they
+refuse: PySpark 4.0 refuses the comment 'it''s', which the parser reads as
+"it's", as 4.3 does."""
 
 import importlib.util
 import os
