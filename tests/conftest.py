@@ -9,11 +9,14 @@ shares this one (JVM start-up is paid once per test process).
 
 import logging
 import os
+import subprocess
 import tempfile
 import threading
 import time
 
 import pytest
+
+from tests import driver_class_archive
 
 # Retries failed tasks, like the runner's default master (local[*,4]): the
 # fault-injection tests (tests/faults/) need it.
@@ -30,6 +33,8 @@ SPARK_MASTER = os.environ.get("BEAM_SPARK_TEST_MASTER", "local[2,4]")
 JIT_OPTION = "-XX:TieredStopAtLevel=1"
 if JIT_OPTION not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = ("%s %s" % (os.environ.get("SPARK_SUBMIT_OPTS", ""), JIT_OPTION)).strip()
+# And they map the class archive of the driver JVM once it exists.
+_ARCHIVE_IN_USE = driver_class_archive.add_to_submit_options()
 
 
 def _start_session():
@@ -74,11 +79,20 @@ def spark_session():
     if os.environ.get("BEAM_SPARK_NO_SESSION"):
         yield None
         return
+    # The first process of a run that needs Spark writes the drivers' class
+    # archive once per installation (tests/driver_class_archive.py); the
+    # drivers started after it map it.
+    writer = driver_class_archive.start_writing()
     session = _start_session()
     session.sparkContext.setLogLevel("ERROR")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     yield session
     session.stop()
+    if writer is not None:
+        try:
+            writer.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            writer.kill()
 
 
 def pytest_addoption(parser):
@@ -121,6 +135,14 @@ def pytest_configure(config):
     # this, pytest-xdist re-sorts the files by their number of tests.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+def pytest_runtest_setup(item):
+    """Once the drivers' class archive exists, the drivers this process
+    starts map it (subprocesses inherit SPARK_SUBMIT_OPTS)."""
+    global _ARCHIVE_IN_USE
+    if not _ARCHIVE_IN_USE:
+        _ARCHIVE_IN_USE = driver_class_archive.add_to_submit_options()
 
 
 def pytest_collection_modifyitems(config, items):
