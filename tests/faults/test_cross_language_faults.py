@@ -1,7 +1,7 @@
 """A cross-language source under driver kills: Beam's `ReadFromKafka`
 (KafkaIO's unbounded read, run by Beam's Java SDK harness) -> sessions in
 RETRACTING mode -> `WriteToDatabase` into PostgreSQL with key columns
-(tests/faults/kafka_sessions_pipeline.py). The driver is SIGKILLed twice
+(tests/faults/kafka_sessions_pipeline.py). The driver is SIGKILLed three times
 at seeded moments while scores keep arriving, each restart a fresh
 process given the same checkpoint: KafkaIO's restrictions (its offsets)
 live in the runner's checkpoint, so a replayed micro-batch reads what the
@@ -29,7 +29,7 @@ from tests.faults import kafka_sessions_pipeline as pipeline
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import sessions_to_postgres  # noqa: E402  (the sessions in plain Python)
 
-KILLS = 2  # each kill costs a driver start (a Spark session and the harness JVMs)
+KILLS = 3  # the driver SIGKILLed three times, each at a seeded moment after a completed batch
 PARTITIONS = 2
 RUN_TIMEOUT_S = 600  # a hung run, not a slow one: every wait ends once its condition holds
 
