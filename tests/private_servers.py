@@ -1,5 +1,5 @@
 """Servers of a test's own, for faults that stop a server: a PostgreSQL
-cluster and a NATS server with JetStream, each on a free port with its data
+cluster, a NATS server with JetStream and a Kafka broker, each on a free port with its data
 in a directory of the test's, started from the machine's installed binaries
 (the ones behind the shared services of tests/services.py). Stopping one
 disturbs no other test running beside it on the shared servers.
@@ -128,4 +128,90 @@ class PrivatePostgres:
             self.stop()
         except RuntimeError:
             pass  # already stopped
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _kafka_libs(request):
+    """The Kafka broker's jars the services script fetched (tools/service_brokers.py)."""
+    import importlib.util
+
+    tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "service_brokers.py")
+    spec = importlib.util.spec_from_file_location("service_brokers", tools)
+    brokers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(brokers)
+    libs = brokers.kafka_libs()
+    if not os.path.exists(os.path.join(libs, ".complete")) or not shutil.which("java"):
+        message = "Kafka's jars are not in %s (tools/services.sh up fetches them) or java is missing" % libs
+        if request.config.getoption("--require-services"):
+            pytest.fail(message + " (--require-services)")
+        pytest.skip(message)
+    return libs, brokers.KAFKA_CLUSTER_ID
+
+
+class PrivateKafka:
+    """A one-node KRaft Kafka broker whose log survives its restarts, on the
+    same ports each time, from the jars tools/services.sh fetched."""
+
+    def __init__(self, request):
+        self._libs, cluster_id = _kafka_libs(request)
+        self._directory = tempfile.mkdtemp(prefix="beam-test-kafka-")
+        self.port, self._controller_port = _free_port(), _free_port()
+        self.servers = "127.0.0.1:%d" % self.port
+        self._log = os.path.join(self._directory, "server.log")
+        self._config = os.path.join(self._directory, "server.properties")
+        with open(self._config, "w") as f:
+            f.write(
+                "\n".join(
+                    [
+                        "process.roles=broker,controller",
+                        "node.id=1",
+                        "controller.quorum.voters=1@127.0.0.1:%d" % self._controller_port,
+                        "listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
+                        % (self.port, self._controller_port),
+                        "advertised.listeners=PLAINTEXT://127.0.0.1:%d" % self.port,
+                        "controller.listener.names=CONTROLLER",
+                        "inter.broker.listener.name=PLAINTEXT",
+                        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                        "log.dirs=" + os.path.join(self._directory, "data"),
+                        "offsets.topic.replication.factor=1",
+                        "transaction.state.log.replication.factor=1",
+                        "transaction.state.log.min.isr=1",
+                        "share.coordinator.state.topic.replication.factor=1",
+                        "share.coordinator.state.topic.min.isr=1",
+                        "group.initial.rebalance.delay.ms=0",
+                        "log.retention.ms=-1",  # tests' messages carry event times in the past
+                        "",
+                    ]
+                )
+            )
+        done = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", self._config),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError("Kafka's StorageTool failed: %s%s" % (done.stdout[-2000:], done.stderr[-2000:]))
+        self._process = None
+        self.start()
+
+    def _java(self, main, *args):
+        return ["java", "-Xmx384m", "-Xms64m", "-cp", os.path.join(self._libs, "*"), main, *args]
+
+    def start(self):
+        with open(self._log, "ab") as log:
+            self._process = subprocess.Popen(
+                self._java("kafka.Kafka", self._config), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        _wait_for_port(self.port, "Kafka", self._log, timeout_s=90)
+
+    def kill(self):
+        """Stops the broker as a crash would (SIGKILL)."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGKILL)
+            self._process.wait()
+            self._process = None
+
+    def close(self):
+        self.kill()
         shutil.rmtree(self._directory, ignore_errors=True)

@@ -189,3 +189,72 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
     finally:
         services.drop_table(postgresql_url, table)
         services.drop_table(postgresql_url, offsets_table)
+
+
+def test_a_broker_that_goes_down_mid_run_loses_and_doubles_nothing(request, tmp_path, postgresql_url):
+    """The pipeline's own Kafka broker is SIGKILLed after a completed
+    micro-batch and started again 10 s later, while the driver keeps
+    running; the rest of the scores arrive after it is back. The run
+    recovers, or fails naming Kafka and resumes from its checkpoint when
+    started again (never a hang: every wait has a deadline): the table ends
+    equal to the sessions computed in Python, each message read once."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.private_servers import PrivateKafka
+
+    kafka = PrivateKafka(request)
+    servers, name = kafka.servers, "xlang-broker-down"
+    table = services.unique_table("xdown")
+    offsets_table = services.unique_table("xdownoffsets")
+    checkpoint_dir = str(tmp_path / "checkpoint")
+    waves = _scores(int(time.time()) - 900)
+    runs = []
+
+    def start():
+        argv = [pipeline.__file__, "file://" + checkpoint_dir, servers, name, postgresql_url, table]
+        argv += [offsets_table, "down-" + uuid.uuid4().hex[:8]]
+        runs.append(drivers.start(argv, str(tmp_path / ("run%d" % len(runs))), env={pipeline.RUN_ENV: str(len(runs))}))
+        return runs[-1]
+
+    try:
+        admin = AdminClient({"bootstrap.servers": servers})
+        admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(60)
+        _produce(servers, name, waves[0])
+        proc = start()
+        deadline = time.time() + RUN_TIMEOUT_S
+        while _commits(checkpoint_dir) < 1:
+            assert proc.poll() is None, "the run failed: %s" % drivers.log_tail(proc)
+            assert time.time() < deadline, "the run committed no batch: %s" % drivers.log_tail(proc)
+            time.sleep(0.2)
+        kafka.kill()
+        time.sleep(10)
+        kafka.start()
+        produced = [score for wave in waves for score in wave]
+        for wave in waves[1:]:
+            _produce(servers, name, wave)
+        expected = sessions_to_postgres.sessions(produced, gap_seconds=pipeline.GAP_S)
+        deadline = time.time() + RUN_TIMEOUT_S
+        while _table(postgresql_url, table) != expected:
+            if proc.poll() is not None:
+                log = drivers.log_tail(proc)
+                assert "kafka" in log.lower(), "the run ended without naming Kafka: %s" % log
+                assert len(runs) < 3, "the run failed again after a restart: %s" % log
+                proc = start()  # the same checkpoint: it resumes
+            assert time.time() < deadline, "the table %s, expected %s; the last run's log: %s" % (
+                _table(postgresql_url, table),
+                expected,
+                drivers.log_tail(proc),
+            )
+            time.sleep(0.5)
+        time.sleep(3)  # nothing more comes: no session is published twice or retracted wrongly
+        assert _table(postgresql_url, table) == expected
+        read = _read_offsets(postgresql_url, offsets_table)
+        per_partition = {p: sorted(o for q, o in read if q == p) for p in range(PARTITIONS)}
+        assert per_partition == {p: list(range(len(per_partition[p]))) for p in range(PARTITIONS)}
+        assert len(read) == len(produced)
+    finally:
+        for proc in runs:
+            drivers.kill(proc)
+        kafka.close()
+        services.drop_table(postgresql_url, table)
+        services.drop_table(postgresql_url, offsets_table)
