@@ -54,7 +54,25 @@ def _binary(request, pattern, name):
     return found[-1]
 
 
-class PrivateNats:
+class _ServerProcess:
+    """A server run as one child process, with its files in `_directory`."""
+
+    _process = None
+    _directory = None
+
+    def kill(self):
+        """Stops the server as a crash would (SIGKILL)."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGKILL)
+            self._process.wait()
+            self._process = None
+
+    def close(self):
+        self.kill()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+class PrivateNats(_ServerProcess):
     """A nats-server with JetStream whose store survives its restarts."""
 
     def __init__(self, request):
@@ -73,17 +91,6 @@ class PrivateNats:
             stderr=subprocess.DEVNULL,
         )
         _wait_for_port(self.port, "nats-server", self._log)
-
-    def kill(self):
-        """Stops the server as a crash would (SIGKILL)."""
-        if self._process is not None:
-            self._process.send_signal(signal.SIGKILL)
-            self._process.wait()
-            self._process = None
-
-    def close(self):
-        self.kill()
-        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 class PrivatePostgres:
@@ -131,14 +138,19 @@ class PrivatePostgres:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
-def _kafka_libs(request):
-    """The Kafka broker's jars the services script fetched (tools/service_brokers.py)."""
+def _service_brokers():
+    """tools/service_brokers.py: the services script's Kafka jars and config."""
     import importlib.util
 
     tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "service_brokers.py")
     spec = importlib.util.spec_from_file_location("service_brokers", tools)
     brokers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(brokers)
+    return brokers
+
+
+def _kafka_libs(request, brokers):
+    """The Kafka broker's jars the services script fetched."""
     libs = brokers.kafka_libs()
     if not os.path.exists(os.path.join(libs, ".complete")) or not shutil.which("java"):
         message = "Kafka's jars are not in %s (tools/services.sh up fetches them) or java is missing" % libs
@@ -148,42 +160,21 @@ def _kafka_libs(request):
     return libs, brokers.KAFKA_CLUSTER_ID
 
 
-class PrivateKafka:
+class PrivateKafka(_ServerProcess):
     """A one-node KRaft Kafka broker whose log survives its restarts, on the
     same ports each time, from the jars tools/services.sh fetched."""
 
     def __init__(self, request):
-        self._libs, cluster_id = _kafka_libs(request)
+        brokers = _service_brokers()
+        self._libs, cluster_id = _kafka_libs(request, brokers)
         self._directory = tempfile.mkdtemp(prefix="beam-test-kafka-")
         self.port, self._controller_port = _free_port(), _free_port()
         self.servers = "127.0.0.1:%d" % self.port
         self._log = os.path.join(self._directory, "server.log")
         self._config = os.path.join(self._directory, "server.properties")
+        self._data = os.path.join(self._directory, "data")
         with open(self._config, "w") as f:
-            f.write(
-                "\n".join(
-                    [
-                        "process.roles=broker,controller",
-                        "node.id=1",
-                        "controller.quorum.voters=1@127.0.0.1:%d" % self._controller_port,
-                        "listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
-                        % (self.port, self._controller_port),
-                        "advertised.listeners=PLAINTEXT://127.0.0.1:%d" % self.port,
-                        "controller.listener.names=CONTROLLER",
-                        "inter.broker.listener.name=PLAINTEXT",
-                        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                        "log.dirs=" + os.path.join(self._directory, "data"),
-                        "offsets.topic.replication.factor=1",
-                        "transaction.state.log.replication.factor=1",
-                        "transaction.state.log.min.isr=1",
-                        "share.coordinator.state.topic.replication.factor=1",
-                        "share.coordinator.state.topic.min.isr=1",
-                        "group.initial.rebalance.delay.ms=0",
-                        "log.retention.ms=-1",  # tests' messages carry event times in the past
-                        "",
-                    ]
-                )
-            )
+            f.write(brokers.kraft_properties("127.0.0.1", self.port, self._controller_port, self._data))
         done = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", self._config),
             capture_output=True,
@@ -204,14 +195,3 @@ class PrivateKafka:
                 self._java("kafka.Kafka", self._config), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         _wait_for_port(self.port, "Kafka", self._log, timeout_s=90)
-
-    def kill(self):
-        """Stops the broker as a crash would (SIGKILL)."""
-        if self._process is not None:
-            self._process.send_signal(signal.SIGKILL)
-            self._process.wait()
-            self._process = None
-
-    def close(self):
-        self.kill()
-        shutil.rmtree(self._directory, ignore_errors=True)

@@ -101,6 +101,37 @@ KAFKA_LOG4J = """Configuration:
 """
 
 
+def kraft_properties(host, port, controller_port, data_dir):
+    """A one-node KRaft broker's server.properties (broker and controller in
+    one process) listening on host:port, its log in `data_dir`."""
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            "controller.quorum.voters=1@%s:%d" % (host, controller_port),
+            "listeners=PLAINTEXT://%s:%d,CONTROLLER://%s:%d" % (host, port, host, controller_port),
+            "advertised.listeners=PLAINTEXT://%s:%d" % (host, port),
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs=" + data_dir,
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            # Tests produce messages stamped with event times months in the
+            # past: time-based retention (7 days by default, checked every 5
+            # minutes) would delete them at a moment no test controls.
+            "log.retention.ms=-1",
+            "",
+        ]
+    )
+
+
 def kafka_libs():
     """The directory of the pinned Kafka broker's jars (present once fetched)."""
     return os.path.join(cache_dir(), "kafka", KAFKA_VERSION, "libs")
@@ -181,36 +212,7 @@ class Kafka(Service):
         os.makedirs(self.data_dir(), exist_ok=True)
         config = os.path.join(self.dir, "server.properties")
         with open(config, "w") as f:
-            f.write(
-                "\n".join(
-                    [
-                        "process.roles=broker,controller",
-                        "node.id=1",
-                        "controller.quorum.voters=1@127.0.0.1:%d" % self.controller_port,
-                        "listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
-                        % (self.port, self.controller_port),
-                        "advertised.listeners=PLAINTEXT://127.0.0.1:%d" % self.port,
-                        "controller.listener.names=CONTROLLER",
-                        "inter.broker.listener.name=PLAINTEXT",
-                        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                        "log.dirs=" + self.data_dir(),
-                        "num.partitions=1",
-                        "offsets.topic.replication.factor=1",
-                        "transaction.state.log.replication.factor=1",
-                        "transaction.state.log.min.isr=1",
-                        "share.coordinator.state.topic.replication.factor=1",
-                        "share.coordinator.state.topic.min.isr=1",
-                        "group.initial.rebalance.delay.ms=0",
-                        "auto.create.topics.enable=true",
-                        # Tests produce messages stamped with event times
-                        # months in the past: time-based retention (7 days by
-                        # default, checked every 5 minutes) would delete them
-                        # at a moment no test controls.
-                        "log.retention.ms=-1",
-                        "",
-                    ]
-                )
-            )
+            f.write(kraft_properties(self.host, self.port, self.controller_port, self.data_dir()))
         with open(os.path.join(self.dir, "log4j2.yaml"), "w") as f:
             f.write(KAFKA_LOG4J)
         if not os.path.exists(os.path.join(self.data_dir(), "meta.properties")):

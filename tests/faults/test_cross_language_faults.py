@@ -93,6 +93,36 @@ def _commits(checkpoint_dir):
     return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
 
 
+def _wait_for_table(url, table, expected, run, restart=None):
+    """Waits (RUN_TIMEOUT_S at most) until the table holds `expected`, then
+    3 s more in which it must not change (no session published twice or
+    retracted wrongly). A run that ends is restarted by `restart(its log)`,
+    which returns the new run; without `restart` it must not end."""
+    deadline = time.time() + RUN_TIMEOUT_S
+    while _table(url, table) != expected:
+        if run.poll() is not None:
+            assert restart is not None, "the last run failed: %s" % drivers.log_tail(run)
+            run = restart(drivers.log_tail(run))
+        assert time.time() < deadline, "the table %s, expected %s; the last run's log: %s" % (
+            _table(url, table),
+            expected,
+            drivers.log_tail(run),
+        )
+        time.sleep(0.5)
+    time.sleep(3)
+    assert _table(url, table) == expected
+
+
+def _each_message_read_once(url, offsets_table, produced):
+    """{(partition, offset): run} of the messages read: each of the
+    `produced` messages exactly once."""
+    read = _read_offsets(url, offsets_table)
+    per_partition = {p: sorted(o for q, o in read if q == p) for p in range(PARTITIONS)}
+    assert per_partition == {p: list(range(len(per_partition[p]))) for p in range(PARTITIONS)}
+    assert len(read) == produced
+    return read
+
+
 @pytest.fixture
 def topic(request):
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -150,17 +180,8 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
         expected = sessions_to_postgres.sessions(produced, gap_seconds=pipeline.GAP_S)
         proc = start(KILLS)
         try:
+            _wait_for_table(postgresql_url, table, expected, proc)
             deadline = time.time() + RUN_TIMEOUT_S
-            while _table(postgresql_url, table) != expected:
-                assert proc.poll() is None, "the last run failed: %s" % drivers.log_tail(proc)
-                assert time.time() < deadline, "the table %s, expected %s; the last run's log: %s" % (
-                    _table(postgresql_url, table),
-                    expected,
-                    drivers.log_tail(proc),
-                )
-                time.sleep(0.5)
-            time.sleep(3)  # nothing more comes: no session is published twice or retracted wrongly
-            assert _table(postgresql_url, table) == expected
             # Every commit window closes (their ends are long past): the group
             # ends at the end of each partition.
             ends = {p: sum(1 for i in range(len(produced)) if i % 10 % PARTITIONS == p) for p in range(PARTITIONS)}
@@ -173,10 +194,7 @@ def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exa
         from beam_spark_runner.io.database.sink_protocol import staging_table
 
         assert list(services.execute(postgresql_url, "SELECT * FROM %s" % staging_table(table))) == []
-        read = _read_offsets(postgresql_url, offsets_table)
-        per_partition = {p: sorted(o for q, o in read if q == p) for p in range(PARTITIONS)}
-        assert per_partition == {p: list(range(len(per_partition[p]))) for p in range(PARTITIONS)}
-        assert len(read) == len(produced)
+        read = _each_message_read_once(postgresql_url, offsets_table, len(produced))
         # A committed offset at a kill covers only messages whose micro-batch
         # that run (or an earlier one) completed: none was read again later.
         for run, committed in enumerate(committed_at_kills):
@@ -233,25 +251,14 @@ def test_a_broker_that_goes_down_mid_run_loses_and_doubles_nothing(request, tmp_
         for wave in waves[1:]:
             _produce(servers, name, wave)
         expected = sessions_to_postgres.sessions(produced, gap_seconds=pipeline.GAP_S)
-        deadline = time.time() + RUN_TIMEOUT_S
-        while _table(postgresql_url, table) != expected:
-            if proc.poll() is not None:
-                log = drivers.log_tail(proc)
-                assert "kafka" in log.lower(), "the run ended without naming Kafka: %s" % log
-                assert len(runs) < 3, "the run failed again after a restart: %s" % log
-                proc = start()  # the same checkpoint: it resumes
-            assert time.time() < deadline, "the table %s, expected %s; the last run's log: %s" % (
-                _table(postgresql_url, table),
-                expected,
-                drivers.log_tail(proc),
-            )
-            time.sleep(0.5)
-        time.sleep(3)  # nothing more comes: no session is published twice or retracted wrongly
-        assert _table(postgresql_url, table) == expected
-        read = _read_offsets(postgresql_url, offsets_table)
-        per_partition = {p: sorted(o for q, o in read if q == p) for p in range(PARTITIONS)}
-        assert per_partition == {p: list(range(len(per_partition[p]))) for p in range(PARTITIONS)}
-        assert len(read) == len(produced)
+
+        def restart(log):
+            assert "kafka" in log.lower(), "the run ended without naming Kafka: %s" % log
+            assert len(runs) < 3, "the run failed again after a restart: %s" % log
+            return start()  # the same checkpoint: it resumes
+
+        _wait_for_table(postgresql_url, table, expected, proc, restart)
+        _each_message_read_once(postgresql_url, offsets_table, len(produced))
     finally:
         for proc in runs:
             drivers.kill(proc)
