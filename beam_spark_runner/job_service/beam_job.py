@@ -23,7 +23,9 @@ from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.job import utils as job_utils
 from apache_beam.runners.portability import abstract_job_service, local_job_service, portable_runner
 
+from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.job_service import staging
+from beam_spark_runner.result import PipelineExecutionError, RunCancelled
 from beam_spark_runner.job_service.pipeline_options import declared_number_types
 from beam_spark_runner.translation.planner import is_streaming
 from beam_spark_runner.translation.sdk_environments import embed_python_environments
@@ -232,7 +234,11 @@ class SparkBeamJob(abstract_job_service.AbstractBeamJob):
             if self._cancel_requested.is_set() and self.result is not None:
                 self.set_state(JobState.CANCELLED)
                 return
-            text = str(e) if str(e) else traceback.format_exc()
+            expected = isinstance(e, (UnsupportedPipelineError, PipelineExecutionError, RunCancelled))
+            # The runner's own refusals and a pipeline's failures say what
+            # happened; anything else is the runner's fault, and its message
+            # alone (a KeyError's key) would not say where.
+            text = str(e) if str(e) and expected else "%s\n%s" % (str(e) or type(e).__name__, traceback.format_exc())
             _LOG.error("Job %s failed: %s", self._job_id, text)
             handler.message(JobMessage.JOB_MESSAGE_ERROR, "%s: %s" % (type(e).__name__, text))
             self.set_state(JobState.FAILED)

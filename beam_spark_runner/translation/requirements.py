@@ -91,6 +91,7 @@ def check_transforms(pipeline, streaming=False):
         urn = t.spec.urn
         name = t.unique_name or tid
         if urn == _P.TEST_STREAM.urn and streaming:
+            errors.extend(_check_test_stream(name, t, pipeline.components))
             continue
         if urn == _P.TEST_STREAM.urn:
             errors.append("%s: TestStream (%s) needs a streaming run: pass --streaming" % (name, urn))
@@ -102,6 +103,27 @@ def check_transforms(pipeline, streaming=False):
         elif urn in translations.PAR_DO_URNS:
             errors.extend(_check_pardo(name, t))
     return errors
+
+
+def _check_test_stream(name, transform, components):
+    """The runner reads a TestStream's events itself, in Python: their
+    elements' coder must be one Python can build, which another SDK's own
+    coder (a Java custom coder, `beam:coders:javasdk:0.1`) is not."""
+    payload = proto_utils.parse_Bytes(transform.spec.payload, beam_runner_api_pb2.TestStreamPayload)
+    if sdk_environments.python_decodes(components, payload.coder_id):
+        return []
+    return [
+        "%s: TestStream's elements are encoded with a coder only its SDK can read (%s); the runner reads a "
+        "TestStream's events itself, in Python: give the elements a standard Beam coder (strings, numbers, "
+        "bytes, KVs, iterables or rows of them)" % (name, _coder_urns(components, payload.coder_id))
+    ]
+
+
+def _coder_urns(components, coder_id):
+    """The coder's URN, with its components' in brackets."""
+    coder = components.coders[coder_id]
+    parts = [_coder_urns(components, c) for c in coder.component_coder_ids]
+    return coder.spec.urn + ("[%s]" % ", ".join(parts) if parts else "")
 
 
 def _check_pardo(name, transform):

@@ -87,6 +87,30 @@ def test_test_stream_rejected_naming_urn():
     assert "beam:transform:teststream:v1" in str(e.value) and "TS" in str(e.value)
 
 
+def test_a_test_stream_of_elements_only_another_sdk_decodes_is_refused_naming_its_coder():
+    """A Java TestStream of a Java custom coder's elements: the runner reads
+    TestStream events in Python, which cannot decode them."""
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from beam_spark_runner.translation.planner import plan_streaming_pipeline
+
+    p = beam.Pipeline()
+    p | "Events" >> test_stream.TestStream().add_elements([1]) | beam.Map(print)
+    proto = pipeline_proto_of(p)
+    (transform,) = [t for t in proto.components.transforms.values() if t.spec.urn == "beam:transform:teststream:v1"]
+    payload = beam_runner_api_pb2.TestStreamPayload.FromString(transform.spec.payload)
+    plan_streaming_pipeline(proto)  # its own coder: planned
+    proto.components.coders["java_custom"].spec.urn = "beam:coders:javasdk:0.1"
+    payload.coder_id = "java_custom"
+    transform.spec.payload = payload.SerializeToString()
+    with pytest.raises(
+        UnsupportedPipelineError,
+        match=r"Events: TestStream's elements are encoded with a coder only "
+        r"its SDK can read \(beam:coders:javasdk:0.1\)",
+    ):
+        plan_streaming_pipeline(proto)
+
+
 def test_unknown_urn_rejected_naming_transform_and_urn():
     p = beam.Pipeline()
     p | beam.Create([1]) | "Plain" >> beam.Map(print)
