@@ -14,7 +14,6 @@ show is logged, never raised: the UI is not worth a failed pipeline.
 """
 
 import dataclasses
-import datetime
 import logging
 from typing import Dict, List, Mapping, Tuple
 
@@ -39,13 +38,40 @@ COLUMNS = (
 
 
 def format_time(micros: int) -> str:
-    """A watermark as the page shows it: UTC to the millisecond, or +/-infinity."""
+    """A watermark as the page shows it: UTC to the millisecond, or
+    +/-infinity. Beam's timestamps reach far beyond Python's datetime (the
+    global window ends in the year 294247): the date is computed from the
+    day count (the proleptic Gregorian calendar, as Java's Instant prints)."""
     if micros <= MIN_MICROS:
         return "-infinity"
     if micros >= MAX_MICROS:
         return "+infinity"
-    when = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=micros)
-    return when.isoformat(timespec="milliseconds") + "Z"
+    days, micros_of_day = divmod(micros, 86_400_000_000)
+    year, month, day = _civil_from_days(days)
+    seconds, micros_of_second = divmod(micros_of_day, 1_000_000)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
+        year,
+        month,
+        day,
+        seconds // 3600,
+        seconds // 60 % 60,
+        seconds % 60,
+        micros_of_second // 1000,
+    )
+
+
+def _civil_from_days(days: int):
+    """(year, month, day) of a day count since 1970-01-01 (H. Hinnant's
+    civil_from_days)."""
+    z = days + 719_468
+    era = z // 146_097
+    day_of_era = z - era * 146_097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + 3 if shifted_month < 10 else shifted_month - 9
+    return year_of_era + era * 400 + (month <= 2), month, day
 
 
 def format_lag(processing_time: int, watermark: int) -> str:
