@@ -115,7 +115,8 @@ def _check_test_stream(name, transform, components):
     return [
         "%s: TestStream's elements are encoded with a coder only its SDK can read (%s); the runner reads a "
         "TestStream's events itself, in Python: give the elements a standard Beam coder (strings, longs, "
-        "doubles, bytes, KVs, iterables or rows of them; Java's VarIntCoder and custom coders are not)" % (name, _coder_urns(components, payload.coder_id))
+        "doubles, bytes, KVs, iterables or rows of them; Java's VarIntCoder and custom coders are not)"
+        % (name, _coder_urns(components, payload.coder_id))
     ]
 
 
