@@ -150,13 +150,15 @@ class SparkRunner(beam_runner.PipelineRunner):
                 session[1].restore()
                 raise
         try:
-            return self._plan_and_execute(pipeline_proto, options, streaming, plain_python, log_settings, session)
+            return self._plan_and_execute(
+                pipeline_proto, options, streaming, plain_python, log_settings, explicit, session
+            )
         except BaseException:
             if session is not None:
                 session[1].restore()
             raise
 
-    def _plan_and_execute(self, pipeline_proto, options, streaming, plain_python, log_settings, session):
+    def _plan_and_execute(self, pipeline_proto, options, streaming, plain_python, log_settings, explicit, session):
         """Plans the (resolved) pipeline and starts its run; `session`: the
         (SparkSession, RunConf) it runs on if it already has one."""
         spark_options = options.view_as(SparkRunnerOptions)
@@ -185,7 +187,6 @@ class SparkRunner(beam_runner.PipelineRunner):
         execution_plan = with_java_harness(execution_plan, jvm_options, harness_pipeline_options(options))
         if spark_options.print_plan:
             print(execution_plan.describe())
-        explicit = options.get_all_options(drop_default=True, retain_unknown_options=False)
         result = self._execute(
             execution_plan,
             spark_options,
