@@ -427,6 +427,7 @@ class AttachedJavaWorker:
         self.shared_jvm = shared
         self.worker_id = shared.worker_id
         self.data = None  # the data stream, once attached
+        self._closed = False
         self.state = _StateService()
         self._data_service = BeamFnDataServicer()
         self._server, port = grpc_servers.listening_server("127.0.0.1")
@@ -472,9 +473,14 @@ class AttachedJavaWorker:
         self.control.register(descriptor)
 
     def unregister(self, descriptor_id):
-        self.control.forget(descriptor_id)
+        # A closed worker was retired when its owner or JVM had gone, with
+        # every descriptor it registered: a stage closed later (a cached
+        # operator evicted in another job's task) has nothing to forget.
+        if not self._closed:
+            self.control.forget(descriptor_id)
 
     def close(self):
+        self._closed = True
         _close_data(self)
         self._channel.close()
         self._server.stop(1)
