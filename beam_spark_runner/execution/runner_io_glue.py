@@ -82,20 +82,21 @@ _LOCK = threading.Lock()
 
 
 def register_streaming_source(urn: str, source_frame: Callable) -> None:
-    """`source_frame(spark, plan, source, key_groups, reader)`: the streaming
-    DataFrame of query rows (streaming/rows.py) of one source of the
-    streaming plan (plans.SparkSource), read by its fused operator `reader`
-    (run token, pickled operator, logs) or None."""
+    """`source_frame(spark, source, key_groups, shared, reader)`: the
+    streaming DataFrame of query rows (streaming/rows.py) of one source of
+    the streaming plan (plans.SparkSource), whose rows are addressed by the
+    run's SharedPlan `shared` (execution/streaming_udfs.py), read by its
+    fused operator `reader` ((OperatorRef, logs)) or None."""
     _register(_SOURCES, urn, source_frame, "the streaming source")
 
 
-def streaming_source_frame(spark, plan, source, key_groups, reader):
+def streaming_source_frame(spark, source, key_groups, shared, reader):
     _BUILTINS.load()
     try:
         source_frame = _SOURCES[source.urn]
     except KeyError:
         raise ValueError("runner source URN %s has no streaming source registered" % source.urn) from None
-    return source_frame(spark, plan, source, key_groups, reader)
+    return source_frame(spark, source, key_groups, shared, reader)
 
 
 def _register(table, urn, value, what):

@@ -19,7 +19,7 @@ from beam_spark_runner.execution import streaming_commits, ui_metrics
 from beam_spark_runner.execution.checkpoint_files import open_checkpoint_files
 from beam_spark_runner.execution.stream_interruption import quiet_py4j_callback_log, stops_reported
 from beam_spark_runner.execution.streaming_checkpoint import HoldFiles, check_resumable
-from beam_spark_runner.execution.streaming_query import QuerySettings, start_query
+from beam_spark_runner.execution.streaming_query import QuerySettings, shared_plan, start_query
 from beam_spark_runner.execution.query_sinks import SparkSinkWrites
 from beam_spark_runner.execution.ui_watermarks import WatermarkTab
 from beam_spark_runner.result import RunCancelled
@@ -64,6 +64,7 @@ class StreamingExecution:
         # Local to the driver: what Spark's source-planning process reads (the
         # source script, the latest hold records), rebuilt on every start.
         self.scratch_dir = None
+        self._shared_plan = None  # the run's SharedPlan, broadcast while the run lasts
         # At submission: a checkpoint this pipeline cannot resume is refused
         # before any Spark work starts.
         self._files = open_checkpoint_files(spark, self.run_dir)
@@ -196,6 +197,9 @@ class StreamingExecution:
 
     def _cleanup(self):
         self._settings.restore()
+        if self._shared_plan is not None:
+            self._shared_plan.broadcast.destroy()
+            self._shared_plan = None
         if self.scratch_dir:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
         if self._own_dir:
@@ -232,11 +236,13 @@ class StreamingExecution:
         self._settings.apply(self.run_dir, self.key_groups)
         self._listener = streaming_commits.CommitListener(self.spark, self._on_commit).start()
         self._driver_sink.started()
+        if self._shared_plan is None:  # kept across restarts of the query
+            self._shared_plan = shared_plan(self.spark, self.plan, self.key_groups, self._token)
         query = start_query(
             self.spark,
             self.plan,
             self.key_groups,
-            self._token,
+            self._shared_plan,
             self.log_settings,
             scratch,
             self._script,

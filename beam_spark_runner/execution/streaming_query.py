@@ -26,6 +26,8 @@ from beam_spark_runner.execution.streaming_udfs import (
     SOURCE_FORMAT,
     BeamStreamSource,
     KeyGroupProcessor,
+    OperatorRef,
+    SharedPlan,
     stateless_batches,
 )
 from beam_spark_runner.plans import PER_KEY_STATE_KINDS
@@ -103,11 +105,25 @@ class QuerySettings:
                 self._spark.conf.set(key, value)
 
 
-def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, script, run_dir, trigger_interval, sink):
+def shared_plan(spark, plan, key_groups, token) -> SharedPlan:
+    """The run's SharedPlan, broadcast; the caller destroys
+    `.broadcast` when the run ends."""
+    return SharedPlan(token, spark.sparkContext.broadcast(pickle.dumps((plan.for_operators(), key_groups))))
+
+
+def operator_refs(plan, shared):
+    """(plan operator, its OperatorRef) for each operator of `plan`: the
+    operator pickled alone, what they share of the plan named once, in
+    `shared`."""
+    return [(op, OperatorRef(shared, op.name, pickle.dumps(op))) for op in plan.operators]
+
+
+def start_query(spark, plan, key_groups, shared, log_settings, scratch_dir, script, run_dir, trigger_interval, sink):
     """Starts the query of `plan`: its source replays `script` (pickled to
     `scratch_dir`, where Spark's source-planning process reads it), its
-    operators run the plan's, `sink(batch_df, batch_id)` gets each batch's
-    remaining rows on the driver. Returns the StreamingQuery."""
+    operators run the plan's, reading what they share of it from `shared`
+    (shared_plan), `sink(batch_df, batch_id)` gets each batch's remaining
+    rows on the driver. Returns the StreamingQuery."""
     spark.dataSource.register(BeamStreamSource)
     script_path = os.path.join(scratch_dir, "source_script.pickle")
     resume_offset = None
@@ -123,33 +139,28 @@ def start_query(spark, plan, key_groups, token, log_settings, scratch_dir, scrip
         .option("partitions", str(key_groups))
         .load()
     )
-    shared = plan.for_operators()
-    pickled_ops = {op.name: pickle.dumps((op, shared, key_groups)) for op in plan.operators}
     fused = {s.fused_operator for s in plan.spark_sources if s.fused_operator}
-    readers = {op.name: (token, pickled_ops[op.name], (log_settings, op.display_name)) for op in plan.operators}
+    readers = {op.name: (ref, (log_settings, op.display_name)) for op, ref in operator_refs(plan, shared)}
     for source in plan.spark_sources:
         reader = readers.get(source.fused_operator) if source.fused_operator else None
-        df = df.union(runner_io_glue.streaming_source_frame(spark, plan, source, key_groups, reader))
+        df = df.union(runner_io_glue.streaming_source_frame(spark, source, key_groups, shared, reader))
     for op in plan.operators:
         if op.name in fused:
             continue  # runs in its Spark source's tasks
-        pickled = pickled_ops[op.name]
-        logs = (log_settings, op.display_name)
+        ref, logs = readers[op.name]
         inputs = tuple(R.dest_text(d) for d in op.inputs)
         pass_on = tuple(R.dest_text(d) for d in op.pass_on)
         if op.is_keyed:
-            processor = KeyGroupProcessor(
-                token, op.name, inputs, pickled, pass_on, logs, per_key=op.kind in PER_KEY_STATE_KINDS
-            )
+            processor = KeyGroupProcessor(ref, inputs, pass_on, logs, per_key=op.kind in PER_KEY_STATE_KINDS)
             df = df.groupBy("kg").transformWithState(processor, R.SCHEMA, "Append", "None")
         else:
             if op.rebalance_input:
                 df = df.repartition(key_groups, "kg")
-            df = df.mapInArrow(functools.partial(stateless_batches, token, pickled, inputs, pass_on, logs), R.SCHEMA)
+            df = df.mapInArrow(functools.partial(stateless_batches, ref, inputs, pass_on, logs), R.SCHEMA)
     return (
         df.writeStream.foreachBatch(sink)
         .option("checkpointLocation", checkpoint_files.join(run_dir, checkpoint_files.SPARK_DIR))
-        .queryName("beam-%s" % token[:8])
+        .queryName("beam-%s" % shared.token[:8])
         .trigger(processingTime=trigger_interval)
         .start()
     )

@@ -4,13 +4,16 @@ stateless (mapInArrow) and keyed (transformWithState) operators.
 This module imports only pyspark, pyarrow and the Beam-free row, planner,
 operator-cache and GC-settings modules: Spark unpickles these objects in its source-planning process and in
 a driver-side worker per stateful operator at every query start, where
-importing Beam would cost seconds each. Operators carry the plan pickled
-and build their Beam objects lazily, on executors (whose workers fork from
-a daemon with Beam already imported).
+importing Beam would cost seconds each. Operators carry themselves
+pickled, and the plan they share as a broadcast (SharedPlan), and build
+their Beam objects lazily, on executors (whose workers fork from a daemon
+with Beam already imported).
 """
 
+import dataclasses
 import functools
 import pickle
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,21 +83,67 @@ class _BeamStreamReader(DataSourceStreamReader):
 # One operator object per Python worker, run and plan operator, for the
 # most recently used runs.
 _OPERATORS = OperatorCache(RUNS_KEPT)
+# The SharedPlans' contents of the runs used last, unpickled once each.
+_SHARED_PLANS = {}
 
 
-def operator(token, pickled):
-    """The operator object of this Python worker for run `token` and the
-    pickled plan operator."""
-    return _OPERATORS.get(token, pickled, functools.partial(_build_operator, pickled))
+class SharedPlan:
+    """What every operator of one run's query needs of the plan besides
+    itself (plans.StreamingPlan.for_operators(): components, row
+    addressing) and the key-group count, sent to the executors once, as a
+    Spark broadcast of their pickle that each operator's UDF names. A
+    copy in each UDF made a query of 69 Java operators carry 43 MB of
+    plans, and serializing its tasks ran out of a 1 GiB driver heap.
+
+    Pickled (into a UDF), it names the broadcast, which PySpark then ships
+    with that UDF, and keeps the reference pickled: a transformWithState
+    processor is also unpickled in a driver-side worker that gets no
+    broadcasts, and never loads the plan."""
+
+    def __init__(self, token: str, broadcast: Any = None, broadcast_pickle: bytes = None):
+        self.token = token  # the run's
+        self.broadcast = broadcast  # pyspark.Broadcast of pickle.dumps((plan, key_groups)); on the driver
+        self._broadcast_pickle = broadcast_pickle
+
+    def __reduce__(self):
+        # Pickling the Broadcast is what registers it with the UDF being pickled.
+        reference = self._broadcast_pickle if self.broadcast is None else pickle.dumps(self.broadcast)
+        return SharedPlan, (self.token, None, reference)
+
+    def load(self):
+        """(plan, key_groups), unpickled once per Python worker and run."""
+        loaded = _SHARED_PLANS.get(self.token)
+        if loaded is None:
+            from beam_spark_runner.execution import main_session
+
+            main_session.install()  # the driver script's classes as __main__.<name>
+            broadcast = self.broadcast if self.broadcast is not None else pickle.loads(self._broadcast_pickle)
+            loaded = _SHARED_PLANS[self.token] = pickle.loads(broadcast.value)
+            while len(_SHARED_PLANS) > RUNS_KEPT:
+                del _SHARED_PLANS[next(iter(_SHARED_PLANS))]
+        return loaded
 
 
-def _build_operator(pickled):
-    from beam_spark_runner.execution import main_session
+@dataclasses.dataclass(frozen=True)
+class OperatorRef:
+    """One plan operator as a UDF carries it: its own pickled
+    plans.PlanOperator, and its run's SharedPlan."""
+
+    shared: SharedPlan
+    name: str
+    pickled: bytes
+
+
+def operator(ref: OperatorRef):
+    """The operator object of this Python worker for `ref`."""
+    return _OPERATORS.get(ref.shared.token, ref.name, functools.partial(_build_operator, ref))
+
+
+def _build_operator(ref):
     from beam_spark_runner.streaming import operator_factory
 
-    main_session.install()  # the driver script's classes as __main__.<name>
-    op, plan, key_groups = pickle.loads(pickled)
-    return operator_factory.build(op, plan, key_groups)
+    plan, key_groups = ref.shared.load()
+    return operator_factory.build(pickle.loads(ref.pickled), plan, key_groups)
 
 
 # The Row class of the query's rows, for transformWithState's output.
@@ -111,7 +160,7 @@ def record_batch(rows):
     )
 
 
-def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
+def stateless_batches(ref, inputs, pass_on, logs, batches):
     """mapInArrow body: DATA and KEYED rows for `inputs` run through the
     operator, all other rows, and those for `pass_on` too, pass through. `logs`: (LogSettings
     or None, operator name), where user code's log records go."""
@@ -132,7 +181,7 @@ def stateless_batches(token, pickled, inputs, pass_on, logs, batches):
                 mine.extend(map(R.QueryRow._make, zip(*(selected.column(f).to_pylist() for f in R.FIELDS))))
         if mine:
             with forwarding(*logs):
-                out = operator(token, pickled).run(mine)
+                out = operator(ref).run(mine)
             if out:
                 yield record_batch(out)
 
@@ -144,12 +193,12 @@ class KeyGroupProcessor(StatefulProcessor):
     and the "keys" and "due" maps); otherwise the key-group's state is one
     blob in the "beam" value, compressed (state_blobs)."""
 
-    def __init__(self, token, name, inputs, pickled, pass_on=(), logs=(None, ""), per_key=False):
-        self._token, self._name, self._pickled = token, name, pickled
+    def __init__(self, ref, inputs, pass_on=(), logs=(None, ""), per_key=False):
+        self._ref, self._name = ref, ref.name
         self._logs = logs  # as stateless_batches'
         self._inputs = frozenset(inputs)
         self._pass_on = frozenset(pass_on)
-        self._control = R.control_dest(name)
+        self._control = R.control_dest(ref.name)
         self._per_key = per_key
 
     def init(self, handle):
@@ -179,11 +228,11 @@ class KeyGroupProcessor(StatefulProcessor):
         draining = control is not None and control.draining
         if self._store is not None:
             with bulk_data_gc(), forwarding(*self._logs):
-                result = operator(self._token, self._pickled).run(self._store, mine, steps, draining=draining)
+                result = operator(self._ref).run(self._store, mine, steps, draining=draining)
         else:
             saved = self._state.get() if self._state.exists() else None
             with bulk_data_gc(), forwarding(*self._logs):
-                result = operator(self._token, self._pickled).run(
+                result = operator(self._ref).run(
                     state_blobs.unpack(saved[0]) if saved else None, mine, steps, draining=draining
                 )
             if result.blob is None:

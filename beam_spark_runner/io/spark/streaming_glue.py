@@ -25,7 +25,6 @@ it): each row is in exactly one published file.
 import dataclasses
 import functools
 import os
-import pickle
 import posixpath
 
 import pyarrow as pa
@@ -54,10 +53,11 @@ STAGING_DIR = "_beam_staging"  # Spark's readers skip names starting with "_"
 # --- sources ------------------------------------------------------------------
 
 
-def source_frame(spark, plan, source, key_groups, reader):
+def source_frame(spark, source, key_groups, shared, reader):
     """The streaming DataFrame of query rows (rows.SCHEMA) of one Spark
-    source of `plan`. `reader`: (run token, pickled operator, logs) of the
-    source's fused reader (plans.SparkSource.fused_operator), or None."""
+    source of the run whose SharedPlan is `shared`. `reader`: (OperatorRef,
+    logs) of the source's fused reader (plans.SparkSource.fused_operator),
+    or None."""
     from pyspark.sql import functions as F
 
     config = decode_payload(source.payload)
@@ -67,20 +67,20 @@ def source_frame(spark, plan, source, key_groups, reader):
     # Spark's rows (Spark sorts before a round-robin repartition, so a
     # replayed batch spreads them alike).
     frame = frame.repartition(key_groups)
-    body = functools.partial(source_rows, source, pickle.dumps(plan.for_operators()), key_groups, reader)
+    body = functools.partial(source_rows, source, shared, reader)
     return frame.mapInArrow(body, R.SCHEMA)
 
 
 runner_io_glue.register_streaming_source(READ_SPARK_URN, source_frame)
 
 
-def source_rows(source, pickled_plan, key_groups, reader, batches):
+def source_rows(source, shared, reader, batches):
     """mapInArrow body: a Spark source's Arrow batches (its columns, then
     the batch time) as query rows addressed to `source.dest` (or, with a
-    fused `reader` (token, pickled operator, logs), that operator's output
+    fused `reader` (OperatorRef, logs), that operator's output
     for them), then one EVENT_TIMES row with the newest event time per
     source partition."""
-    plan = pickle.loads(pickled_plan)
+    plan, key_groups = shared.load()
     config = decode_payload(source.payload)
     writer = RowWriter(plan.keyed_dests, plan.components, key_groups, plan.element_coders, plan.broadcast_dests)
     encode = context.coder_impl(plan.components, source.coder_id).encode_to_stream
@@ -140,10 +140,10 @@ def _run_fused(reader, elements):
     from beam_spark_runner.worker.gc_tuning import bulk_data_gc
     from beam_spark_runner.worker.log_forwarding import forwarding
 
-    token, pickled, logs = reader
+    ref, logs = reader
     runs = [(element, [element.value]) for element in elements]
     with bulk_data_gc(), forwarding(*logs):
-        return operator(token, pickled).run_decoded(runs, SPARK_SOURCE_SEQ)
+        return operator(ref).run_decoded(runs, SPARK_SOURCE_SEQ)
 
 
 def _timestamps(column):
