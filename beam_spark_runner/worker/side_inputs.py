@@ -12,7 +12,6 @@ from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_fn_api_pb2
-from apache_beam.utils import windowed_value
 
 from beam_spark_runner.worker import context
 
@@ -63,12 +62,11 @@ def state_entries(side_input, blocks, components: bytes):
             wv = element_impl.decode_from_stream(stream, True)
             key, value = split(wv.value)
             for w in wv.windows:
-                by_key_window[key, w].append((wv.pane_info, value))
+                by_key_window[key, w].append(value)
 
     key_impl, value_impl = key_coder.get_impl(), value_coder.get_impl()
     entries = []
-    for (key, w), fired in by_key_window.items():
-        values = latest_firing(fired)
+    for (key, w), values in by_key_window.items():
         encoded_window = window_coder.encode(w)
         out = create_OutputStream()
         for value in values:
@@ -119,23 +117,6 @@ def state_entries(side_input, blocks, components: bytes):
             )
         )
     return entries
-
-
-def latest_firing(fired):
-    """The values a side input's view shows of one key and window, from
-    `fired`: (PaneInfo, value) of each element. Beam's model shows a
-    triggered side input's latest firing. Where each firing gave one value
-    (a global or per-key combine's panes: early, on time, late), that is
-    the value of the pane with the highest index; otherwise (values of
-    several keys' firings, or of no grouping) every value, as they came."""
-    indexes = [pane.index for pane, _ in fired]
-    if (
-        len(fired) > 1
-        and len(set(indexes)) == len(indexes)
-        and all(pane.timing != windowed_value.PaneInfoTiming.UNKNOWN for pane, _ in fired)
-    ):
-        return [max(fired, key=lambda f: f[0].index)[1]]
-    return [value for _, value in fired]
 
 
 def _key(**kwargs):
