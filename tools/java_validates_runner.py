@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -54,6 +54,7 @@ from beam_spark_runner.maven_jars import JarSet, MavenArtifact, cache_root, reso
 JAVA_VERSION = "2.65.0"
 JAVA_SOURCES = os.path.join(ROOT, "java", "validates_runner")
 EXCLUSIONS = os.path.join(ROOT, "tools", "validates_runner_exclusions.yaml")
+FLINK_CONFIG = os.path.join(ROOT, "tools", "flink_portable_validates_runner.yaml")
 SLICE = os.path.join(ROOT, "tools", "validates_runner_slice.txt")
 VALIDATES_RUNNER = "org.apache.beam.sdk.testing.ValidatesRunner"
 # Tests that expand transforms in an expansion service at -DexpansionPort.
@@ -432,8 +433,70 @@ def summarize(mode, results: List[dict], excluded, tests: Sequence[TestCase]):
     return lines, total
 
 
+@dataclasses.dataclass(frozen=True)
+class SuiteSelection:
+    """Which tests another runner's ValidatesRunner configuration runs in
+    one mode: those of `include_category` in none of `exclude_categories`
+    and not in `exclude_tests`."""
+
+    include_category: str
+    exclude_categories: FrozenSet[str]
+    exclude_tests: FrozenSet[str]
+
+    def runs(self, test: TestCase) -> bool:
+        return (
+            self.include_category in test.categories
+            and not self.exclude_categories.intersection(test.categories)
+            and test.id not in self.exclude_tests
+        )
+
+
+def load_flink_selection(mode, path=FLINK_CONFIG) -> SuiteSelection:
+    """Beam's Flink portable runner's selection for `mode` (its shared
+    exclusions and the mode's own)."""
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    categories, tests = set(), set()
+    for section in ("all", mode):
+        part = data.get(section) or {}
+        categories.update(part.get("exclude_categories") or ())
+        tests.update(part.get("exclude_tests") or ())
+    return SuiteSelection(data["include_category"], frozenset(categories), frozenset(tests))
+
+
+def compare_with(selection: SuiteSelection, tests: Sequence[TestCase], mode_report: dict):
+    """This runner's outcomes over the tests `selection` runs: a Counter of
+    outcomes ("excluded" for the ones this runner excluded, "not run" for
+    those a partial run left out) and the ids of those that did not pass
+    here, each with its outcome."""
+    outcomes = {r["class"] + "#" + r["method"]: r["outcome"] for r in mode_report["results"]}
+    outcomes.update({e["class"] + "#" + e["method"]: "excluded" for e in mode_report["excluded"]})
+    counts, not_passed = collections.Counter(), []
+    for test in tests:
+        if selection.runs(test):
+            outcome = outcomes.get(test.id, "not run")
+            counts[outcome] += 1
+            if outcome != "passed":
+                not_passed.append((test.id, outcome))
+    return counts, sorted(not_passed)
+
+
+def flink_lines(mode, tests, mode_report):
+    """What this runner did with the tests Beam's Flink portable runner
+    runs in `mode`."""
+    counts, not_passed = compare_with(load_flink_selection(mode), tests, mode_report)
+    lines = [
+        "-- the %d tests Beam's Flink portable runner runs in %s --" % (sum(counts.values()), mode),
+        "here: %s" % _counts(counts),
+    ]
+    lines.extend("  %s: %s" % (test_id, outcome) for test_id, outcome in not_passed)
+    return lines, counts
+
+
 def _counts(counter):
-    order = ("passed", NO_PIPELINE, "failed", "skipped", "ignored", "timeout", "crashed", "excluded")
+    order = ("passed", NO_PIPELINE, "failed", "skipped", "ignored", "timeout", "crashed", "excluded", "not run")
     return ", ".join("%d %s" % (counter[k], k) for k in order if counter.get(k))
 
 
@@ -444,6 +507,11 @@ def main(argv=None):
     parser.add_argument("--classes", help="run only test classes whose name matches this regular expression")
     parser.add_argument("--job-endpoint", help="a running beam-spark-job-server (default: start one)")
     parser.add_argument("--class-timeout", type=int, default=900, help="seconds per test class (default 900)")
+    parser.add_argument(
+        "--compare-flink",
+        metavar="RESULTS_JSON",
+        help="run nothing: count a results.json's outcomes over the tests Beam's Flink portable runner runs",
+    )
     parser.add_argument(
         "--driver-memory",
         default=DRIVER_MEMORY,
@@ -461,6 +529,11 @@ def main(argv=None):
     classpath = os.pathsep.join([compiled_classes(jars)] + list(jars))
     tests = list_tests(classpath, tests_jar(jars))
     by_id = {t.id: t for t in tests}
+    if args.compare_flink:
+        with open(args.compare_flink) as f:
+            for mode, mode_report in json.load(f)["modes"].items():
+                print("\n".join(flink_lines(mode, tests, mode_report)[0]))
+        return 0
     chosen = set(load_slice(args.slice)) if args.slice else None
     if chosen is not None:
         unknown = chosen - {t.id for t in tests}
@@ -512,6 +585,9 @@ def main(argv=None):
                 "results": results,
                 "excluded": [{"class": t.class_name, "method": t.method, "reason": r} for t, r in excluded],
             }
+            lines, flink = flink_lines(mode, tests, report["modes"][mode])
+            print("\n".join(lines), flush=True)
+            report["modes"][mode]["flink_selection"] = dict(flink)
     finally:
         if expansion is not None:
             expansion.stop()

@@ -163,3 +163,38 @@ def test_the_compiled_classes_do_not_depend_on_where_the_checkout_is(tmp_path, m
     with open(os.path.join(elsewhere, "beamsparkrunner", "vr", "SparkJobServiceRunner.java"), "a") as f:
         f.write("// changed\n")
     assert vr.classes_dir() != here
+
+
+FLINK_EXCLUDED = "org.apache.beam.sdk.testing.UsesMapState"  # in Flink's shared exclusions
+UNBOUNDED = "org.apache.beam.sdk.testing.UsesUnboundedPCollections"  # Flink excludes it in batch only
+
+
+def test_flinks_selection_is_its_shared_exclusions_and_the_modes_own():
+    batch, streaming = vr.load_flink_selection("batch"), vr.load_flink_selection("streaming")
+    plain, map_state, unbounded = _case("A", "plain"), _case("A", "map", FLINK_EXCLUDED), _case("A", "u", UNBOUNDED)
+    assert [batch.runs(t) for t in (plain, map_state, unbounded)] == [True, False, False]
+    assert [streaming.runs(t) for t in (plain, map_state, unbounded)] == [True, False, True]
+    named = vr.TestCase("org.apache.beam.sdk.transforms.ViewTest", "testWindowedSideInputNotPresent", (VR,))
+    assert not batch.runs(named) and not streaming.runs(named)
+    assert not batch.runs(vr.TestCase("A", "not_validates_runner", ("org.apache.beam.sdk.testing.NeedsRunner",)))
+
+
+def test_the_comparison_counts_this_runners_outcomes_over_the_tests_flink_runs():
+    tests = [
+        _case("A", "passes"),
+        _case("A", "fails"),
+        _case("A", "excluded_here"),
+        _case("A", "left_out"),
+        _case("A", "flink_excludes", FLINK_EXCLUDED),
+    ]
+    report = {
+        "results": [
+            {"class": "A", "method": "passes", "outcome": "passed"},
+            {"class": "A", "method": "fails", "outcome": "failed"},
+            {"class": "A", "method": "flink_excludes", "outcome": "passed"},
+        ],
+        "excluded": [{"class": "A", "method": "excluded_here", "reason": "why"}],
+    }
+    counts, not_passed = vr.compare_with(vr.load_flink_selection("streaming"), tests, report)
+    assert counts == {"passed": 1, "failed": 1, "excluded": 1, "not run": 1}
+    assert not_passed == [("A#excluded_here", "excluded"), ("A#fails", "failed"), ("A#left_out", "not run")]
