@@ -198,7 +198,10 @@ class StreamingExecution:
     def _cleanup(self):
         self._settings.restore()
         if self._shared_plan is not None:
-            self._shared_plan.broadcast.destroy()
+            try:
+                self._shared_plan.broadcast.destroy()
+            except Exception as e:  # noqa: BLE001 -- a JVM already gone: the run's own error matters, not this
+                _LOG.warning("Could not release the run's shared plan broadcast: %s", e)
             self._shared_plan = None
         if self.scratch_dir:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
