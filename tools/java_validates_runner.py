@@ -21,8 +21,7 @@ names the tests CI runs (every category at least once).
 Jars come from Maven Central by pinned version into the runner's jar cache
 (`beam_spark_runner.maven_jars`); the Java runner classes are compiled
 with `javac` into the same cache. Each test class runs in its own JVM
-under `--class-timeout` (or the longer limit `LONGER_CLASS_LIMITS` gives
-it); a class that hits it has its unfinished tests reported as timed out.
+under `--class-timeout`; a class that hits it has its unfinished tests reported as timed out.
 
 Output: a line per test class (passed / passed without a pipeline /
 failed / skipped / excluded / timed out: a test whose pass submitted no
@@ -65,14 +64,6 @@ MODES = ("batch", "streaming")
 # shuffle row holds a whole key (Beam's Flink suite excludes these tests
 # for their memory, "LargeKeys$Above10MB").
 DRIVER_MEMORY = "3g"
-# Classes whose tests take longer than most by design: their time limit is
-# --class-timeout times this factor.
-LONGER_CLASS_LIMITS = {
-    # testTriggeredLatestSingleton reads a GenerateSequence bounded by a
-    # 10 s read time, which Beam's BoundedReadFromUnboundedSource splits
-    # into 100 shards that each read for 10 s: 500 s on 2 cores, by itself.
-    "org.apache.beam.sdk.transforms.ViewTest": 2,
-}
 # The outcome of a test that passed without submitting a pipeline.
 NO_PIPELINE = "passed without a pipeline"
 RUNNER_CLASS = "beamsparkrunner.vr.SparkJobServiceRunner"
@@ -564,7 +555,7 @@ def main(argv=None):
                     {class_name: methods},
                     endpoint,
                     mode,
-                    args.class_timeout * LONGER_CLASS_LIMITS.get(class_name, 1),
+                    args.class_timeout,
                     args.out,
                     class_name,
                     expansion.port if expansion is not None else None,
