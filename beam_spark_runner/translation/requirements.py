@@ -61,6 +61,9 @@ SUPPORTED_REQUIREMENTS = frozenset(
         # Batch materializes such a stage's input before it runs; streaming
         # holds it one micro-batch in the checkpoint (plans.StagePlan).
         common_urns.requirements.REQUIRES_STABLE_INPUT.urn,
+        # Java's @OnWindowExpiration: the runner sets the callback's timer
+        # (worker/window_expiration_timers.py).
+        common_urns.requirements.REQUIRES_ON_WINDOW_EXPIRATION.urn,
     ]
 )
 

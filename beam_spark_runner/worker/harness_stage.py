@@ -26,6 +26,7 @@ from beam_spark_runner.worker import context
 from beam_spark_runner.worker.beam_internals import InProcessSdkHarness
 from beam_spark_runner.worker.grouped_values import GroupedValues, streams_groups
 from beam_spark_runner.worker.timers import PendingTimers
+from beam_spark_runner.worker.window_expiration_timers import WindowExpirationTimers, expiration_family
 
 # Bytes of input per bundle: big enough to amortize per-bundle cost (and to
 # let lifted combiners pre-combine well), small enough to bound memory, since
@@ -105,7 +106,16 @@ class HarnessStageRunner:
         self.monitoring_infos = []
         self._timer_domains = {}
         self._timer_key_impls = {}
-        self._timers = PendingTimers(self._timer_coders(components)) if stage.timers else None
+        self._timers = None
+        self._expiration = None
+        if stage.timers:
+            impls = self._timer_coders(components)
+            family = expiration_family(descriptor)
+            if family is not None:
+                key = (family.transform_id, family.family_id)
+                coder_id = next(p.coder_id for p in stage.inputs if p.transform_id == family.data_input_id)
+                self._expiration = WindowExpirationTimers(family, coder_id, components, impls[key])
+            self._timers = PendingTimers(impls, last=[self._expiration.family_key] if self._expiration else ())
 
     def _timer_coders(self, components):
         impls = {}
@@ -183,6 +193,7 @@ class HarnessStageRunner:
         size = 0
         for index, block in tagged_blocks:
             transform_id = self._input_ids[index]
+            self._set_expiration_timers(transform_id, block)
             if isinstance(block, GroupedValues):
                 block = self._group_element(transform_id, block)
             pending[transform_id].append(block)
@@ -192,6 +203,13 @@ class HarnessStageRunner:
                 pending, size = collections.defaultdict(list), 0
         if pending:
             yield pending
+
+    def _set_expiration_timers(self, transform_id, block):
+        """A DoFn with a window-expiration callback: the keys and windows of
+        its input get the callback's timer (window_expiration_timers.py)."""
+        expiration = self._expiration
+        if expiration is not None and transform_id == expiration.family.data_input_id:
+            self._timers.set(expiration.family_key, expiration.timers_of(block))
 
     def _group_element(self, transform_id, grouped):
         """A streamed group (grouped_values.py) as the bytes written to the
@@ -209,6 +227,7 @@ class HarnessStageRunner:
         earliest output watermark estimate in micros or None)."""
         inputs = collections.defaultdict(list)
         for index, block in tagged_blocks:
+            self._set_expiration_timers(self._input_ids[index], block)
             inputs[self._input_ids[index]].append(block)
         self._deferred = []
         outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})

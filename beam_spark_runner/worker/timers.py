@@ -13,11 +13,14 @@ from apache_beam.coders.coder_impl import create_InputStream, create_OutputStrea
 
 
 class PendingTimers:
-    """Pending timers by (transform id, timer family id)."""
+    """Pending timers by (transform id, timer family id). Timers of the
+    `last` families (a window-expiration callback's) are taken only when no
+    timer of another family is due: they end what the others may still use."""
 
-    def __init__(self, timer_coder_impls):
+    def __init__(self, timer_coder_impls, last=()):
         self._impls = timer_coder_impls  # {(transform, family): coder impl}
         self._pending = {key: {} for key in timer_coder_impls}
+        self._last = frozenset(last)
 
     @property
     def families(self):
@@ -36,14 +39,28 @@ class PendingTimers:
             else:
                 pending[identity] = timer
 
+    def set(self, family_key, timers):
+        """Sets timers (decoded) of a family, as the SDK's writes would."""
+        pending = self._pending[family_key]
+        for timer in timers:
+            pending[_identity(timer)] = timer
+
     def __bool__(self):
         return any(self._pending.values())
 
     def take_due(self, is_due=None):
         """Removes and returns the pending timers `is_due(family key, timer)`
-        accepts (default: all), encoded per family, in fire order."""
+        accepts (default: all), encoded per family, in fire order; those of
+        the `last` families only if no other is due."""
+        fired = self._take(is_due, [key for key in self._pending if key not in self._last])
+        if fired or not self._last:
+            return fired
+        return self._take(is_due, [key for key in self._pending if key in self._last])
+
+    def _take(self, is_due, families):
         fired = {}
-        for key, pending in self._pending.items():
+        for key in families:
+            pending = self._pending[key]
             due = [(identity, t) for identity, t in pending.items() if is_due is None or is_due(key, t)]
             if not due:
                 continue
