@@ -624,15 +624,26 @@ class GroupOperator:
         return _reducer_wake(wm, pt, reducer.state.earliest_hold())
 
     def _encode(self, panes, seq):
+        """The panes' rows: blocks of at most about `R.DATA_ROW_BYTES` (one
+        pane larger than that is a block of its own). Spark moves a row as
+        one value: a watermark step that fires the panes of a whole
+        backlog would otherwise be one row as large as all of them, which
+        the JVM copies whole into its buffers."""
         decode_key = self._codec.key_impl.decode_nested
         encode = self._codec.post_impl.encode_to_stream
         stream = create_OutputStream()
         keys = {}
+        rows = []
         for key, pane in panes:
             if key not in keys:
                 keys[key] = decode_key(key)
             encode(pane.with_value((keys[key], pane.value)), stream, True)
-        return self._writer.rows(self._dest, stream.get(), seq)
+            if stream.size() >= R.DATA_ROW_BYTES:
+                rows.extend(self._writer.rows(self._dest, stream.get(), seq))
+                stream = create_OutputStream()
+        if stream.size() or not rows:
+            rows.extend(self._writer.rows(self._dest, stream.get(), seq))
+        return rows
 
 
 def _reducer_wake(wm, pt, hold):

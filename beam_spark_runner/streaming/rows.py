@@ -71,6 +71,9 @@ DATA_KINDS = (DATA, KEYED)
 # Encoded bytes of elements (and keys) per KEYED row, at most (one element
 # larger than this gets a row of its own): Spark moves a row as one value.
 KEYED_ROW_BYTES = 1 << 20
+# Encoded bytes of the elements of a DATA row a grouping writes, about (it
+# cuts its output after the element that reaches this).
+DATA_ROW_BYTES = 1 << 20
 _U32 = struct.Struct(">I")
 
 STATUS_DEST = "status"

@@ -323,6 +323,35 @@ def test_group_operator_fires_on_the_watermark_step_and_reports_its_hold(tmp_pat
     assert KeyedState(store, MIN_MICROS, MIN_MICROS).key_count == 0
 
 
+def test_group_operator_cuts_the_panes_of_a_large_backlog_into_bounded_rows(tmp_path, monkeypatch):
+    """Spark moves a row as one value: the panes one watermark step fires
+    for a backlog leave in rows of about DATA_ROW_BYTES, every pane once."""
+    monkeypatch.setattr(R, "DATA_ROW_BYTES", 4096)
+    plan, _ = _planner(tmp_path)
+    group_op = [op for op in plan.operators if op.kind == OperatorKind.GROUP][0]
+    operator = GroupOperator(group_op, plan, 2)
+    codec = operator._codec
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    w = window.IntervalWindow(0, 5)
+    value = b"v" * 100
+    rows = []
+    for i in range(500):
+        key = codec.key_impl.encode_nested(b"k%03d" % i)
+        element = codec.pre_impl.encode_nested(WindowedValue((b"k%03d" % i, value), 1, (w,)))
+        rows.append(R.data("gbk:" + group_op.name, element, 0, 0, key))
+    store = DictStore()
+    operator.run(store, rows, [[AFTER_ALL, MIN_MICROS, 0]])
+    fired = operator.run(store, [], [[AFTER_ALL, 10_000_000, 0]])
+    out = [r for r in fired.rows if r[0] == R.DATA]
+    pane_bytes = len(codec.post_impl.encode_nested(WindowedValue((b"k000", [value]), 1, (w,))))
+    assert len(out) > 10 and all(len(r[4]) < 4096 + pane_bytes for r in out)
+    from beam_spark_runner.worker.grouping import decode_values
+
+    keys = sorted(kv[0] for r in out for kv in decode_values(r[4], codec.post_impl))
+    assert keys == [b"k%03d" % i for i in range(500)]
+
+
 def test_group_operator_touches_only_keys_with_data_or_a_due_wake_up(tmp_path, monkeypatch):
     plan, _ = _planner(tmp_path)
     group_op = [op for op in plan.operators if op.kind == OperatorKind.GROUP][0]
