@@ -42,7 +42,8 @@ _SKIPPED_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".tox",
 
 _lock = threading.Lock()
 _installed_cache = {}
-_shipped = {}
+_shipped = {}  # (Spark application id, zip name) -> the zip's path
+_zips = {}  # zip name -> the zip's path
 
 
 def _top_level_roots():
@@ -198,19 +199,25 @@ def ship_user_modules(spark_context):
             with open(path, "rb") as f:
                 digest.update(hashlib.sha256(f.read()).digest())
     zip_name = "beam-user-modules-%s.zip" % digest.hexdigest()[:20]
+    # Per SparkContext: a context started after another one stopped (or
+    # died) has none of the earlier one's files.
+    shipped_key = (spark_context.applicationId, zip_name)
     with _lock:
-        if zip_name in _shipped:
-            return _shipped[zip_name]
-        directory = tempfile.mkdtemp(prefix="beam-spark-user-modules-")
-        path = os.path.join(directory, zip_name)
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, source in sorted(files.items()):
-                if source is None:
-                    archive.writestr(name, "")
-                else:
-                    archive.write(source, name)
+        if shipped_key in _shipped:
+            return _shipped[shipped_key]
+        path = _zips.get(zip_name)
+        if path is None or not os.path.exists(path):
+            directory = tempfile.mkdtemp(prefix="beam-spark-user-modules-")
+            path = os.path.join(directory, zip_name)
+            with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+                for name, source in sorted(files.items()):
+                    if source is None:
+                        archive.writestr(name, "")
+                    else:
+                        archive.write(source, name)
+            _zips[zip_name] = path
         spark_context.addPyFile(path)
-        _shipped[zip_name] = path
+        _shipped[shipped_key] = path
     _LOG.info(
         "Shipped the driver's own modules to Spark's executors (%s): %s",
         zip_name,
