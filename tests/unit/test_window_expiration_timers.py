@@ -108,13 +108,20 @@ def _decoded(fired, family_key):
     return out
 
 
-def test_the_expiration_timer_fires_only_once_no_other_timer_is_due():
+def _pending_with_an_expiration_timer():
+    """(user family, expiration family, window, PendingTimers holding the
+    expiration timer of key "a" in the window [0, 10))."""
     user, expiration = ("dofn", "flush"), ("dofn", FAMILY)
     pending = PendingTimers({user: TIMER.get_impl(), expiration: TIMER.get_impl()}, last=[expiration])
     window = IntervalWindow(0, 10)
     descriptor = _descriptor(lateness_ms=0)
     made = WindowExpirationTimers(expiration_family(descriptor), ELEMENT_ID, _components(descriptor), TIMER.get_impl())
     pending.set(expiration, made.timers_of(_block(("a", 1, window))))
+    return user, expiration, window, pending
+
+
+def test_the_expiration_timer_fires_only_once_no_other_timer_is_due():
+    user, expiration, window, pending = _pending_with_an_expiration_timer()
     pending.set(user, [_user_timer("a", 9, window), _user_timer("a", 12, IntervalWindow(10, 20))])
 
     # Everything is due (bounded input's end): the DoFn's own timers first,
@@ -128,12 +135,7 @@ def test_the_expiration_timer_fires_only_once_no_other_timer_is_due():
 
 
 def test_a_due_expiration_timer_waits_for_a_due_user_timer_but_not_for_one_not_due():
-    user, expiration = ("dofn", "flush"), ("dofn", FAMILY)
-    pending = PendingTimers({user: TIMER.get_impl(), expiration: TIMER.get_impl()}, last=[expiration])
-    window = IntervalWindow(0, 10)
-    descriptor = _descriptor(lateness_ms=0)
-    made = WindowExpirationTimers(expiration_family(descriptor), ELEMENT_ID, _components(descriptor), TIMER.get_impl())
-    pending.set(expiration, made.timers_of(_block(("a", 1, window))))
+    user, expiration, window, pending = _pending_with_an_expiration_timer()
     pending.set(user, [_user_timer("a", 30, window)])
 
     def due_at(wm_s):
