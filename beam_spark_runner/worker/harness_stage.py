@@ -112,9 +112,8 @@ class HarnessStageRunner:
             impls = self._timer_coders(components)
             family = expiration_family(descriptor)
             if family is not None:
-                key = (family.transform_id, family.family_id)
                 coder_id = next(p.coder_id for p in stage.inputs if p.transform_id == family.data_input_id)
-                self._expiration = WindowExpirationTimers(family, coder_id, components, impls[key])
+                self._expiration = WindowExpirationTimers(family, coder_id, components)
             self._timers = PendingTimers(impls, last=[self._expiration.family_key] if self._expiration else ())
 
     def _timer_coders(self, components):
@@ -227,7 +226,6 @@ class HarnessStageRunner:
         earliest output watermark estimate in micros or None)."""
         inputs = collections.defaultdict(list)
         for index, block in tagged_blocks:
-            self._set_expiration_timers(self._input_ids[index], block)
             inputs[self._input_ids[index]].append(block)
         self._deferred = []
         outputs, finalize = self._run_bundle(inputs, collections.defaultdict(list), {})

@@ -75,14 +75,12 @@ class WindowExpirationTimers:
     """Makes the expiration timers of the keys and windows of a stage's
     input blocks. `input_coder_id`: the coder (in `components`, the plan's,
     serialized) the runner reads the family's data input with, which reads
-    another SDK's value coders as bytes; `timer_impl`: the coder impl of
-    the family's timers."""
+    another SDK's value coders as bytes."""
 
-    def __init__(self, family: ExpirationFamily, input_coder_id: str, components: bytes, timer_impl):
+    def __init__(self, family: ExpirationFamily, input_coder_id: str, components: bytes):
         self.family = family
         self.family_key = (family.transform_id, family.family_id)
         self._element_impl = context.coder_impl(components, input_coder_id)
-        self._timer_impl = timer_impl
 
     def timers_of(self, block):
         """The family's timers for every (key, window) of an input block
@@ -90,15 +88,13 @@ class WindowExpirationTimers:
         if isinstance(block, GroupedValues):
             # The group's key and windows without its values: an empty group.
             block = block.header + block.key + _INT32.pack(0)
-        seen = {}
+        pairs = set()
         stream = create_InputStream(block)
         while stream.size() > 0:
             wv = self._element_impl.decode_from_stream(stream, True)
             key = wv.value[0]
-            for window in wv.windows:
-                timer = self.timer(key, window)
-                seen[self._timer_impl.encode_nested(timer)] = timer
-        return list(seen.values())
+            pairs.update((key, window) for window in wv.windows)
+        return [self.timer(key, window) for key, window in pairs]
 
     def timer(self, key, window):
         """The expiration timer of `key` in `window`."""

@@ -74,7 +74,7 @@ def test_each_key_and_window_gets_one_timer_at_its_expiry_holding_the_windows_en
     descriptor = _descriptor(lateness_ms=5000)
     family = expiration_family(descriptor)
     assert family.family_id == FAMILY and family.data_input_id == "read" and family.allowed_lateness_us == 5 * S
-    timers = WindowExpirationTimers(family, ELEMENT_ID, _components(descriptor), TIMER.get_impl())
+    timers = WindowExpirationTimers(family, ELEMENT_ID, _components(descriptor))
     first, second = IntervalWindow(0, 10), IntervalWindow(10, 20)
     made = timers.timers_of(_block(("a", 1, first), ("a", 2, first), ("b", 3, first), ("a", 4, second)))
     assert sorted((t.user_key, t.windows[0].start.micros, t.fire_timestamp, t.hold_timestamp) for t in made) == [
@@ -115,7 +115,7 @@ def _pending_with_an_expiration_timer():
     pending = PendingTimers({user: TIMER.get_impl(), expiration: TIMER.get_impl()}, last=[expiration])
     window = IntervalWindow(0, 10)
     descriptor = _descriptor(lateness_ms=0)
-    made = WindowExpirationTimers(expiration_family(descriptor), ELEMENT_ID, _components(descriptor), TIMER.get_impl())
+    made = WindowExpirationTimers(expiration_family(descriptor), ELEMENT_ID, _components(descriptor))
     pending.set(expiration, made.timers_of(_block(("a", 1, window))))
     return user, expiration, window, pending
 
