@@ -240,7 +240,7 @@ def test_staged_rows_of_another_format_are_refused_and_nothing_is_written(
 ):
     config = config_of(database_url)
     publication, directory = _stage(str(tmp_path), config, 4, [[Total("a", 0, 1)]], staged_format, fmt=99)
-    with pytest.raises(DatabaseError, match=r"format \[99\]; this runner reads formats 1 and 2"):
+    with pytest.raises(DatabaseError, match=r"format 99; this runner reads formats 1 and 2"):
         publication.commit(_context())
     assert table_rows(config) == []
     assert os.path.exists(directory)

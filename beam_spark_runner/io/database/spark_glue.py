@@ -34,7 +34,6 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.transforms import window
 from apache_beam.utils.timestamp import MAX_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
@@ -49,9 +48,10 @@ from beam_spark_runner.io.database.sink_protocol import (
     prepare_tables,
     stage_rows,
 )
-from beam_spark_runner.execution import checkpoint_files, runner_io_glue, untyped_writes
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue, staged_query_rows, untyped_writes
 from beam_spark_runner.execution.naming import spark_call_site
 from beam_spark_runner.execution.sink_rows import query_values
+from beam_spark_runner.execution.staged_query_rows import ARROW_SUFFIX, RAW_FORMAT  # noqa: F401 -- its staged formats
 from beam_spark_runner.io.database.planning import WRITE_DATABASE_URN, decode_payload
 from beam_spark_runner.worker import context
 from beam_spark_runner.worker.runs import RunCodec
@@ -69,14 +69,9 @@ _BLOCKS_ARROW = pa.schema(
 # Formats of a streaming sink's staged files (column `format`, the same in
 # every row of a file): PICKLED_FORMAT, blocks of pickled (retract, row
 # tuple) pairs (`_BLOCKS_ARROW`), which earlier versions staged; RAW_FORMAT,
-# what the runner stages: the sink's query rows (format, part, kind,
-# payload) as the batch produced them, task `part`'s in its order.
+# what the runner stages (execution/staged_query_rows.py).
 PICKLED_FORMAT = 1
-RAW_FORMAT = 2
 BLOCK_ROWS = 10_000
-# A staged file the driver wrote: Arrow's IPC file format (Spark's writer
-# writes Parquet files).
-ARROW_SUFFIX = ".arrow"
 STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "database_staging")
 _LOG = logging.getLogger(__name__)
 
@@ -236,11 +231,7 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
         sink_id, relative = self._where(sink, batch_id)
         # The query rows as they are, in the task's order: no Python runs in
         # the staging job; the commit decodes them.
-        rows = selected.selectExpr("%d AS format" % RAW_FORMAT, "spark_partition_id() AS part", "kind", "payload")
-        # "overwrite": a replay of the batch (after a restart) replaces
-        # whatever an earlier run of it staged; Spark's commit protocol
-        # publishes one attempt of each task.
-        rows.write.mode("overwrite").parquet(self._files.uri(relative))
+        staged_query_rows.stage_frame(self._files, relative, selected)
         return self._publication(sink, sink_id, batch_id, relative)
 
     def stage_collected(self, rows, sink, batch_id):
@@ -251,23 +242,7 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
         if decode_payload(sink.payload).untyped:
             self._typed(sink, self._sink_values(sink, rows))
         sink_id, relative = self._where(sink, batch_id)
-        table = pa.table(
-            {
-                "format": pa.array([RAW_FORMAT] * rows.num_rows, pa.int32()),
-                "part": rows.column("part").cast(pa.int32()),
-                "kind": rows.column("kind").cast(pa.int32()),
-                "payload": rows.column("payload"),
-            }
-        )
-        out = pa.BufferOutputStream()
-        # Arrow's IPC file: written and read without encoding the payloads
-        # again (they are read once, by the commit, on this same driver).
-        with pa.ipc.new_file(out, table.schema) as writer:
-            writer.write_table(table)
-        # A replay of the batch (after a restart) replaces whatever an
-        # earlier run of it staged.
-        self._files.delete(relative)
-        self._files.write(checkpoint_files.join(relative, "part-00000" + ARROW_SUFFIX), out.getvalue())
+        staged_query_rows.stage_collected(self._files, relative, rows)
         return self._publication(sink, sink_id, batch_id, relative)
 
     def _where(self, sink, batch_id):
@@ -346,41 +321,17 @@ class StagedRows:
 
     def rows(self):
         copy_text = self._config.row_encoding is RowEncoding.POSTGRESQL_COPY_TEXT
-        for _, table in sorted(self._tables(), key=lambda t: t[0]):
-            fmt = table.column("format")[0].as_py()
+        impl = self._coder.get_impl() if self._coder is not None else None
+        for _, fmt, table in staged_query_rows.staged_tables(self._files, self._relative, self._config.label):
             if fmt == RAW_FORMAT and copy_text:
-                yield from self._raw_values(table)  # the blocks, handed over as they are
+                yield from staged_query_rows.raw_values(table, impl)  # the blocks, handed over as they are
             elif fmt == RAW_FORMAT:
-                yield from db_rows(self._config, self._raw_values(table))
-            else:
+                yield from db_rows(self._config, staged_query_rows.raw_values(table, impl))
+            elif fmt == PICKLED_FORMAT:
                 for _, blob in sorted(zip(table.column("block").to_pylist(), table.column("data").to_pylist())):
                     yield from pickle.loads(blob)
-
-    def _raw_values(self, table):
-        impl = self._coder.get_impl()
-        for batch in table.select(["kind", "payload"]).to_batches():
-            yield from query_values(batch, impl)
-
-    def _tables(self):
-        """(first part, Arrow table) of each non-empty staged file, its
-        format checked."""
-        for name in self._files.list(self._relative):
-            if not name.startswith("part-"):
-                continue  # Spark's _SUCCESS marker
-            path = checkpoint_files.join(self._relative, name)
-            data = self._files.read(path)
-            if data is None:
-                raise OSError("%s: staged file %s vanished" % (self._config.label, self._files.uri(path)))
-            if name.endswith(ARROW_SUFFIX):
-                table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
             else:
-                table = pq.read_table(pa.BufferReader(data))
-            if table.num_rows == 0:
-                continue
-            formats = set(table.column("format").to_pylist())
-            if not formats <= {PICKLED_FORMAT, RAW_FORMAT} or len(formats) != 1:
                 raise ValueError(
-                    "%s: staged rows at %s have format %s; this runner reads formats %d and %d"
-                    % (self._config.label, self._files.uri(path), sorted(formats), PICKLED_FORMAT, RAW_FORMAT)
+                    "%s: staged rows under %s have format %d; this runner reads formats %d and %d"
+                    % (self._config.label, self._files.uri(self._relative), fmt, PICKLED_FORMAT, RAW_FORMAT)
                 )
-            yield min(table.column("part").to_pylist()), table
