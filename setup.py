@@ -33,6 +33,9 @@ INSTALL_REQUIRES = [
     # redis-py's C reply parser: XRANGE pages parse about 1.5x faster.
     "hiredis>=3,<4",
     "nats-py>=2.9,<3",
+    # WriteToKafka (beam_spark_runner/io/kafka/): librdkafka's Python client,
+    # whose transactions publish each batch exactly once.
+    "confluent-kafka>=2.6,<3",
 ]
 
 TEST_REQUIRES = [
@@ -55,9 +58,6 @@ TEST_REQUIRES = [
     # wait on real time (streaming batches, fault recovery), so two fit the
     # 35-minute budget on 2 cores where one did not.
     "pytest-xdist",
-    # A Kafka client of its own to produce and check the messages of the
-    # cross-language Kafka tests (tests/integration/test_cross_language_kafka.py).
-    "confluent-kafka>=2.6,<3",
     # The repository's one formatter (ruff.toml; tests/unit/test_formatting.py).
     "ruff",
 ]

@@ -73,6 +73,7 @@ _BUILTINS = BuiltinModules(
     "beam_spark_runner.io.spark.batch_glue",
     "beam_spark_runner.io.spark.streaming_glue",
     "beam_spark_runner.io.database.spark_glue",
+    "beam_spark_runner.io.kafka.spark_glue",
 )
 _BATCH_STAGES: Dict[str, Callable] = {}
 _STAGINGS: Dict[str, Callable[[StagingContext], MicroBatchSinkStaging]] = {}

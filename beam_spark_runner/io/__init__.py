@@ -2,10 +2,11 @@
 Spark's own data sources and writers (`ReadFromSpark`, `WriteToSpark`),
 PostgreSQL and MariaDB / MySQL tables (`ReadFromDatabase`,
 `WriteToDatabase`), NATS JetStream and Redis Streams (`ReadFromNats`,
-`ReadFromRedisStreams`); docs/io.md.
+`ReadFromRedisStreams`), Kafka topics written exactly once
+(`WriteToKafka`); docs/io.md.
 
 Each connector is one package here (`spark/`, `database/`, `nats/`,
-`redis_streams/`): its user transforms (`transforms.py`), its planning
+`redis_streams/`, `kafka/`): its user transforms (`transforms.py`), its planning
 (`planning.py`, registered in translation/runner_io.py), its Spark glue
 (registered in execution/runner_io_glue.py) and its client. The names
 below are imported when first used, so that the runner's planning and
@@ -23,6 +24,7 @@ _EXPORTS = {
     "ReadFromSpark": "spark",
     "RedisStreamEntry": "redis_streams",
     "WriteToDatabase": "database",
+    "WriteToKafka": "kafka",
     "WriteToSpark": "spark",
 }
 __all__ = sorted(_EXPORTS)

@@ -63,6 +63,7 @@ _BUILTINS = BuiltinModules(
     "beam_spark_runner.translation.native_io_overrides",
     "beam_spark_runner.io.spark.planning",
     "beam_spark_runner.io.database.planning",
+    "beam_spark_runner.io.kafka.planning",
 )
 _REGISTRY: Dict[str, RunnerIO] = {}
 _LOCK = threading.Lock()

@@ -7,7 +7,9 @@
 "kafka")` (`kafka://HOST:PORT#TOPIC`: Spark's own connector, its jars named
 by $BEAM_SPARK_TEST_SPARK_JARS), event time from the data every way; OUT is a
 directory `WriteToSpark` writes Parquet into, a table `WriteToDatabase`
-writes (`URL#TABLE`), or a directory the test-only connector
+writes (`URL#TABLE`), a Kafka topic `WriteToKafka` publishes each total
+into exactly once as JSON [user, window_start, total] keyed by its user
+(`kafka-eos://HOST:PORT#TOPIC`), or a directory the test-only connector
 tests/toy_connector.py writes JSON lines into (`lines://DIR`); a SOURCE
 `lines://FILE` is a file of JSON lines that connector reads. Run as a script, in its own process group (the test
 SIGKILLs the group: this driver and its Spark JVM):
@@ -42,6 +44,10 @@ def _kafka_user_and_score(row):
     """A Kafka message's value: JSON [user, score]."""
     user, score = json.loads(row.value)
     return user, score
+
+
+def _kafka_record(total):
+    return total.user.encode(), json.dumps([total.user, total.window_start, total.total]).encode()
 
 
 class _Branch(beam.PTransform):
@@ -105,6 +111,11 @@ class _Branch(beam.PTransform):
             from tests.toy_connector import WriteLines
 
             write = WriteLines(out[len("lines://") :])
+        elif out.startswith("kafka-eos://"):
+            from beam_spark_runner.io import WriteToKafka
+
+            servers, topic = out[len("kafka-eos://") :].split("#")
+            write = beam.Map(_kafka_record) | WriteToKafka({"bootstrap.servers": servers}, topic)
         elif "#" in out:
             write = WriteToDatabase(*out.split("#"))
         else:

@@ -1,14 +1,16 @@
-"""One streaming pipeline with four branches, each a source -> windowed
+"""One streaming pipeline with five branches, each a source -> windowed
 count -> sink: ReadFromSpark (files) -> WriteToSpark (Parquet),
 a source and a sink the runner does not ship, written only against the
 I/O contract (tests/toy_connector.py: JSON lines in, JSON lines out), NATS
 JetStream -> WriteToDatabase (PostgreSQL), Redis Streams ->
-WriteToDatabase (MariaDB); the same without the files branches, a query
-whose sinks are all databases (their rows staged by the driver); and Spark's
+WriteToDatabase (MariaDB), ReadFromSpark (files) -> WriteToKafka (each
+total a record, checked by a read_committed consumer); the same without
+the files branches, a query whose sinks all stage on the driver (the
+databases and Kafka, the last read from the test-only connector); and Spark's
 own Kafka source (ReadFromSpark(format="kafka")) -> WriteToSpark, where
 Maven Central serves Spark's connector for the installed Spark. The driver
 is SIGKILLed at seeded random moments while input keeps arriving (twice;
-once in the databases-only query), each restart a fresh process in
+once in the driver-staged query), each restart a fresh process in
 another working directory given only the checkpoint URI: what each sink
 published equals the batch answer, no row lost or written twice, and
 nothing staged is left behind. (One driver serves the pairs: each kill
@@ -37,8 +39,8 @@ FILES = 6
 # restart that is itself killed); one where the sinks are all databases
 # (the driver stages their rows: one kill shows that path recovers, the
 # first variant the property under repeated kills), since every kill costs
-# a driver start. Also the Kafka test below: two.
-KILLS = {"files-and-databases": 2, "databases-only": 1}
+# a driver start. Also the Kafka source test below: two.
+KILLS = {"files-and-databases": 2, "driver-staged": 1}
 RUN_TIMEOUT_S = 600  # a hung run, not a slow one: every wait ends as soon as its condition holds
 
 
@@ -103,6 +105,42 @@ def _produce(source, events):
     assert producer.flush(30) == 0, "Kafka at %s did not take every message" % servers
 
 
+def _committed_values(servers, topic, settle_s=5.0):
+    """Every record value of `topic` a read_committed consumer sees, from
+    the beginning to the end of each partition (once no transaction is
+    open: else what it saw within `settle_s`)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": "check-%s" % topic,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        ends = {}
+        for p in range(KAFKA_PARTITIONS):
+            _, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            if end > 0:
+                ends[p] = end
+        if not ends:
+            return []
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        values, deadline = [], time.time() + settle_s
+        while time.time() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            positions = consumer.position([TopicPartition(topic, p) for p in ends])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                break
+        return values
+    finally:
+        consumer.close()
+
+
 def _create_topic(servers, topic):
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -159,6 +197,8 @@ def _published(out):
 
     if out.startswith("lines://"):
         return toy_connector.published(out[len("lines://") :])
+    if out.startswith("kafka-eos://"):
+        return sorted(tuple(json.loads(v)) for v in _committed_values(*out[len("kafka-eos://") :].split("#")))
     if "#" in out:
         url, table = out.split("#")
         from beam_spark_runner.io.database.sql_dialects import dialect_of
@@ -185,6 +225,8 @@ def _staged(out, checkpoint_dir):
     sink's files in its staging directory."""
     if out.startswith("lines://"):
         return toy_connector.staged(out[len("lines://") :])
+    if out.startswith("kafka-eos://"):
+        return glob.glob(os.path.join(checkpoint_dir, "beam", "kafka_staging", "*", "*"))
     if "#" in out:
         url, table = out.split("#")
         in_table = services.execute(url, "SELECT * FROM %s" % staging_table(table))
@@ -201,16 +243,22 @@ def _commits(checkpoint_dir):
     return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
 
 
-@pytest.fixture(params=["files-and-databases", "databases-only"])
+@pytest.fixture(params=["files-and-databases", "driver-staged"])
 def ends(request, tmp_path):
     """[(source, sink)]: a JSON directory read with ReadFromSpark and a
-    Parquet directory (not in a databases-only query, whose database sinks'
-    rows the driver stages itself); a NATS JetStream stream and a
-    PostgreSQL table; a Redis stream and a MariaDB table (`URL#NAME`),
-    removed afterwards; and how many times the driver is killed."""
+    Parquet directory (not in a driver-staged query, whose sinks' rows the
+    driver stages itself); a NATS JetStream stream and a PostgreSQL table;
+    a Redis stream and a MariaDB table (`URL#NAME`); a JSON directory (the
+    test-only connector's lines in a driver-staged query) and a Kafka topic
+    (`kafka-eos://HOST:PORT#TOPIC`), removed afterwards; and how many times
+    the driver is killed."""
     import redis
 
     os.makedirs(tmp_path / "in")
+    os.makedirs(tmp_path / "in-kafka")
+    kafka = services.require(request, services.KAFKA)
+    out_topic = services.unique_table("eos")
+    _create_topic(kafka, out_topic)
     postgresql = services.require(request, services.POSTGRESQL)
     nats_url = services.require(request, services.NATS)
     mariadb = services.require(request, services.MARIADB)
@@ -226,14 +274,19 @@ def ends(request, tmp_path):
             # against the I/O contract (tests/toy_connector.py).
             ("lines://%s" % (tmp_path / "in-lines.jsonl"), "lines://%s" % (tmp_path / "lines")),
         ]
+    kafka_source = str(tmp_path / "in-kafka")
+    if request.param == "driver-staged":
+        kafka_source = "lines://%s" % (tmp_path / "in-kafka.jsonl")
     yield (
         files
         + [
             ("%s#%s" % (nats_url, stream), "%s#%s" % (postgresql, pg_table)),
             ("%s#%s" % (redis_url, maria_table), "%s#%s" % (mariadb, maria_table)),
+            (kafka_source, "kafka-eos://%s#%s" % (kafka, out_topic)),
         ],
         KILLS[request.param],
     )
+    _delete_topic(kafka, out_topic)
     asyncio.run(_delete_stream(nats_url, stream))
     redis.Redis.from_url(redis_url).delete(maria_table)
     services.drop_table(postgresql, pg_table)

@@ -1,0 +1,1 @@
+"""Kafka topics as the runner's exactly-once sink (docs/io.md, "Kafka")."""

@@ -1,0 +1,147 @@
+"""Spark glue of WriteToKafka (io/kafka/transactions.py has the protocol):
+the driver publishes, in Kafka transactions.
+
+- Batch (`write_kafka_rdd`): the driver takes the input's records task by
+  task (`toLocalIterator`: one successful attempt of each task reaches it)
+  and publishes them all in one transaction, committed once every task is
+  in: a retried task never publishes twice, a failed job publishes nothing.
+- Streaming (`MicroBatchStaging`): the sink's query rows of a batch are
+  staged under the checkpoint (execution/staged_query_rows.py; a replay of
+  the batch overwrites them), and the batch's `StagedEpochPublication`,
+  which the checkpoint coordinator runs once the batch is a completed
+  checkpoint (and again after a restart that interrupted it), publishes
+  them as the batch's epoch (`EpochPublisher`), then removes them.
+"""
+
+import dataclasses
+import uuid
+from typing import Any
+
+from apache_beam.transforms import window
+from apache_beam.utils.timestamp import MAX_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue, staged_query_rows
+from beam_spark_runner.execution.naming import spark_call_site
+from beam_spark_runner.io.kafka import transactions
+from beam_spark_runner.io.kafka.config import KafkaWriteConfig
+from beam_spark_runner.io.kafka.planning import WRITE_KAFKA_URN, decode_payload
+from beam_spark_runner.worker import context
+from beam_spark_runner.worker.runs import RunCodec
+from beam_spark_runner.worker.sink_commits import SinkCommit
+from beam_spark_runner.worker.transactional_files import digest
+
+STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "kafka_staging")
+
+
+# --- batch --------------------------------------------------------------------
+
+
+def write_kafka_rdd(execution, stage):
+    config = decode_payload(stage.native.payload)
+    sc = execution.sc
+    (port,) = stage.inputs
+    records = execution.input_rdd(stage).mapPartitions(_records_of(execution.plan.components, port.coder_id))
+    execution.check_not_cancelled()
+    sc.setJobDescription("Beam: %s" % stage.display_name)
+    name = "batch-%s-%s" % (uuid.uuid4().hex[:16], digest(stage.name)[:8])
+    with spark_call_site(sc, stage.display_name):
+        transactions.publish_once(config, records.toLocalIterator(prefetchPartitions=True), name)
+    execution.after_spark_job()
+    final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))
+    ctx = context.components_context(execution.plan.components)
+    blocks = [
+        (i, RunCodec(ctx.coders[p.coder_id]).encode([(final, [config.topic])])) for i, p in enumerate(stage.outputs)
+    ]
+    return sc.parallelize(blocks, 1)
+
+
+def _records_of(components, coder_id):
+    def records(pairs):
+        codec = RunCodec(context.components_context(components).coders[coder_id])
+        return (value for _, block in pairs for _, run in codec.decode(block) for value in run)
+
+    return records
+
+
+runner_io_glue.register_batch_stage(WRITE_KAFKA_URN, write_kafka_rdd)
+
+
+# --- streaming ----------------------------------------------------------------
+
+
+def staged_epoch_dir(sink_id: str, batch_id: int) -> str:
+    """Where a streaming sink stages a batch's records, relative to the
+    checkpoint: one directory per sink and batch."""
+    return checkpoint_files.join(STAGED_DIR, sink_id, "batch-%08d" % batch_id)
+
+
+class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
+    """A streaming query's Kafka sinks: `prepare()` at the query's start
+    (each sink's broker is reached: one that is down fails the start naming
+    it), then per micro-batch `stage(frame, sink, batch_id)` or
+    `stage_collected(rows, sink, batch_id)`, each returning the batch's
+    `StagedEpochPublication`."""
+
+    @classmethod
+    def of_query(cls, context: runner_io_glue.StagingContext):
+        return cls(context.run_id, context.components, context.files)
+
+    def __init__(self, run, components, files):
+        self._run = run  # the checkpoint's run id: the same for every restart of it
+        self._components = components
+        self._files = files
+
+    def prepare(self, sinks):
+        for sink in sinks:
+            config = decode_payload(sink.payload)
+            sink_id, _ = self._where(sink, 0)
+            transactions.publisher_for(config, sink_id).published_through()
+
+    def stage(self, selected, sink, batch_id):
+        sink_id, relative = self._where(sink, batch_id)
+        staged_query_rows.stage_frame(self._files, relative, selected)
+        return self._publication(sink, sink_id, batch_id, relative)
+
+    def stage_collected(self, rows, sink, batch_id):
+        sink_id, relative = self._where(sink, batch_id)
+        staged_query_rows.stage_collected(self._files, relative, rows)
+        return self._publication(sink, sink_id, batch_id, relative)
+
+    def _where(self, sink, batch_id):
+        """(the sink's id in this checkpoint, the batch's staging directory)."""
+        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
+        return sink_id, staged_epoch_dir(sink_id, batch_id)
+
+    def _publication(self, sink, sink_id, batch_id, relative):
+        coder = context.components_context(self._components).coders[sink.coder_id]
+        return StagedEpochPublication(
+            decode_payload(sink.payload), sink_id, batch_id, self._files.root, relative, coder
+        )
+
+
+runner_io_glue.register_micro_batch_staging(WRITE_KAFKA_URN, MicroBatchStaging.of_query)
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedEpochPublication(SinkCommit):
+    """Publishes the records a streaming sink staged for one batch under the
+    checkpoint (`root`, `relative`) as epoch `epoch`, exactly once
+    (`EpochPublisher`), then removes them. Run again after a restart that
+    interrupted it: the sink's marker says the epoch is published, and only
+    the removal is done again. Raises KafkaPublishError naming the sink and
+    the broker when Kafka refuses, leaving the staged records for the next
+    call."""
+
+    config: KafkaWriteConfig
+    sink: str
+    epoch: int
+    root: str
+    relative: str
+    coder: Any
+
+    def commit(self, context):
+        files = context.open_files(self.root)
+        records = staged_query_rows.staged_values(files, self.relative, self.config.label, self.coder)
+        transactions.publisher_for(self.config, self.sink).publish(self.epoch, records)
+        files.delete(self.relative)
