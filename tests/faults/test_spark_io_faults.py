@@ -30,7 +30,7 @@ import pytest
 
 from beam_spark_runner.io.database.sink_protocol import staging_table
 from beam_spark_runner import versions
-from tests import services, spark_kafka, toy_connector
+from tests import kafka_topics, services, spark_kafka, toy_connector
 from tests.faults import drivers, spark_io_pipeline as pipeline
 
 EPOCH = datetime.datetime(2026, 1, 1)
@@ -105,42 +105,6 @@ def _produce(source, events):
     assert producer.flush(30) == 0, "Kafka at %s did not take every message" % servers
 
 
-def _committed_values(servers, topic, settle_s=5.0):
-    """Every record value of `topic` a read_committed consumer sees, from
-    the beginning to the end of each partition (once no transaction is
-    open: else what it saw within `settle_s`)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": servers,
-            "group.id": "check-%s" % topic,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        ends = {}
-        for p in range(KAFKA_PARTITIONS):
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            if end > 0:
-                ends[p] = end
-        if not ends:
-            return []
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        values, deadline = [], time.time() + settle_s
-        while time.time() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            positions = consumer.position([TopicPartition(topic, p) for p in ends])
-            if all(tp.offset >= ends[tp.partition] for tp in positions):
-                break
-        return values
-    finally:
-        consumer.close()
-
-
 def _create_topic(servers, topic):
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -198,7 +162,9 @@ def _published(out):
     if out.startswith("lines://"):
         return toy_connector.published(out[len("lines://") :])
     if out.startswith("kafka-eos://"):
-        return sorted(tuple(json.loads(v)) for v in _committed_values(*out[len("kafka-eos://") :].split("#")))
+        return sorted(
+            tuple(json.loads(v)) for v in kafka_topics.committed_values(*out[len("kafka-eos://") :].split("#"))
+        )
     if "#" in out:
         url, table = out.split("#")
         from beam_spark_runner.io.database.sql_dialects import dialect_of

@@ -409,6 +409,32 @@ def test_a_portable_client_reads_and_writes_database_tables(service, postgresql_
         drop_table(postgresql_url, copy)
 
 
+def test_a_portable_client_writes_a_kafka_topic_exactly_once(service, request):
+    """WriteToKafka (the runner's write primitive) submitted through the Job
+    API: every record once, to a read_committed consumer."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from beam_spark_runner.io import WriteToKafka
+    from tests import kafka_topics, services
+
+    _, endpoint, _, _ = service
+    servers = services.require(request, services.KAFKA)
+    topic = services.unique_table("eos_job")
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+    try:
+        with beam.Pipeline(runner=PortableRunner(), options=_options(endpoint)) as p:
+            (
+                p
+                | beam.Create(range(300))
+                | beam.Map(lambda i: (b"k%d" % (i % 3), b"%d" % i))
+                | WriteToKafka({"bootstrap.servers": servers}, topic)
+            )
+        assert kafka_topics.committed_values(servers, topic) == sorted(b"%d" % i for i in range(300))
+    finally:
+        admin.delete_topics([topic])[topic].result(30)
+
+
 class _Sale(typing.NamedTuple):
     shop: str
     amount: int

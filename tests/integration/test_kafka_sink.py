@@ -25,7 +25,7 @@ from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.io import WriteToKafka
 from beam_spark_runner.io.kafka.config import write_config
 from beam_spark_runner.io.kafka.transactions import NO_EPOCH, EpochPublisher, KafkaPublishError
-from tests import services
+from tests import kafka_topics, services
 
 pytestmark = pytest.mark.timeout(600)
 PARTITIONS = 2
@@ -44,39 +44,7 @@ def topic(request):
 
 
 def _values(topic, committed=True, settle_s=3.0):
-    """Every record value of `topic`, as a read_committed consumer (or a
-    read_uncommitted one) sees it, to each partition's end."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": services.KAFKA,
-            "group.id": "check-" + uuid.uuid4().hex,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-        }
-    )
-    try:
-        ends = {}
-        for p in range(PARTITIONS):
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            if end > 0:
-                ends[p] = end
-        if not ends:
-            return []
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        values, deadline = [], time.time() + settle_s
-        while time.time() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if all(
-                tp.offset >= ends[tp.partition] for tp in consumer.position([TopicPartition(topic, p) for p in ends])
-            ):
-                break
-        return sorted(values)
-    finally:
-        consumer.close()
+    return kafka_topics.committed_values(services.KAFKA, topic, committed, settle_s)
 
 
 def _records(prefix, n):
