@@ -25,8 +25,10 @@ data output it wrote was received; a JVM that dies or never connects
 fails the bundle with `JavaHarnessError` naming the classpath's first jar
 and the end of the JVM's stderr (Spark then retries the task, which starts
 or finds a live JVM); an owner that is gone fails its attached workers'
-bundles the same way. Bundle finalization runs in the JVM when the bundle ended
-(its callbacks cannot leave the JVM).
+bundles the same way. A bundle's finalization callbacks stay in the JVM
+until the driver sends for them, once the runner committed the bundle's
+output (worker/java_finalization.py: the owner serves that request on its
+executor's host address).
 """
 
 import atexit
@@ -40,12 +42,13 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 
 import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from beam_spark_runner.worker import beam_internals as _beam_internals
 
-from beam_spark_runner.worker import grpc_servers, java_class_archives, java_jvm_sharing
+from beam_spark_runner.worker import grpc_servers, java_class_archives, java_finalization, java_jvm_sharing
 from beam_spark_runner.worker.beam_internals import BeamFnDataServicer, ServedState, new_state_servicer
 
 _LOG = logging.getLogger(__name__)
@@ -246,6 +249,16 @@ class JavaWorker:
         self._server.add_generic_rpc_handlers((self._relay_handler(),))
         self._server.start()
         self.url = "127.0.0.1:%d" % port
+        # The driver's way to finalize this JVM's bundles: that one method,
+        # on an address the driver reaches.
+        self.finalization_token = uuid.uuid4().hex
+        host = java_finalization.executor_host()
+        self._finalization_server, finalization_port = grpc_servers.listening_server(host)
+        self._finalization_server.add_generic_rpc_handlers(
+            (java_finalization.handler(self.finalization_token, self.control.push),)
+        )
+        self._finalization_server.start()
+        self.finalization_url = "%s:%d" % (host, finalization_port)
         self._log_dir = tempfile.mkdtemp(prefix="beam-spark-java-harness-")
         self._stderr_path = os.path.join(self._log_dir, "stderr.log")
         endpoint = 'url: "%s"' % self.url
@@ -280,7 +293,9 @@ class JavaWorker:
 
     def shared(self) -> java_jvm_sharing.SharedJvm:
         """How the executor's other Python workers find this JVM."""
-        return java_jvm_sharing.SharedJvm(self.url, os.getpid(), self._process.pid, self.worker_id)
+        return java_jvm_sharing.SharedJvm(
+            self.url, os.getpid(), self._process.pid, self.worker_id, self.finalization_url, self.finalization_token
+        )
 
     def busy(self) -> bool:
         """True while an instruction runs or a stage is registered here, this
@@ -391,6 +406,7 @@ class JavaWorker:
                 self._process.wait(10)
         self._class_archive.finish(self._process.returncode)
         self._server.stop(1)
+        self._finalization_server.stop(1)
         shutil.rmtree(self._log_dir, ignore_errors=True)
 
 
@@ -446,6 +462,8 @@ class AttachedJavaWorker:
         self.classpath = tuple(classpath)
         self.shared_jvm = shared
         self.worker_id = shared.worker_id
+        self.finalization_url = shared.finalization_url
+        self.finalization_token = shared.finalization_token
         self.data = None  # the data stream, once attached
         self._closed = False
         self.state = _StateService()
@@ -670,12 +688,12 @@ class JavaSdkHarness(ServedState):
         ).result()
 
     def take_finalization_callbacks(self, instruction_id):
-        """Java's callbacks live in the JVM: the bundle is finalized now
-        (nothing is left for the driver to call)."""
-        response = self.finalize(instruction_id)
-        if response.error:
-            raise JavaHarnessError("Finalizing Java bundle %s failed:\n%s" % (instruction_id, response.error))
-        return []
+        """Java's callbacks stay in the JVM: what the driver calls once the
+        bundle's output is committed is a request for them."""
+        worker = self._worker
+        return [
+            java_finalization.JavaBundleFinalization(worker.finalization_url, worker.finalization_token, instruction_id)
+        ]
 
     def close(self):
         self._worker.unregister(self.descriptor.id)

@@ -22,7 +22,8 @@ Guarantees:
   of a stage, starting together, start one JVM rather than one each.
 - A record whose owner process or JVM is gone, or of another format, is
   never used: the next worker that needs the key starts a JVM and replaces
-  it.
+  it. A live record of another format (another version of the runner on
+  the same host) is left to its owner.
 - Keys are per executor: the Python workers of an executor are children of
   one process (PySpark's daemon, or the executor when the daemon is off),
   whose pid is part of the key, so two Spark applications on one host (two
@@ -39,7 +40,7 @@ import os
 import tempfile
 from typing import Optional, Sequence
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +51,10 @@ class SharedJvm:
     owner_pid: int
     jvm_pid: int
     worker_id: str  # the JVM's HARNESS_ID: it names itself so on every stream
+    # Where the driver finalizes the JVM's bundles (worker/java_finalization.py),
+    # and the JVM's token there.
+    finalization_url: str = ""
+    finalization_token: str = ""
 
     def alive(self) -> bool:
         return process_alive(self.owner_pid) and process_alive(self.jvm_pid)
@@ -145,12 +150,23 @@ class SharedJvms:
     def _remove_dead(self, keep):
         """Drops the records of JVMs that are gone (an owner that was killed
         cannot remove its own), so the directory stays as small as the
-        number of live JVMs."""
+        number of live JVMs. A record of another format (another version of
+        the runner on this host) goes only once its processes are gone too."""
         for name in os.listdir(self.directory):
             digest, ext = os.path.splitext(name)
             if ext != ".json" or digest == keep:
                 continue
-            record = self._recorded(digest)
-            if record is None or not record.alive():
+            if not _names_live_processes(os.path.join(self.directory, name)):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.directory, name))
+
+
+def _names_live_processes(path) -> bool:
+    """Whether the record at `path`, of any format, names an owner and a JVM
+    that are both alive (a record that cannot be read names none)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return process_alive(int(data["owner_pid"])) and process_alive(int(data["jvm_pid"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return False

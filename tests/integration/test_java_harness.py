@@ -187,3 +187,28 @@ def test_the_python_workers_of_an_executor_share_one_jvm_and_a_dead_owners_jvm_i
     finally:
         owner.stop()
         attached.stop()
+
+
+def test_the_driver_finalizes_a_java_bundle_through_its_jvms_owner_and_only_that_jvm():
+    """A Java bundle's finalization is a picklable request the driver sends
+    once the bundle's output is committed (worker/java_finalization.py): it
+    reaches the JVM's owner on the executor's host address; a request
+    carrying another JVM's token is refused, and one for a JVM that is gone
+    fails naming the bundle and the endpoint (the driver logs it)."""
+    import pickle
+
+    from beam_spark_runner.worker.java_finalization import FinalizationFailed, JavaBundleFinalization, executor_host
+
+    worker = java_harness.JavaWorker(resolve(harness_jars(BEAM_JAVA_VERSION)))
+    try:
+        assert worker.finalization_url.rsplit(":", 1)[0] == executor_host()
+        finalization = JavaBundleFinalization(worker.finalization_url, worker.finalization_token, "bundle-1")
+        pickle.loads(pickle.dumps(finalization))()  # no callbacks registered: the JVM answers, nothing runs
+        with pytest.raises(FinalizationFailed, match="no such Java SDK harness JVM here"):
+            JavaBundleFinalization(worker.finalization_url, "another-jvm", "bundle-1")()
+    finally:
+        worker.close()
+    with pytest.raises(
+        FinalizationFailed, match="bundle-1 was not finalized: .* %s cannot be reached" % worker.finalization_url
+    ):
+        finalization()
