@@ -62,6 +62,7 @@ def compile_script(plan, key_groups) -> SourceScript:
         rules,
         lanes if lanes.hold_percentiles or lanes.lane_sources else None,
         plan.same_batch_stages,
+        events_per_batch=1 if any(op.stage is not None and op.stage.finalizes for op in plan.operators) else None,
     )
 
 

@@ -28,7 +28,8 @@ TestStream is exhausted. The pipeline then ends once every watermark is at
 +infinity, every window having fired. "drain" is kept in every later
 offset, so a replayed or resumed batch drains as well.
 
-A batch reads every TestStream event not read yet, and the operator fed by a
+A batch reads every TestStream event not read yet (one event, where a stage
+finalizes bundles: `SourceScript.events_per_batch`), and the operator fed by a
 TestStream gets one time step per watermark or processing-time event (data
 in between is processed before the step), so the events keep their order
 and nothing waits for a batch per event. Operators further down get one step
@@ -218,6 +219,11 @@ class SourceScript:
     # Operators passing their input watermark on in the same batch
     # (streaming/watermarks.py).
     same_batch_stages: FrozenSet[str] = frozenset()
+    # How many TestStream events a batch reads (None: every event not read
+    # yet). One where a stage finalizes bundles: each event's bundles are
+    # then committed, and finalized, before later events' run (as Beam's
+    # DirectRunner commits each event's bundles before the next event).
+    events_per_batch: Optional[int] = None
 
     def read_by(self, spark_source: str) -> str:
         """The Spark source whose rows move `spark_source`'s watermark (itself, or a lane source's)."""
@@ -327,7 +333,9 @@ class SourcePlanner:
             "pt": times.processing_time,
             "times": times.to_json(),
             "steps": self._steps(times, start, moments),
-            "done": authority.finished(),
+            # Unread TestStream events (a script read an event per batch) are
+            # work still to do, whatever the watermarks say.
+            "done": authority.finished() and all(pos[s.name] >= len(s.events) for s in self._streams),
             "drain": draining,
             "spark": spark,
         }
@@ -377,19 +385,26 @@ class SourcePlanner:
             self._sleep(wait_s)
 
     def _read_events(self, start, src_wm, pt, moments):
-        """Applies every TestStream event not read yet to `src_wm` and
-        `moments` (in place); returns (the streams' new positions, the
-        processing time after the events)."""
+        """Applies the TestStream events this batch reads (every one not read
+        yet, or the script's `events_per_batch`) to `src_wm` and `moments`
+        (in place); returns (the streams' new positions, the processing time
+        after the events)."""
         # Several TestStreams move in lockstep: event `seq` of every stream
         # is applied before event seq + 1 of any, so a moment's source
         # watermarks are each stream's after its events up to `seq` (not a
         # later stream's after all of its events, which put an operator's
         # input watermark past data of another stream still to come).
-        pos = {s.name: len(s.events) for s in self._streams}
         first = min((start["pos"][s.name] for s in self._streams), default=0)
+        per_batch = self.script.events_per_batch
+        pos = {
+            s.name: len(s.events)
+            if per_batch is None
+            else max(start["pos"][s.name], min(len(s.events), first + per_batch))
+            for s in self._streams
+        }
         for seq in range(first, max(pos.values(), default=0) + 1):
             for s in self._streams:
-                if start["pos"][s.name] <= seq < len(s.events):
+                if start["pos"][s.name] <= seq < pos[s.name]:
                     event = s.events[seq]
                     if event[0] == WATERMARK:
                         if event[1] in src_wm:  # else: an output nobody reads
@@ -398,7 +413,7 @@ class SourcePlanner:
                     elif event[0] == PROCESSING_TIME:
                         pt += event[1]
                         moments.append((seq, dict(src_wm), pt))
-                elif seq == len(s.events) and any(src_wm[key] < MAX_MICROS for key in s.source_keys):
+                elif seq == len(s.events) == pos[s.name] and any(src_wm[key] < MAX_MICROS for key in s.source_keys):
                     # The end of the stream closes every output (as Beam's DirectRunner).
                     for key in s.source_keys:
                         src_wm[key] = MAX_MICROS
