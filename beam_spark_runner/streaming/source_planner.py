@@ -334,8 +334,9 @@ class SourcePlanner:
             "times": times.to_json(),
             "steps": self._steps(times, start, moments),
             # Unread TestStream events (a script read an event per batch) are
-            # work still to do, whatever the watermarks say.
-            "done": authority.finished() and all(pos[s.name] >= len(s.events) for s in self._streams),
+            # work still to do, whatever the watermarks say, unless draining
+            # (a drain reads nothing more).
+            "done": authority.finished() and (draining or all(pos[s.name] >= len(s.events) for s in self._streams)),
             "drain": draining,
             "spark": spark,
         }
