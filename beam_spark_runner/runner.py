@@ -323,20 +323,23 @@ class SparkRunner(beam_runner.PipelineRunner):
 def _drain_refusal(plan):
     """Why a streaming run of `plan` cannot be drained (None: it can). A
     drain truncates every splittable DoFn's restrictions with the DoFn's own
-    `truncate`, which for a DoFn of another SDK (KafkaIO's read, in Java)
-    the runner cannot call."""
+    `truncate`, a Java DoFn's in its JVM (worker/java_truncation.py), which
+    the runner does not give side inputs."""
     if not isinstance(plan, plans.StreamingPlan):
         return None
     java = sorted(
         op.display_name
         for op in plan.operators
-        if op.kind is plans.OperatorKind.SDF and op.stage is not None and op.stage.environment.is_java
+        if op.kind is plans.OperatorKind.SDF
+        and op.stage is not None
+        and op.stage.environment.is_java
+        and op.side_inputs
     )
     if not java:
         return None
     return (
-        "the splittable DoFn of %s runs in Beam's Java SDK harness, whose restrictions a drain cannot truncate "
-        "on this runner; cancel() stops the run, and a run started with the same --checkpoint_dir resumes it"
+        "the splittable DoFn of %s runs in Beam's Java SDK harness and reads side inputs, which its truncation "
+        "there would need too; cancel() stops the run, and a run started with the same --checkpoint_dir resumes it"
         % ", ".join(java)
     )
 

@@ -54,6 +54,7 @@ from beam_spark_runner.worker.beam_internals import frozen_wall_clock
 from beam_spark_runner.worker.plain_stage import PlainStageRunner
 from beam_spark_runner.worker.runs import DecodedBlock
 from beam_spark_runner.worker.harness_stage import HarnessStageRunner
+from beam_spark_runner.worker.java_truncation import JavaRestrictionTruncator
 from beam_spark_runner.worker.sdf_truncation import RestrictionTruncator
 from triggers.driver import ReduceSpec
 from triggers.state import ManualClock
@@ -328,8 +329,14 @@ class SdfOperator(StageBase):
     def __init__(self, op, plan, key_groups):
         super().__init__(op, plan, key_groups)
         self._side_inputs = SideInputs(op, plan, self.descriptor) if op.side_inputs else None
+        self._components = plan.components
         self._truncator = None
         self._draining = False
+
+    def close(self):
+        super().close()
+        if self._truncator is not None:
+            self._truncator.close()
 
     def run(self, blob, data_rows, steps, draining=False):
         """While `draining`, restrictions are truncated (Beam's drain,
@@ -439,9 +446,13 @@ class SdfOperator(StageBase):
 
     def _truncator_of(self):
         if self._truncator is None:
-            self._truncator = RestrictionTruncator(
-                self.descriptor, [p.transform_id for p in self.op.stage.inputs], self.runner.input_index_feeding
-            )
+            input_ids = [p.transform_id for p in self.op.stage.inputs]
+            if self.op.stage.environment.is_java:
+                self._truncator = JavaRestrictionTruncator(
+                    self.op.stage, self.descriptor, self._components, input_ids, self.runner.input_index_feeding
+                )
+            else:
+                self._truncator = RestrictionTruncator(self.descriptor, input_ids, self.runner.input_index_feeding)
         return self._truncator
 
 

@@ -67,6 +67,10 @@ class RestrictionTruncator:
             )
         return self._impl.encode_nested(wv.with_value(((element, (truncated, estimator_state)), size)))
 
+    def close(self):
+        """Nothing to release (worker/java_truncation.py's holds a descriptor
+        in its JVM)."""
+
 
 def _process_transform(descriptor):
     found = [(tid, t) for tid, t in descriptor.transforms.items() if t.spec.urn == PROCESS_URN]
