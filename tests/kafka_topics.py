@@ -1,8 +1,24 @@
 """Kafka topics of the tests, with a client of their own (confluent-kafka):
 what a read_committed (or read_uncommitted) consumer sees of a topic."""
 
+import contextlib
 import time
 import uuid
+
+
+@contextlib.contextmanager
+def created_topic(servers, prefix, partitions):
+    """A new topic named `prefix` and a random suffix, of `partitions`
+    partitions, deleted afterwards."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = prefix + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+    try:
+        yield name
+    finally:
+        admin.delete_topics([name])[name].result(30)
 
 
 def committed_values(servers, topic, committed=True, settle_s=3.0):

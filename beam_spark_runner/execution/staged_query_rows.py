@@ -24,8 +24,9 @@ from typing import Iterator, Tuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_spark_runner.execution import checkpoint_files
+from beam_spark_runner.execution import checkpoint_files, runner_io_glue
 from beam_spark_runner.execution.sink_rows import query_values
+from beam_spark_runner.worker.transactional_files import digest
 
 # The format of the rows `stage_frame` and `stage_collected` write: the
 # sink's query rows as the batch produced them.
@@ -107,3 +108,59 @@ def staged_values(files, relative: str, label: str, coder):
                 % (label, files.uri(relative), fmt, RAW_FORMAT)
             )
         yield from raw_values(table, impl)
+
+
+def staged_epoch_dir(staged_dir: str, sink_id: str, batch_id: int) -> str:
+    """Where a streaming sink stages a batch's rows, relative to the
+    checkpoint: one directory per sink and batch under `staged_dir`."""
+    return checkpoint_files.join(staged_dir, sink_id, "batch-%08d" % batch_id)
+
+
+class CheckpointStaging(runner_io_glue.DriverCollectedStaging):
+    """The sinks of one URN in a streaming query, each batch's rows staged
+    under the checkpoint's `STAGED_DIR` (a subclass's) by `stage` (Spark's
+    writer) or `stage_collected` (the driver). A subclass gives the commit
+    (`publication`) and may look at the batch's values first (`check`: a
+    value the sink cannot take fails the batch, never its commit)."""
+
+    STAGED_DIR = None
+
+    @classmethod
+    def of_query(cls, context: runner_io_glue.StagingContext):
+        return cls(context.run_id, context.components, context.files)
+
+    def __init__(self, run, components, files):
+        self._run = run  # the checkpoint's run id: the same for every restart of it
+        self._components = components
+        self._files = files
+
+    def check(self, sink, table) -> None:
+        """Before a batch is staged: `table()` gives its rows (an Arrow table
+        of `kind` and `payload`)."""
+
+    def publication(self, sink, sink_id: str, batch_id: int, relative: str):
+        raise NotImplementedError
+
+    def stage(self, selected, sink, batch_id):
+        """Stages the sink's rows of the batch (`selected`: its DATA and
+        KEYED query rows) and returns the publication."""
+        self.check(sink, lambda: selected.select("kind", "payload").toArrow())
+        sink_id, relative = self._where(sink, batch_id)
+        # The query rows as they are, in the task's order: no Python runs in
+        # the staging job; the commit decodes them.
+        stage_frame(self._files, relative, selected)
+        return self.publication(sink, sink_id, batch_id, relative)
+
+    def stage_collected(self, rows, sink, batch_id):
+        """`stage` for the sink's rows collected on the driver (an Arrow
+        table with `kind`, `payload` and the `part` that made each row, in
+        collect order), written as one staged file."""
+        self.check(sink, lambda: rows)
+        sink_id, relative = self._where(sink, batch_id)
+        stage_collected(self._files, relative, rows)
+        return self.publication(sink, sink_id, batch_id, relative)
+
+    def _where(self, sink, batch_id):
+        """(the sink's id in this checkpoint, the batch's staging directory)."""
+        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
+        return sink_id, staged_epoch_dir(self.STAGED_DIR, sink_id, batch_id)

@@ -116,6 +116,16 @@ class SinkPrimitive(ptransform.PTransform):
         return self._urn, self._payload
 
 
+def input_windowing_strategies(transform, pipeline) -> List:
+    """The windowing strategies of a transform proto's inputs (for checks of
+    their accumulation mode)."""
+    components = pipeline.components
+    return [
+        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
+        for p in transform.inputs.values()
+    ]
+
+
 def engine_problems(name: str, io: RunnerIO, streaming: bool) -> List[str]:
     """The transform's problem with the kind of pipeline it is in, if any."""
     if streaming and not io.streaming:

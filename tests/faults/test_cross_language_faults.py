@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from tests import services
+from tests import kafka_topics, services
 from tests.faults import drivers
 from tests.faults import kafka_sessions_pipeline as pipeline
 
@@ -125,14 +125,9 @@ def _each_message_read_once(url, offsets_table, produced):
 
 @pytest.fixture
 def topic(request):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     servers = services.require(request, services.KAFKA)
-    name = "xlang-sessions-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": servers})
-    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(30)
-    yield servers, name
-    admin.delete_topics([name])[name].result(30)
+    with kafka_topics.created_topic(servers, "xlang-sessions-", PARTITIONS) as name:
+        yield servers, name
 
 
 def test_a_killed_driver_reading_kafka_through_java_keeps_the_sessions_table_exact(tmp_path, topic, postgresql_url):

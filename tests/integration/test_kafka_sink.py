@@ -33,14 +33,8 @@ PARTITIONS = 2
 
 @pytest.fixture
 def topic(request):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    servers = services.require(request, services.KAFKA)
-    name = "eos-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": servers})
-    admin.create_topics([NewTopic(name, num_partitions=PARTITIONS, replication_factor=1)])[name].result(30)
-    yield name
-    admin.delete_topics([name])[name].result(30)
+    with kafka_topics.created_topic(services.require(request, services.KAFKA), "eos-", PARTITIONS) as name:
+        yield name
 
 
 def _values(topic, committed=True, settle_s=3.0):

@@ -33,11 +33,7 @@ def _check_write(name, transform, pipeline, streaming):
     """RETRACTING panes need key columns: without them a retraction has no
     row to delete."""
     config = decode_payload(transform.spec.payload)
-    components = pipeline.components
-    strategies = [
-        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
-        for p in transform.inputs.values()
-    ]
+    strategies = runner_io.input_windowing_strategies(transform, pipeline)
     if not config.key_columns and any(s.accumulation_mode == RETRACTING for s in strategies):
         return [
             "%s: its input has RETRACTING panes; give key_columns so a retraction deletes the row it "

@@ -162,25 +162,19 @@ def resolve_database_write(config, infer):
 def staged_epoch_dir(sink_id: str, batch_id: int) -> str:
     """Where a streaming sink stages a batch's rows, relative to the
     checkpoint: one directory per sink and batch."""
-    return checkpoint_files.join(STAGED_DIR, sink_id, "batch-%08d" % batch_id)
+    return staged_query_rows.staged_epoch_dir(STAGED_DIR, sink_id, batch_id)
 
 
-class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
+class MicroBatchStaging(staged_query_rows.CheckpointStaging):
     """A streaming query's database sinks: `prepare()` at the query's start,
-    then per micro-batch with rows for a sink `stage(frame, sink, batch_id)`
-    (a Spark job writes them) or `stage_collected(rows, sink, batch_id)`
-    (the driver, which collected them, writes them); each returns the
-    batch's `StagedEpochPublication`. `files`: the checkpoint's files
+    then each batch staged (staged_query_rows.CheckpointStaging) with its
+    `StagedEpochPublication`. `files`: the checkpoint's files
     (execution/checkpoint_files.py)."""
 
-    @classmethod
-    def of_query(cls, context: runner_io_glue.StagingContext):
-        return cls(context.run_id, context.components, context.files)
+    STAGED_DIR = STAGED_DIR
 
     def __init__(self, run, components, files):
-        self._run = run  # the checkpoint's run id: the same for every restart of it
-        self._components = components
-        self._files = files
+        super().__init__(run, components, files)
         self._configs = {}  # sink name -> its config, with its untyped fields typed
 
     def prepare(self, sinks):
@@ -195,6 +189,10 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
                 config = resolve_database_write(config, lambda columns: {})
             prepare_tables(config)
             self._configs[sink.name] = config
+
+    def check(self, sink, table):
+        if decode_payload(sink.payload).untyped:
+            self._typed(sink, self._sink_values(sink, table()))
 
     def _typed(self, sink, values):
         """The sink's config, its untyped fields typed (by `values()`, the
@@ -223,34 +221,7 @@ class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
             v for batch in table.select(["kind", "payload"]).to_batches() for v in query_values(batch, impl)
         )
 
-    def stage(self, selected, sink, batch_id):
-        """Stages the sink's rows of the batch (`selected`: its DATA and
-        KEYED query rows) under the checkpoint and returns the publication."""
-        if decode_payload(sink.payload).untyped:
-            self._typed(sink, self._sink_values(sink, selected.select("kind", "payload").toArrow()))
-        sink_id, relative = self._where(sink, batch_id)
-        # The query rows as they are, in the task's order: no Python runs in
-        # the staging job; the commit decodes them.
-        staged_query_rows.stage_frame(self._files, relative, selected)
-        return self._publication(sink, sink_id, batch_id, relative)
-
-    def stage_collected(self, rows, sink, batch_id):
-        """`stage` for the sink's DATA and KEYED query rows of the batch
-        collected on the driver (an Arrow table with `kind`, `payload` and
-        the `part` that made each row, in the order collect() gives them):
-        the driver writes them under the checkpoint as one staged file."""
-        if decode_payload(sink.payload).untyped:
-            self._typed(sink, self._sink_values(sink, rows))
-        sink_id, relative = self._where(sink, batch_id)
-        staged_query_rows.stage_collected(self._files, relative, rows)
-        return self._publication(sink, sink_id, batch_id, relative)
-
-    def _where(self, sink, batch_id):
-        """(the sink's id in this checkpoint, the batch's staging directory)."""
-        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
-        return sink_id, staged_epoch_dir(sink_id, batch_id)
-
-    def _publication(self, sink, sink_id, batch_id, relative):
+    def publication(self, sink, sink_id, batch_id, relative):
         config = self._configs.get(sink.name) or decode_payload(sink.payload)
         coder = context.components_context(self._components).coders[sink.coder_id]
         return StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)

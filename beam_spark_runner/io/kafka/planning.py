@@ -23,11 +23,7 @@ class KafkaWrite(SparkWrite):
 
 def _check_write(name, transform, pipeline, streaming):
     """A published record cannot be taken back: RETRACTING panes are refused."""
-    components = pipeline.components
-    strategies = [
-        components.windowing_strategies[components.pcollections[p].windowing_strategy_id]
-        for p in transform.inputs.values()
-    ]
+    strategies = runner_io.input_windowing_strategies(transform, pipeline)
     if any(s.accumulation_mode == RETRACTING for s in strategies):
         return [
             "%s: its input has RETRACTING panes, and a record published into Kafka cannot be retracted: "

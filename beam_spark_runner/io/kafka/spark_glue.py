@@ -72,52 +72,27 @@ runner_io_glue.register_batch_stage(WRITE_KAFKA_URN, write_kafka_rdd)
 
 def staged_epoch_dir(sink_id: str, batch_id: int) -> str:
     """Where a streaming sink stages a batch's records, relative to the
-    checkpoint: one directory per sink and batch."""
-    return checkpoint_files.join(STAGED_DIR, sink_id, "batch-%08d" % batch_id)
+    checkpoint."""
+    return staged_query_rows.staged_epoch_dir(STAGED_DIR, sink_id, batch_id)
 
 
-class MicroBatchStaging(runner_io_glue.DriverCollectedStaging):
+class MicroBatchStaging(staged_query_rows.CheckpointStaging):
     """A streaming query's Kafka sinks: `prepare()` at the query's start
     (each sink's broker is reached: one that is down fails the start naming
-    it), then per micro-batch `stage(frame, sink, batch_id)` or
-    `stage_collected(rows, sink, batch_id)`, each returning the batch's
-    `StagedEpochPublication`."""
+    it), then each batch staged (staged_query_rows.CheckpointStaging) with
+    its `StagedEpochPublication`."""
 
-    @classmethod
-    def of_query(cls, context: runner_io_glue.StagingContext):
-        return cls(context.run_id, context.components, context.files)
-
-    def __init__(self, run, components, files):
-        self._run = run  # the checkpoint's run id: the same for every restart of it
-        self._components = components
-        self._files = files
+    STAGED_DIR = STAGED_DIR
 
     def prepare(self, sinks):
         for sink in sinks:
-            config = decode_payload(sink.payload)
             sink_id, _ = self._where(sink, 0)
-            transactions.publisher_for(config, sink_id).published_through()
+            transactions.publisher_for(decode_payload(sink.payload), sink_id).published_through()
 
-    def stage(self, selected, sink, batch_id):
-        sink_id, relative = self._where(sink, batch_id)
-        staged_query_rows.stage_frame(self._files, relative, selected)
-        return self._publication(sink, sink_id, batch_id, relative)
-
-    def stage_collected(self, rows, sink, batch_id):
-        sink_id, relative = self._where(sink, batch_id)
-        staged_query_rows.stage_collected(self._files, relative, rows)
-        return self._publication(sink, sink_id, batch_id, relative)
-
-    def _where(self, sink, batch_id):
-        """(the sink's id in this checkpoint, the batch's staging directory)."""
-        sink_id = "%s-%s" % (self._run, digest(sink.name)[:8])
-        return sink_id, staged_epoch_dir(sink_id, batch_id)
-
-    def _publication(self, sink, sink_id, batch_id, relative):
+    def publication(self, sink, sink_id, batch_id, relative):
         coder = context.components_context(self._components).coders[sink.coder_id]
-        return StagedEpochPublication(
-            decode_payload(sink.payload), sink_id, batch_id, self._files.root, relative, coder
-        )
+        config = decode_payload(sink.payload)
+        return StagedEpochPublication(config, sink_id, batch_id, self._files.root, relative, coder)
 
 
 runner_io_glue.register_micro_batch_staging(WRITE_KAFKA_URN, MicroBatchStaging.of_query)
