@@ -34,6 +34,10 @@ SERVICE = "beam_spark_runner.JavaBundleFinalization"
 _METHOD = "/%s/Finalize" % SERVICE
 _TOKEN_KEY = "beam-spark-jvm-token"
 CONNECT_TIMEOUT_S = 5.0
+# Endpoints this process could not reach: later callbacks of the same JVM
+# (a restarted run's pending records hold many) fail at once, not after
+# CONNECT_TIMEOUT_S each.
+_UNREACHABLE = set()
 # A callback (a broker's acknowledgement) may take a while; a JVM that
 # does not answer at all fails the call.
 CALL_TIMEOUT_S = 300.0
@@ -54,15 +58,15 @@ class JavaBundleFinalization:
     instruction_id: str
 
     def __call__(self):
+        if self.endpoint in _UNREACHABLE:
+            raise self._unreachable()
         channel = grpc.insecure_channel(self.endpoint)
         try:
             try:
                 grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
             except grpc.FutureTimeoutError:
-                raise FinalizationFailed(
-                    "Java bundle %s was not finalized: its harness JVM's owner at %s cannot be reached (its "
-                    "executor ended, or the run restarted)" % (self.instruction_id, self.endpoint)
-                ) from None
+                _UNREACHABLE.add(self.endpoint)
+                raise self._unreachable() from None
             finalize = channel.unary_unary(
                 _METHOD,
                 request_serializer=beam_fn_api_pb2.FinalizeBundleRequest.SerializeToString,
@@ -80,6 +84,12 @@ class JavaBundleFinalization:
                 ) from None
         finally:
             channel.close()
+
+    def _unreachable(self):
+        return FinalizationFailed(
+            "Java bundle %s was not finalized: its harness JVM's owner at %s cannot be reached (its executor "
+            "ended, or the run restarted)" % (self.instruction_id, self.endpoint)
+        )
 
 
 def handler(token: str, push):

@@ -189,13 +189,15 @@ def test_the_python_workers_of_an_executor_share_one_jvm_and_a_dead_owners_jvm_i
         attached.stop()
 
 
-def test_the_driver_finalizes_a_java_bundle_through_its_jvms_owner_and_only_that_jvm():
+def test_the_driver_finalizes_a_java_bundle_through_its_jvms_owner_and_only_that_jvm(monkeypatch):
     """A Java bundle's finalization is a picklable request the driver sends
     once the bundle's output is committed (worker/java_finalization.py): it
     reaches the JVM's owner on the executor's host address; a request
     carrying another JVM's token is refused, and one for a JVM that is gone
     fails naming the bundle and the endpoint (the driver logs it)."""
     import pickle
+
+    import grpc
 
     from beam_spark_runner.worker.java_finalization import FinalizationFailed, JavaBundleFinalization, executor_host
 
@@ -212,3 +214,9 @@ def test_the_driver_finalizes_a_java_bundle_through_its_jvms_owner_and_only_that
         FinalizationFailed, match="bundle-1 was not finalized: .* %s cannot be reached" % worker.finalization_url
     ):
         finalization()
+    # Another callback of the same JVM fails without trying to connect again
+    # (a restarted run's pending records hold many).
+    with monkeypatch.context() as patched:
+        patched.setattr(grpc, "insecure_channel", lambda *a, **k: pytest.fail("connected to a JVM known to be gone"))
+        with pytest.raises(FinalizationFailed, match="bundle-2 was not finalized"):
+            JavaBundleFinalization(worker.finalization_url, worker.finalization_token, "bundle-2")()
