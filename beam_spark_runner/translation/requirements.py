@@ -12,7 +12,7 @@ from apache_beam.utils import proto_utils
 
 from beam_spark_runner.errors import UnsupportedPipelineError
 from beam_spark_runner.plans import EnvironmentKind
-from beam_spark_runner.translation import java_known_problems, runner_io, sdk_environments
+from beam_spark_runner.translation import runner_io, sdk_environments
 from beam_spark_runner.worker.beam_internals import PYTHON_WINDOW_FN_URNS
 from triggers.closing import ClosingRules, UnspecifiedBehavior
 
@@ -223,7 +223,6 @@ def check_pipeline(pipeline, streaming=False, staged_later=False):
         + check_environments(pipeline, staged_later)
         + check_transforms(pipeline, streaming)
         + check_windowing(pipeline)
-        + java_known_problems.problems(_leaf_transforms(pipeline), pipeline.components, streaming)
     )
     if errors:
         raise UnsupportedPipelineError(
