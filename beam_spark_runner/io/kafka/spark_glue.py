@@ -2,9 +2,10 @@
 the driver publishes, in Kafka transactions.
 
 - Batch (`write_kafka_rdd`): the driver takes the input's records task by
-  task (`toLocalIterator`: one successful attempt of each task reaches it)
-  and publishes them all in one transaction, committed once every task is
-  in: a retried task never publishes twice, a failed job publishes nothing.
+  task (`toLocalIterator`: one successful attempt of each task reaches it),
+  in partitions of about PARTITION_BYTES, and publishes them all in one
+  transaction, committed once every task is in: a retried task never
+  publishes twice, a failed job publishes nothing.
 - Streaming (`MicroBatchStaging`): the sink's query rows of a batch are
   staged under the checkpoint (execution/staged_query_rows.py; a replay of
   the batch overwrites them), and the batch's `StagedEpochPublication`,
@@ -32,21 +33,39 @@ from beam_spark_runner.worker.sink_commits import SinkCommit
 from beam_spark_runner.worker.transactional_files import digest
 
 STAGED_DIR = checkpoint_files.join(checkpoint_files.BEAM_DIR, "kafka_staging")
+# About how much of the input one task hands the driver in batch.
+PARTITION_BYTES = 16 << 20
 
 
 # --- batch --------------------------------------------------------------------
 
 
 def write_kafka_rdd(execution, stage):
+    from pyspark import StorageLevel
+
     config = decode_payload(stage.native.payload)
     sc = execution.sc
     (port,) = stage.inputs
-    records = execution.input_rdd(stage).mapPartitions(_records_of(execution.plan.components, port.coder_id))
     execution.check_not_cancelled()
     sc.setJobDescription("Beam: %s" % stage.display_name)
     name = "batch-%s-%s" % (uuid.uuid4().hex[:16], digest(stage.name)[:8])
-    with spark_call_site(sc, stage.display_name):
-        transactions.publish_once(config, records.toLocalIterator(prefetchPartitions=True), name)
+    # A task's records reach the driver whole, as its result: the input is
+    # computed once onto the executors' disks, measured, and spread over
+    # partitions of about PARTITION_BYTES, so no result outgrows the
+    # driver's heap (a result the driver cannot hold stalls Spark's job).
+    inputs = execution.input_rdd(stage).persist(StorageLevel.DISK_ONLY)
+    try:
+        with spark_call_site(sc, stage.display_name):
+            total = inputs.map(_encoded_bytes).sum()
+            parts = max(1, -(-int(total) // PARTITION_BYTES))
+            if parts > inputs.getNumPartitions():
+                spread = inputs.repartition(parts)
+            else:
+                spread = inputs
+            records = spread.mapPartitions(_records_of(execution.plan.components, port.coder_id))
+            transactions.publish_once(config, records.toLocalIterator(prefetchPartitions=False), name)
+    finally:
+        inputs.unpersist()
     execution.after_spark_job()
     final = WindowedValue(None, MAX_TIMESTAMP, (window.GlobalWindow(),))
     ctx = context.components_context(execution.plan.components)
@@ -54,6 +73,11 @@ def write_kafka_rdd(execution, stage):
         (i, RunCodec(ctx.coders[p.coder_id]).encode([(final, [config.topic])])) for i, p in enumerate(stage.outputs)
     ]
     return sc.parallelize(blocks, 1)
+
+
+def _encoded_bytes(pair):
+    _, block = pair
+    return len(block) if isinstance(block, (bytes, bytearray, memoryview)) else 0
 
 
 def _records_of(components, coder_id):
