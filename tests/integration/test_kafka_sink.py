@@ -197,6 +197,36 @@ def test_a_failed_batch_job_publishes_nothing(topic):
     assert _values(topic) == []
 
 
+def test_a_batch_job_hands_the_driver_its_input_in_bounded_partitions(topic, monkeypatch):
+    """A task's records reach the driver whole (a result larger than its
+    heap stalls Spark's job): the input of one partition is spread over
+    partitions of about PARTITION_BYTES (here 4 KiB) before the driver
+    takes them, and every record is still published once."""
+    from pyspark import RDD
+
+    from beam_spark_runner.io.kafka import spark_glue
+
+    monkeypatch.setattr(spark_glue, "PARTITION_BYTES", 4096)
+    partitions = []
+    original = RDD.toLocalIterator
+
+    def counted(rdd, *args, **kwargs):
+        partitions.append(rdd.getNumPartitions())
+        return original(rdd, *args, **kwargs)
+
+    monkeypatch.setattr(RDD, "toLocalIterator", counted)
+    with beam.Pipeline(runner=SparkRunner(), options=_options()) as p:
+        _ = (
+            p
+            | beam.Create(range(3000), reshuffle=False)
+            | beam.Map(lambda i: (None, b"%06d" % i + b"x" * 60))
+            | WriteToKafka({"bootstrap.servers": services.KAFKA}, topic)
+        )
+    (spread,) = partitions
+    assert spread >= 3000 * 60 // 4096 // 2, spread  # the ~200 KB input in about 4 KiB partitions
+    assert _values(topic) == sorted(b"%06d" % i + b"x" * 60 for i in range(3000))
+
+
 # --- what it refuses ----------------------------------------------------------
 
 
